@@ -1,0 +1,207 @@
+//! Turning input bytes into a parsed document, or into the generic violation that
+//! says why it cannot be read: `json.syntax`, `limits.size`, `limits.depth`.
+//!
+//! JSON goes straight to simd-json's tape; YAML is first re-encoded as JSON text
+//! (see `yaml`). Nothing here recurses on the input, so depth is bounded by the
+//! configured limit whatever the document holds.
+
+use simd_json::{Buffers, ErrorType, Tape};
+
+use crate::node::Value;
+use crate::report::{Severity, Violation};
+
+pub const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+/// The deepest nesting a configuration may allow: the walkers recurse per level.
+pub const MAX_DEPTH_CEILING: usize = 1024;
+
+/// Size and depth limits of one validator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_bytes: usize,
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bytes: DEFAULT_MAX_BYTES, max_depth: DEFAULT_MAX_DEPTH }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+pub enum DecodeError {
+    Syntax(String),
+    Size(String),
+    Depth(usize),
+}
+
+impl DecodeError {
+    pub fn into_violation(self) -> Violation {
+        let (rule, message) = match self {
+            DecodeError::Syntax(m) => ("json.syntax", m),
+            DecodeError::Size(m) => ("limits.size", m),
+            DecodeError::Depth(limit) => (
+                "limits.depth",
+                format!("the document nests deeper than {limit} levels; flatten it or raise limits.max_depth"),
+            ),
+        };
+        Violation { rule, field: String::new(), message, severity: Severity::Error }
+    }
+}
+
+/// Parses `input` (JSON or YAML, UTF-8) and hands the root value, which is always an
+/// object, to `f`. Any failure is returned as the violation that describes it.
+pub fn with_document<R>(input: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>) -> R) -> Result<R, Violation> {
+    if input.len() > limits.max_bytes {
+        return Err(DecodeError::Size(format!(
+            "the document is {} bytes, over the limit of {} bytes",
+            input.len(),
+            limits.max_bytes
+        ))
+        .into_violation());
+    }
+    let text = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
+    let first = text.iter().copied().find(|b| !b.is_ascii_whitespace());
+    // A document that opens with `{` is JSON: falling back to YAML flow style would
+    // quietly accept broken JSON (`{"a": }` is valid YAML).
+    if first == Some(b'{') {
+        return parse_json(text, limits, f).map_err(DecodeError::into_violation);
+    }
+    yaml_then_json(text, limits, f).map_err(DecodeError::into_violation)
+}
+
+fn yaml_then_json<R>(text: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>) -> R) -> Result<R, DecodeError> {
+    let text = std::str::from_utf8(text).map_err(|e| {
+        DecodeError::Syntax(format!("the document is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))
+    })?;
+    if text.trim().is_empty() {
+        return Err(DecodeError::Syntax("the document is empty".into()));
+    }
+    let json = crate::yaml::to_json(text, limits)?;
+    parse_json(&json, limits, f)
+}
+
+fn parse_json<R>(text: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>) -> R) -> Result<R, DecodeError> {
+    let len = text.len();
+    let mut buf = Vec::with_capacity(len + simd_json::INPUT_PADDING);
+    buf.extend_from_slice(text);
+    buf.resize(len + simd_json::INPUT_PADDING, 0);
+    let mut buffers = Buffers::with_max_depth(len, limits.max_depth);
+    let mut tape = Tape::null();
+    if let Err(e) = simd_json::fill_tape_padded(&mut buf, len, &mut buffers, &mut tape) {
+        let err = match e.error() {
+            ErrorType::DepthLimitExceeded => DecodeError::Depth(limits.max_depth),
+            ErrorType::InvalidUtf8 => DecodeError::Syntax("the document is not valid UTF-8".into()),
+            _ => DecodeError::Syntax(format!("not valid JSON: {}", describe_json_error(&e, text))),
+        };
+        return Err(err);
+    }
+    let root = Value::root(&tape.0);
+    if !root.is_object() {
+        return Err(DecodeError::Syntax(format!("the top level must be an object, got {}", root.describe())));
+    }
+    Ok(f(root))
+}
+
+fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
+    let at = e.index();
+    let near: String = String::from_utf8_lossy(&text[at.min(text.len())..(at + 20).min(text.len())]).into_owned();
+    if near.is_empty() {
+        format!("{:?} at the end of the document", e.error())
+    } else {
+        format!("{:?} at byte {at}, near {:?}", e.error(), near)
+    }
+}
+
+/// Every key that an object repeats, as `json.duplicate_key` at the repeated key.
+pub fn duplicate_keys(root: Value<'_, '_>, out: &mut Vec<Violation>) {
+    let mut path = crate::pointer::Path::new();
+    scan_duplicates(root, &mut path, out);
+}
+
+fn scan_duplicates<'t, 'i>(v: Value<'t, 'i>, path: &mut crate::pointer::Path<'i>, out: &mut Vec<Violation>) {
+    match v.ty() {
+        crate::node::Type::Object(n) => {
+            let mut seen: Vec<&str> = Vec::with_capacity(n);
+            for (key, value) in v.entries() {
+                if seen.contains(&key) {
+                    out.push(Violation {
+                        rule: "json.duplicate_key",
+                        field: path.child(key),
+                        message: format!(
+                            "the key {} appears more than once in this object; a validator and a consumer could read different values, so keep one",
+                            crate::node::quote(key)
+                        ),
+                        severity: Severity::Error,
+                    });
+                } else {
+                    seen.push(key);
+                }
+                if matches!(value.ty(), crate::node::Type::Object(_) | crate::node::Type::Array(_)) {
+                    path.push_key(key);
+                    scan_duplicates(value, path, out);
+                    path.pop();
+                }
+            }
+        }
+        crate::node::Type::Array(_) => {
+            for (i, item) in v.items().enumerate() {
+                if matches!(item.ty(), crate::node::Type::Object(_) | crate::node::Type::Array(_)) {
+                    path.push_index(i);
+                    scan_duplicates(item, path, out);
+                    path.pop();
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule_of(input: &[u8]) -> Option<&'static str> {
+        with_document(input, &Limits::default(), |_| ()).err().map(|v| v.rule)
+    }
+
+    #[test]
+    fn classifies_unreadable_input() {
+        assert_eq!(rule_of(b"{\"a\": }"), Some("json.syntax"));
+        assert_eq!(rule_of(b"[1, 2]"), Some("json.syntax"));
+        assert_eq!(rule_of(b"\"x\""), Some("json.syntax"));
+        assert_eq!(rule_of(b""), Some("json.syntax"));
+        assert_eq!(rule_of(b"{\"a\": \"\xff\"}"), Some("json.syntax"));
+        assert_eq!(rule_of(b"a: \xff\n"), Some("json.syntax"));
+        assert_eq!(rule_of(b"{\"a\": 1}"), None);
+        assert_eq!(rule_of(b"\xEF\xBB\xBF{\"a\": 1}"), None);
+        assert_eq!(rule_of(b"a: 1\nb: [x]\n"), None);
+    }
+
+    #[test]
+    fn limits_depth_without_overflowing() {
+        let deep = format!("{}{}", "{\"a\":".repeat(100_000), "1");
+        assert_eq!(rule_of(deep.as_bytes()), Some("limits.depth"));
+        let ok = format!("{}1{}", "{\"a\":".repeat(64), "}".repeat(64));
+        assert_eq!(rule_of(ok.as_bytes()), None);
+        let over = format!("{}1{}", "{\"a\":".repeat(65), "}".repeat(65));
+        assert_eq!(rule_of(over.as_bytes()), Some("limits.depth"));
+    }
+
+    #[test]
+    fn limits_size_before_parsing() {
+        let big = vec![b' '; DEFAULT_MAX_BYTES + 1];
+        assert_eq!(rule_of(&big), Some("limits.size"));
+    }
+
+    #[test]
+    fn finds_duplicate_keys_at_any_depth() {
+        let mut out = Vec::new();
+        with_document(br#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#, &Limits::default(), |root| {
+            duplicate_keys(root, &mut out)
+        })
+        .unwrap();
+        let fields: Vec<_> = out.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, ["/a/b", "/c/0/d"]);
+    }
+}

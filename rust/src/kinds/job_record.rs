@@ -1,0 +1,150 @@
+//! TAO job-record: the published schema (`job_record.schema.json`) plus the record
+//! rules: the first transition is PENDING, nothing follows a terminal transition,
+//! `terminal_state` agrees with the transitions, timestamps move forward, and no
+//! string carries an unredacted credential.
+
+use chrono::{DateTime, FixedOffset};
+
+use crate::node::{quote, Type, Value};
+use crate::pointer::pointer;
+use crate::report::Severity;
+use crate::schema::{self, array_of, opt, req, str_matching, Additional, Ctx, ObjectShape, Pattern, Shape, NONEMPTY, STRING};
+use crate::secrets;
+
+pub const STATES: [&str; 6] = ["PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN"];
+pub const TERMINAL: [&str; 3] = ["COMPLETE", "ERROR", "CANCELED"];
+pub const SOURCES: [&str; 3] = ["agent", "poller", "backend-hook"];
+
+static ID: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: schema::safe_segment };
+static PLATFORM: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: platform_name };
+
+const NULLABLE_STRING: Shape = Shape::Nullable(&STRING);
+
+static TRANSITION: ObjectShape = ObjectShape {
+    fields: &[
+        req("ts", NONEMPTY),
+        req("state", Shape::Enum { values: &STATES, nullable: false }),
+        req("message", STRING),
+        req("source", Shape::Enum { values: &SOURCES, nullable: false }),
+    ],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+
+static RECORD: ObjectShape = ObjectShape {
+    fields: &[
+        req("schema_version", Shape::ConstInt(1)),
+        req("id", str_matching(&ID)),
+        req("platform", str_matching(&PLATFORM)),
+        req("backend_ref", NULLABLE_STRING),
+        req("image", NONEMPTY),
+        req("network_arch", NONEMPTY),
+        req("action", NONEMPTY),
+        req("results_dir", NONEMPTY),
+        req("storage_tier", Shape::Enum { values: &["A", "B", "C"], nullable: false }),
+        opt("upload_excludes", array_of(&STRING)),
+        req("submitted_at", NONEMPTY),
+        req("transitions", Shape::Array { items: &Shape::Object(&TRANSITION), min_items: 1, min_items_rule: "schema.minItems", unique: false }),
+        req("terminal_state", Shape::Enum { values: &TERMINAL, nullable: true }),
+        opt("terminal_write_by", Shape::Enum { values: &SOURCES, nullable: true }),
+        opt("err_class", Shape::Enum { values: &["ERR_INFRA", "ERR_PROGRAM"], nullable: true }),
+        opt("retry_of", NULLABLE_STRING),
+        opt("parent_job", NULLABLE_STRING),
+        req("redacted", Shape::ConstTrue),
+    ],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+
+/// `^[a-z0-9][a-z0-9-]{0,31}$`: the platform skill's short name in canonical kebab-case.
+fn platform_name(s: &str) -> Result<(), String> {
+    let b = s.as_bytes();
+    let ok = (1..=32).contains(&b.len())
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("is not a canonical platform name (lowercase kebab-case, at most 32 characters), e.g. {}", quote(&s.trim().to_lowercase().replace(' ', "-"))))
+    }
+}
+
+pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
+    schema::walk(root, &Shape::Object(&RECORD), ctx);
+    transitions(root, ctx);
+    secrets_anywhere(root, ctx);
+}
+
+fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    let Some(list) = root.get("transitions") else { return };
+    let mut terminal: Option<(usize, &str)> = None;
+    let mut last_ts: Option<(DateTime<FixedOffset>, &str)> = None;
+    for (i, t) in list.items().enumerate() {
+        let state = t.get_str("state").filter(|s| STATES.contains(s));
+        if let Some(state) = state {
+            if i == 0 && state != "PENDING" {
+                ctx.error(pointer(&["transitions", "0", "state"]), "tao.record.first_state", format!("the first transition is {state}; a record opens with PENDING, written before launch"));
+            }
+            if let Some((at, prev)) = terminal {
+                ctx.error(
+                    pointer(&["transitions", &i.to_string(), "state"]),
+                    "tao.record.after_terminal",
+                    format!("a {state} transition follows the terminal {prev} at transitions/{at}; a terminal record takes no further transitions"),
+                );
+            } else if TERMINAL.contains(&state) {
+                terminal = Some((i, state));
+            }
+        }
+        if let Some(ts) = t.get_str("ts") {
+            if let Ok(parsed) = DateTime::parse_from_rfc3339(ts) {
+                if let Some((prev, prev_raw)) = last_ts {
+                    if parsed < prev {
+                        ctx.warning(pointer(&["transitions", &i.to_string(), "ts"]), "tao.record.ts_order", format!("{} is earlier than the previous transition's {}; timestamps go backwards", quote(ts), quote(prev_raw)));
+                    }
+                }
+                last_ts = Some((parsed, ts));
+            }
+        }
+    }
+    let Some(declared) = root.get("terminal_state") else { return };
+    let declared_state = match declared.ty() {
+        Type::Null => None,
+        Type::Str(s) if TERMINAL.contains(&s) => Some(s),
+        _ => return, // the schema already reports it
+    };
+    let actual = terminal.map(|(_, s)| s);
+    if declared_state != actual {
+        let show = |s: Option<&str>| s.map_or("null".to_string(), |s| s.to_string());
+        ctx.error(
+            pointer(&["terminal_state"]),
+            "tao.record.terminal_mismatch",
+            format!("terminal_state is {} but the transitions end in {}", show(declared_state), actual.map_or("no terminal state".to_string(), |s| s.to_string())),
+        );
+    }
+}
+
+/// `tao.record.secret`: every string of the record, at any depth.
+fn secrets_anywhere<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
+    match v.ty() {
+        Type::Str(s) => {
+            if let Some(why) = secrets::find_credential(s) {
+                ctx.here("tao.record.secret", Severity::Error, format!("{} holds an unredacted credential: {why}; records are written redacted", quote(s)));
+            }
+        }
+        Type::Object(_) => {
+            for (k, value) in v.entries() {
+                ctx.path.push_key(k);
+                secrets_anywhere(value, ctx);
+                ctx.path.pop();
+            }
+        }
+        Type::Array(_) => {
+            for (i, item) in v.items().enumerate() {
+                ctx.path.push_index(i);
+                secrets_anywhere(item, ctx);
+                ctx.path.pop();
+            }
+        }
+        _ => {}
+    }
+}

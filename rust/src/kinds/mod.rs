@@ -1,0 +1,73 @@
+//! The four kinds of document and how each is told apart.
+//!
+//! Each kind module owns its shapes (the schema layer) and its semantic rules; this
+//! module only detects the kind and dispatches.
+
+pub mod best_rec;
+pub mod job_record;
+pub mod jobspec;
+pub mod spec_bundle;
+
+use crate::config::CoreConfig;
+use crate::node::Value;
+use crate::schema::Ctx;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    JobSpec,
+    SpecBundle,
+    JobRecord,
+    BestRec,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::JobSpec, Kind::SpecBundle, Kind::JobRecord, Kind::BestRec];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::JobSpec => "jobspec",
+            Kind::SpecBundle => "spec_bundle",
+            Kind::JobRecord => "job_record",
+            Kind::BestRec => "best_rec",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Detection from the top-level keys, first match wins (SPEC §1).
+    pub fn detect(root: Value<'_, '_>) -> Option<Kind> {
+        let has = |key: &str| root.entries().any(|(k, _)| k == key);
+        if has("apiVersion") {
+            Some(Kind::JobSpec)
+        } else if has("transitions") {
+            Some(Kind::JobRecord)
+        } else if has("experiment_id") || has("best") {
+            Some(Kind::BestRec)
+        } else if has("mode") || has("command") || has("network_arch") {
+            Some(Kind::SpecBundle)
+        } else {
+            None
+        }
+    }
+}
+
+/// Facts about one admission that are not in the document: who is asking, and how
+/// much of the project's GPU quota other jobs already hold.
+#[derive(Clone, Debug, Default)]
+pub struct Admission {
+    /// The authenticated account that `metadata.owner` is stamped with.
+    pub owner: Option<String>,
+    pub project_gpus_in_use: Option<u64>,
+    pub project_quota: Option<u64>,
+}
+
+pub fn check<'t, 'i>(kind: Kind, root: Value<'t, 'i>, config: &CoreConfig, admission: &Admission, ctx: &mut Ctx<'i>) {
+    match kind {
+        Kind::JobSpec => jobspec::check(root, config, admission, ctx),
+        Kind::SpecBundle => spec_bundle::check(root, ctx),
+        Kind::JobRecord => job_record::check(root, ctx),
+        Kind::BestRec => best_rec::check(root, ctx),
+    }
+}

@@ -1,0 +1,511 @@
+//! TAO spec-bundle: the published schema (`spec_bundle.schema.json`) plus the
+//! semantic rules: nested-not-dotted, mode discrimination, placeholders, spec keys,
+//! credentials, topology, and the static supporting-file rules.
+//!
+//! Rules that need the files themselves (hashes, symlinks, packages) are not here.
+
+use crate::node::{quote, Type, Value};
+use crate::pointer::pointer;
+use crate::report::Severity;
+use crate::schema::{self, array_of, opt, py_isspace, req, str_matching, Additional, Ctx, ObjectShape, Pattern, Shape, NONEMPTY, STRING};
+use crate::secrets;
+
+const PLACEHOLDERS: [&str; 3] = ["config_path", "job_id", "results_dir"];
+
+// ---------------------------------------------------------------- shapes
+
+static IMAGE: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: image_uri };
+static SHA256: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: lowercase_sha256 };
+static SUPPORTING_PATH: Pattern = Pattern { rule: "tao.supporting_file.path", severity: Severity::Error, test: supporting_path };
+static SPEC_KEY: Pattern = Pattern { rule: "tao.spec_key.syntax", severity: Severity::Error, test: spec_key_syntax };
+static ENV_NAME: Pattern = Pattern { rule: "schema.propertyNames", severity: Severity::Error, test: env_name };
+
+const SPEC_KEY_STR: Shape = Shape::Str { min_len: 1, min_len_rule: "tao.spec_key.syntax", pattern: Some(&SPEC_KEY) };
+const SUPPORTING_PATH_STR: Shape = Shape::Str { min_len: 1, min_len_rule: "schema.minLength", pattern: Some(&SUPPORTING_PATH) };
+const FILE_TYPE: Shape = Shape::Enum { values: &["file", "folder"], nullable: false };
+
+static DECLARED_INPUT: ObjectShape = ObjectShape {
+    fields: &[req("spec_key", SPEC_KEY_STR), req("type", FILE_TYPE), opt("optional", schema::BOOL), req("uri", NONEMPTY)],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+static DECLARED_OUTPUT: ObjectShape = ObjectShape {
+    fields: &[req("spec_key", SPEC_KEY_STR), req("type", FILE_TYPE)],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+static COMPUTE_SHAPE: ObjectShape = ObjectShape {
+    fields: &[req("gpus", Shape::Int { min: Some(0), lexical: false }), req("nodes", Shape::Int { min: Some(1), lexical: false })],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+static SUPPORTING_FILE: ObjectShape = ObjectShape {
+    fields: &[req("source", SUPPORTING_PATH_STR), req("destination", SUPPORTING_PATH_STR), req("sha256", str_matching(&SHA256))],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+static DISTRIBUTED: ObjectShape = ObjectShape {
+    fields: &[
+        req("launcher", Shape::Enum { values: &["direct", "torchrun"], nullable: false }),
+        req("processes_per_node", Shape::Int { min: Some(1), lexical: false }),
+        opt("tasks_per_node", Shape::ConstInt(1)),
+    ],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+static COMPLETION: ObjectShape = ObjectShape {
+    fields: &[
+        req("child_exit_code_path", NONEMPTY),
+        opt("structured_status_path", NONEMPTY),
+        opt("success_states", Shape::Array { items: &NONEMPTY, min_items: 1, min_items_rule: "schema.minItems", unique: true }),
+    ],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+static ENVIRONMENT: ObjectShape = ObjectShape { fields: &[], additional: Additional::Values(&STRING), keys: Some(&ENV_NAME) };
+static EXECUTION: ObjectShape = ObjectShape {
+    fields: &[
+        opt("environment", Shape::Object(&ENVIRONMENT)),
+        opt("pre_commands", array_of(&NONEMPTY)),
+        opt("post_commands", array_of(&NONEMPTY)),
+        opt("post_scope", Shape::Enum { values: &["all", "leader"], nullable: false }),
+        opt("distributed", Shape::Object(&DISTRIBUTED)),
+        opt("supporting_files", array_of(&Shape::Object(&SUPPORTING_FILE))),
+        opt("completion", Shape::Object(&COMPLETION)),
+    ],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+static BUNDLE: ObjectShape = ObjectShape {
+    fields: &[
+        req("network_arch", NONEMPTY),
+        req("action", NONEMPTY),
+        req("image", str_matching(&IMAGE)),
+        req("mode", Shape::Enum { values: &["config", "args"], nullable: false }),
+        req("command", NONEMPTY),
+        opt("config_format", Shape::Enum { values: &["yaml", "toml", "json"], nullable: false }),
+        opt("spec", Shape::Custom(nested_spec)),
+        opt("args", array_of(&STRING)),
+        req("declared_inputs", array_of(&Shape::Object(&DECLARED_INPUT))),
+        req("declared_outputs", Shape::Array { items: &Shape::Object(&DECLARED_OUTPUT), min_items: 1, min_items_rule: "schema.minItems", unique: false }),
+        opt("upload_excludes", array_of(&STRING)),
+        req("compute_shape", Shape::Object(&COMPUTE_SHAPE)),
+        opt("gpu_spec_key", str_matching(&SPEC_KEY)),
+        opt("execution", Shape::Object(&EXECUTION)),
+    ],
+    additional: Additional::Forbid(Severity::Error),
+    keys: None,
+};
+
+/// `^\S+/\S+$`: a resolved registry/path:tag, never a versions.yaml key.
+fn image_uri(s: &str) -> Result<(), String> {
+    match s.split_once('/') {
+        Some((a, b)) if !a.is_empty() && !b.is_empty() && !s.chars().any(py_isspace) => Ok(()),
+        _ => Err("is not a resolved container URI (registry/path:tag, no whitespace); resolve the image key first".into()),
+    }
+}
+
+fn lowercase_sha256(s: &str) -> Result<(), String> {
+    if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err("is not a SHA-256 digest: 64 lowercase hex characters".into())
+    }
+}
+
+fn env_name(s: &str) -> Result<(), String> {
+    let b = s.as_bytes();
+    let ok = !b.is_empty()
+        && (b[0].is_ascii_uppercase() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err("is not an environment variable name (^[A-Z_][A-Z0-9_]*$)".into())
+    }
+}
+
+/// Relative, no `..` segment, no backslash, whitespace or NUL.
+pub fn supporting_path(s: &str) -> Result<(), String> {
+    if s.starts_with('/') {
+        return Err("is an absolute path; give it relative to the producer root".into());
+    }
+    if s.split('/').any(|seg| seg == "..") {
+        return Err("has a '..' segment; paths may not leave their root".into());
+    }
+    if s.contains('\\') {
+        return Err("has a backslash; use '/' as the separator".into());
+    }
+    if s.contains('\0') {
+        return Err("has a NUL character".into());
+    }
+    if s.chars().any(py_isspace) {
+        return Err("has whitespace".into());
+    }
+    Ok(())
+}
+
+/// One step of a dotted/indexed spec pointer such as `dataset.sources[0].dir`.
+#[derive(Debug, PartialEq)]
+pub enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+pub fn parse_spec_key(s: &str) -> Option<Vec<Step<'_>>> {
+    let mut steps = Vec::new();
+    for part in s.split('.') {
+        let name_end = part.find('[').unwrap_or(part.len());
+        let name = &part[..name_end];
+        if name.is_empty() || name.contains(']') || name.chars().any(py_isspace) {
+            return None;
+        }
+        steps.push(Step::Key(name));
+        let mut rest = &part[name_end..];
+        while !rest.is_empty() {
+            let close = rest.find(']')?;
+            let digits = rest.strip_prefix('[')?.get(..close - 1)?;
+            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            steps.push(Step::Index(digits.parse().ok()?));
+            rest = &rest[close + 1..];
+        }
+    }
+    Some(steps)
+}
+
+fn spec_key_syntax(s: &str) -> Result<(), String> {
+    match parse_spec_key(s) {
+        Some(_) => Ok(()),
+        None => Err("is not a dotted/indexed pointer into the spec, such as dataset.train_data_sources[0].image_dir".into()),
+    }
+}
+
+// ---------------------------------------------------------------- the nested spec
+
+/// `spec` is a nested dict: no key anywhere may contain `.` or be empty (also inside
+/// arrays). String values are scanned for placeholders on the same walk.
+fn nested_spec<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
+    if !v.is_object() {
+        ctx.here("schema.type", Severity::Error, format!("expected an object (the nested config dict), got {}", v.describe()));
+        return;
+    }
+    scan_nested(v, ctx, "tao.dotted_key");
+}
+
+/// Walks a nested dict, reporting dotted or empty keys under `rule` and unknown
+/// placeholders in string values.
+pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, rule: &'static str) {
+    match v.ty() {
+        Type::Object(_) => {
+            for (key, value) in v.entries() {
+                if key.is_empty() || key.contains('.') {
+                    let field = ctx.path.child(key);
+                    let hint = if key.is_empty() {
+                        "an empty key cannot be mapped into the container's config".to_string()
+                    } else {
+                        format!("nest it instead, e.g. {}", nest_hint(key))
+                    };
+                    ctx.error(field, rule, format!("the key {} is dotted or empty; {hint}", quote(key)));
+                }
+                ctx.path.push_key(key);
+                scan_nested(value, ctx, rule);
+                ctx.path.pop();
+            }
+        }
+        Type::Array(_) => {
+            for (i, item) in v.items().enumerate() {
+                ctx.path.push_index(i);
+                scan_nested(item, ctx, rule);
+                ctx.path.pop();
+            }
+        }
+        Type::Str(s) if rule == "tao.dotted_key" => placeholders_here(s, ctx),
+        _ => {}
+    }
+}
+
+fn nest_hint(key: &str) -> String {
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut out = String::new();
+    for p in &parts {
+        out.push_str(&format!("{{{}: ", quote(p)));
+    }
+    out.push_str("...");
+    out.push_str(&"}".repeat(parts.len()));
+    out
+}
+
+// ---------------------------------------------------------------- placeholders
+
+/// Unknown `{name}` placeholders in `s` (`${NAME}` is a shell reference, not one).
+pub fn unknown_placeholders(s: &str) -> Vec<&str> {
+    let b = s.as_bytes();
+    let mut found = Vec::new();
+    for open in memchr::memchr_iter(b'{', b) {
+        if open > 0 && b[open - 1] == b'$' {
+            continue;
+        }
+        let rest = &b[open + 1..];
+        let len = rest.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'_').count();
+        if len == 0 || rest.get(len) != Some(&b'}') || rest[0].is_ascii_digit() {
+            continue;
+        }
+        let name = &s[open + 1..open + 1 + len];
+        if !PLACEHOLDERS.contains(&name) && !found.contains(&name) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+fn placeholders_here(s: &str, ctx: &mut Ctx<'_>) {
+    if !s.contains('{') {
+        return;
+    }
+    for name in unknown_placeholders(s) {
+        ctx.here(
+            "tao.placeholder.unknown",
+            Severity::Warning,
+            format!("the placeholder {{{name}}} is not one the platform binds; use {{config_path}}, {{job_id}} or {{results_dir}}"),
+        );
+    }
+}
+
+// ---------------------------------------------------------------- entry point
+
+pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
+    schema::walk(root, &Shape::Object(&BUNDLE), ctx);
+    mode_rules(root, ctx);
+    spec_keys(root, ctx);
+    commands(root, ctx);
+    execution(root, ctx);
+}
+
+fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    let has = |k: &str| root.get(k).is_some();
+    match root.get_str("mode") {
+        Some("config") => {
+            if !has("spec") {
+                ctx.error(pointer(&["spec"]), "tao.mode.config_requires_spec", "mode \"config\" needs a nested spec dict; add spec or use mode \"args\"".into());
+            }
+            if !has("config_format") {
+                ctx.error(pointer(&["config_format"]), "tao.mode.config_requires_config_format", "mode \"config\" needs config_format: one of \"yaml\", \"toml\", \"json\"".into());
+            }
+            if let Some(command) = root.get_str("command") {
+                if !command.is_empty() && !command.contains("{config_path}") {
+                    ctx.error(pointer(&["command"]), "tao.mode.config_path_placeholder", format!("in mode \"config\" the command {} must pass the rendered config with {{config_path}}", quote(command)));
+                }
+            }
+            if has("args") {
+                ctx.error(pointer(&["args"]), "tao.mode.config_forbids_args", "mode \"config\" takes its settings from spec; remove args or use mode \"args\"".into());
+            }
+        }
+        Some("args") => {
+            if !has("args") {
+                ctx.error(pointer(&["args"]), "tao.mode.args_requires_args", "mode \"args\" needs an args list; add args or use mode \"config\"".into());
+            }
+            if has("spec") {
+                ctx.error(pointer(&["spec"]), "tao.mode.args_forbids_spec", "mode \"args\" takes no spec; remove spec or use mode \"config\"".into());
+            }
+            if has("config_format") {
+                ctx.error(pointer(&["config_format"]), "tao.mode.args_forbids_config_format", "mode \"args\" renders no config file; remove config_format".into());
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Binding of declared inputs and outputs into `spec` (config mode), and the GPU key.
+fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    let spec = root.get("spec").filter(|s| s.is_object());
+    let config_mode = root.get_str("mode") == Some("config");
+    if let (true, Some(spec)) = (config_mode, spec) {
+        for (list, is_input) in [("declared_inputs", true), ("declared_outputs", false)] {
+            let Some(items) = root.get(list) else { continue };
+            for (i, item) in items.items().enumerate() {
+                let Some(key) = item.get_str("spec_key") else { continue };
+                if key == "results_dir" {
+                    continue;
+                }
+                let Some(steps) = parse_spec_key(key) else { continue };
+                if let Err(why) = bind(spec, &steps) {
+                    let optional = is_input && item.get("optional").and_then(|v| v.as_bool()) == Some(true);
+                    let severity = if optional { Severity::Warning } else { Severity::Error };
+                    ctx.at(
+                        pointer(&[list, &i.to_string(), "spec_key"]),
+                        "tao.spec_key.unresolved",
+                        severity,
+                        format!("the spec_key {} cannot be bound inside spec: {why}", quote(key)),
+                    );
+                }
+            }
+        }
+    }
+    if let (Some(spec), Some(key)) = (spec, root.get_str("gpu_spec_key")) {
+        let gpus = root.at(&["compute_shape", "gpus"]);
+        if let (Some(steps), Some(gpus)) = (parse_spec_key(key), gpus) {
+            if let Ok(Some(value)) = bind(spec, &steps) {
+                if !value.same_scalar(&gpus) {
+                    ctx.warning(
+                        pointer(&["gpu_spec_key"]),
+                        "tao.gpu_spec_key.mismatch",
+                        format!("spec sets {key} to {} but compute_shape.gpus is {}; the job would see a different GPU count", value.describe(), gpus.describe()),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Follows a spec pointer: `Ok(Some)` at an existing value, `Ok(None)` where a missing
+/// key stops it (the platform writes it), `Err` where it cannot bind.
+fn bind<'t, 'i>(spec: Value<'t, 'i>, steps: &[Step<'_>]) -> Result<Option<Value<'t, 'i>>, String> {
+    let mut cur = spec;
+    let mut walked = String::new();
+    for step in steps {
+        let next = match (step, cur.ty()) {
+            (Step::Key(k), Type::Object(_)) => match cur.get(k) {
+                Some(v) => v,
+                None => return Ok(None),
+            },
+            (Step::Index(i), Type::Array(len)) => {
+                if *i >= len {
+                    return Err(format!("{walked} has {len} item{} and index {i} is past its end", if len == 1 { "" } else { "s" }));
+                }
+                cur.item(*i).ok_or_else(|| "index out of range".to_string())?
+            }
+            (Step::Key(k), Type::Array(_)) => return Err(format!("{walked} is an array, so it has no key {}", quote(k))),
+            (Step::Index(i), Type::Object(_)) => return Err(format!("{walked} is an object, so it cannot be indexed with [{i}]")),
+            (_, _) => return Err(format!("{walked} is {} ({}), not an object or array", cur.type_name(), cur.describe())),
+        };
+        match step {
+            Step::Key(k) => {
+                if !walked.is_empty() {
+                    walked.push('.');
+                }
+                walked.push_str(k);
+            }
+            Step::Index(i) => walked.push_str(&format!("[{i}]")),
+        }
+        cur = next;
+    }
+    Ok(Some(cur))
+}
+
+/// Placeholders and credentials in `command` and `args`.
+fn commands(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    if let Some(command) = root.get_str("command") {
+        strings_rules(command, pointer(&["command"]), ctx);
+    }
+    if let Some(args) = root.get("args") {
+        for (i, arg) in args.items().enumerate() {
+            if let Some(s) = arg.as_str() {
+                strings_rules(s, pointer(&["args", &i.to_string()]), ctx);
+            }
+        }
+    }
+}
+
+fn strings_rules(s: &str, field: String, ctx: &mut Ctx<'_>) {
+    if s.contains('{') {
+        for name in unknown_placeholders(s) {
+            ctx.warning(field.clone(), "tao.placeholder.unknown", format!("the placeholder {{{name}}} is not one the platform binds; use {{config_path}}, {{job_id}} or {{results_dir}}"));
+        }
+    }
+    if let Some(why) = secrets::find_credential(s) {
+        ctx.error(field, "tao.execution.secret", format!("{} looks like a credential: {why}; credentials never enter a spec-bundle", quote(s)));
+    }
+}
+
+fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    let Some(exec) = root.get("execution").filter(|e| e.is_object()) else { return };
+    for list in ["pre_commands", "post_commands"] {
+        if let Some(cmds) = exec.get(list) {
+            for (i, c) in cmds.items().enumerate() {
+                if let Some(s) = c.as_str() {
+                    strings_rules(s, pointer(&["execution", list, &i.to_string()]), ctx);
+                }
+            }
+        }
+    }
+    if let Some(env) = exec.get("environment") {
+        for (name, value) in env.entries() {
+            let Some(s) = value.as_str() else { continue };
+            let field = pointer(&["execution", "environment", name]);
+            if s.contains('{') {
+                for p in unknown_placeholders(s) {
+                    ctx.warning(field.clone(), "tao.placeholder.unknown", format!("the placeholder {{{p}}} is not one the platform binds; use {{config_path}}, {{job_id}} or {{results_dir}}"));
+                }
+            }
+            if let Some(why) = secrets::sensitive_assignment(name, s) {
+                ctx.error(field, "tao.execution.secret", format!("the environment value of {name} looks like a credential: {why}; credentials never enter a spec-bundle"));
+            }
+        }
+    }
+    if let Some(dist) = exec.get("distributed") {
+        let ppn = dist.get("processes_per_node").and_then(|v| v.as_schema_int());
+        let gpus = root.at(&["compute_shape", "gpus"]).and_then(|v| v.as_schema_int());
+        if let (Some("torchrun"), Some(ppn), Some(gpus)) = (dist.get_str("launcher"), ppn, gpus) {
+            if gpus > 0 && ppn != gpus {
+                ctx.warning(
+                    pointer(&["execution", "distributed", "processes_per_node"]),
+                    "tao.execution.processes_per_node",
+                    format!("torchrun starts {ppn} processes per node but compute_shape.gpus is {gpus}; one process per GPU is expected"),
+                );
+            }
+        }
+    }
+    if let Some(files) = exec.get("supporting_files") {
+        let mut seen: Vec<String> = Vec::new();
+        for (i, f) in files.items().enumerate() {
+            let Some(dest) = f.get_str("destination") else { continue };
+            let normal = normalize_destination(dest);
+            if seen.contains(&normal) {
+                ctx.error(
+                    pointer(&["execution", "supporting_files", &i.to_string(), "destination"]),
+                    "tao.supporting_file.duplicate_destination",
+                    format!("another supporting file already stages to {}; give each file its own destination", quote(dest)),
+                );
+            } else {
+                seen.push(normal);
+            }
+        }
+    }
+}
+
+/// `a//b/./c` and `a/b/c` stage to the same place.
+pub fn normalize_destination(dest: &str) -> String {
+    dest.split('/').filter(|s| !s.is_empty() && *s != ".").collect::<Vec<_>>().join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_spec_keys() {
+        assert_eq!(parse_spec_key("a.b[0].c"), Some(vec![Step::Key("a"), Step::Key("b"), Step::Index(0), Step::Key("c")]));
+        assert_eq!(parse_spec_key("results_dir"), Some(vec![Step::Key("results_dir")]));
+        assert_eq!(parse_spec_key("a[0][12]"), Some(vec![Step::Key("a"), Step::Index(0), Step::Index(12)]));
+        for bad in ["", "a..b", ".a", "a.", "a[x]", "a[]", "a[0", "[0]", "a b", "a]"] {
+            assert_eq!(parse_spec_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn finds_unknown_placeholders() {
+        assert_eq!(unknown_placeholders("run {config_path} {job_id} {results_dir}"), Vec::<&str>::new());
+        assert_eq!(unknown_placeholders("x {foo} ${BAR} {foo} {0} {}"), vec!["foo"]);
+    }
+
+    #[test]
+    fn supporting_paths() {
+        assert!(supporting_path("scripts/a.py").is_ok());
+        for bad in ["/abs", "../x", "a/../b", "a\\b", "a b", "a\0b", "a\u{1f}b"] {
+            assert!(supporting_path(bad).is_err(), "{bad:?}");
+        }
+        assert!(supporting_path("a..b/c").is_ok());
+    }
+}

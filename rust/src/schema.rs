@@ -1,0 +1,317 @@
+//! The generic schema layer: declarative shapes for each kind, walked once per
+//! document, reporting `schema.<keyword>` violations with exact JSON Pointers.
+//!
+//! The shapes mirror the published JSON Schemas keyword for keyword (and the forge/v2
+//! field table for JobSpecs). Where a named rule covers what a keyword catches (a
+//! dotted key, a `..` source), the shape carries that rule id instead, so the document
+//! gets one violation, not two. Semantic rules live in the per-kind modules.
+
+use crate::node::{Type, Value};
+use crate::pointer::Path;
+use crate::report::{Severity, Violation};
+
+/// Collects violations while a document is walked.
+pub struct Ctx<'i> {
+    pub path: Path<'i>,
+    pub out: Vec<Violation>,
+}
+
+impl<'i> Ctx<'i> {
+    pub fn new() -> Self {
+        Ctx { path: Path::new(), out: Vec::new() }
+    }
+
+    /// A violation at the current path.
+    pub fn here(&mut self, rule: &'static str, severity: Severity, message: String) {
+        let field = self.path.render();
+        self.out.push(Violation { rule, field, message, severity });
+    }
+
+    /// A violation at an explicit pointer.
+    pub fn at(&mut self, field: String, rule: &'static str, severity: Severity, message: String) {
+        self.out.push(Violation { rule, field, message, severity });
+    }
+
+    pub fn error(&mut self, field: String, rule: &'static str, message: String) {
+        self.at(field, rule, Severity::Error, message);
+    }
+
+    pub fn warning(&mut self, field: String, rule: &'static str, message: String) {
+        self.at(field, rule, Severity::Warning, message);
+    }
+}
+
+impl Default for Ctx<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A string test: `Err` carries the sentence that says what would be accepted.
+pub type Test = fn(&str) -> Result<(), String>;
+
+/// A `pattern` (or `propertyNames`) keyword, reported under `rule`.
+pub struct Pattern {
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub test: Test,
+}
+
+pub type Custom = for<'t, 'i> fn(Value<'t, 'i>, &mut Ctx<'i>);
+
+pub enum Shape {
+    Any,
+    Str { min_len: usize, min_len_rule: &'static str, pattern: Option<&'static Pattern> },
+    /// `lexical`: only `8`, never `8.0` (forge/v2, as Python's `int`); otherwise JSON Schema's integer.
+    Int { min: Option<i64>, lexical: bool },
+    Number { min: Option<f64>, max: Option<f64> },
+    Bool,
+    Enum { values: &'static [&'static str], nullable: bool },
+    ConstInt(i64),
+    ConstTrue,
+    Nullable(&'static Shape),
+    Array { items: &'static Shape, min_items: usize, min_items_rule: &'static str, unique: bool },
+    Object(&'static ObjectShape),
+    Custom(Custom),
+}
+
+pub enum Additional {
+    /// `additionalProperties: false`, at this severity.
+    Forbid(Severity),
+    Allow,
+    Values(&'static Shape),
+}
+
+pub struct ObjectShape {
+    pub fields: &'static [Field],
+    pub additional: Additional,
+    /// `propertyNames`.
+    pub keys: Option<&'static Pattern>,
+}
+
+pub struct Field {
+    pub name: &'static str,
+    pub shape: Shape,
+    pub required: bool,
+    /// The rule a missing required field is reported under.
+    pub missing_rule: &'static str,
+}
+
+pub const ANY: Shape = Shape::Any;
+pub const STRING: Shape = Shape::Str { min_len: 0, min_len_rule: "schema.minLength", pattern: None };
+pub const NONEMPTY: Shape = Shape::Str { min_len: 1, min_len_rule: "schema.minLength", pattern: None };
+pub const BOOL: Shape = Shape::Bool;
+
+pub const fn req(name: &'static str, shape: Shape) -> Field {
+    Field { name, shape, required: true, missing_rule: "schema.required" }
+}
+
+pub const fn opt(name: &'static str, shape: Shape) -> Field {
+    Field { name, shape, required: false, missing_rule: "schema.required" }
+}
+
+pub const fn str_matching(pattern: &'static Pattern) -> Shape {
+    Shape::Str { min_len: 0, min_len_rule: "schema.minLength", pattern: Some(pattern) }
+}
+
+pub const fn array_of(items: &'static Shape) -> Shape {
+    Shape::Array { items, min_items: 0, min_items_rule: "schema.minItems", unique: false }
+}
+
+/// Walks `v` against `shape`, with `ctx.path` pointing at `v`.
+pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
+    match shape {
+        Shape::Any => {}
+        Shape::Nullable(inner) => {
+            if !v.is_null() {
+                walk(v, inner, ctx);
+            }
+        }
+        Shape::Str { min_len, min_len_rule, pattern } => {
+            let Some(s) = v.as_str() else {
+                return type_error(v, "a string", ctx);
+            };
+            if *min_len > 0 && s.chars().count() < *min_len {
+                let msg = if *min_len == 1 {
+                    "must not be empty".to_string()
+                } else {
+                    format!("{} is shorter than {min_len} characters", v.describe())
+                };
+                ctx.here(min_len_rule, Severity::Error, msg);
+            } else if let Some(p) = pattern {
+                if let Err(why) = (p.test)(s) {
+                    ctx.here(p.rule, p.severity, format!("{} {why}", v.describe()));
+                }
+            }
+        }
+        Shape::Int { min, lexical } => {
+            let n = if *lexical { v.as_lexical_int() } else { v.as_schema_int() };
+            let Some(n) = n else {
+                return type_error(v, "an integer", ctx);
+            };
+            if let Some(min) = min {
+                if n < *min as i128 {
+                    ctx.here("schema.minimum", Severity::Error, format!("{n} is below the minimum of {min}"));
+                }
+            }
+        }
+        Shape::Number { min, max } => {
+            let Some(n) = v.as_f64() else {
+                return type_error(v, "a number", ctx);
+            };
+            if min.is_some_and(|m| n < m) {
+                ctx.here("schema.minimum", Severity::Error, format!("{} is below the minimum of {}", v.describe(), min.unwrap_or_default()));
+            }
+            if max.is_some_and(|m| n > m) {
+                ctx.here("schema.maximum", Severity::Error, format!("{} is above the maximum of {}", v.describe(), max.unwrap_or_default()));
+            }
+        }
+        Shape::Bool => {
+            if v.as_bool().is_none() {
+                type_error(v, "a boolean", ctx);
+            }
+        }
+        Shape::Enum { values, nullable } => {
+            let ok = match v.ty() {
+                Type::Str(s) => values.contains(&s),
+                Type::Null => *nullable,
+                _ => false,
+            };
+            if !ok {
+                let mut accepted: Vec<String> = values.iter().map(|s| crate::node::quote(s)).collect();
+                if *nullable {
+                    accepted.insert(0, "null".into());
+                }
+                ctx.here("schema.enum", Severity::Error, format!("{} is not one of {}", v.describe(), accepted.join(", ")));
+            }
+        }
+        Shape::ConstInt(c) => {
+            if v.as_schema_int() != Some(*c as i128) {
+                ctx.here("schema.const", Severity::Error, format!("must be {c}, got {}", v.describe()));
+            }
+        }
+        Shape::ConstTrue => {
+            if v.as_bool() != Some(true) {
+                ctx.here("schema.const", Severity::Error, format!("must be true, got {}", v.describe()));
+            }
+        }
+        Shape::Array { items, min_items, min_items_rule, unique } => {
+            let Type::Array(len) = v.ty() else {
+                return type_error(v, "an array", ctx);
+            };
+            if len < *min_items {
+                ctx.here(min_items_rule, Severity::Error, format!("needs at least {min_items} item{}, got {len}", if *min_items == 1 { "" } else { "s" }));
+            }
+            for (i, item) in v.items().enumerate() {
+                ctx.path.push_index(i);
+                walk(item, items, ctx);
+                ctx.path.pop();
+            }
+            if *unique {
+                let all: Vec<_> = v.items().collect();
+                'outer: for (i, a) in all.iter().enumerate() {
+                    for b in &all[..i] {
+                        if a.deep_eq(b) {
+                            ctx.here("schema.uniqueItems", Severity::Error, format!("{} appears more than once; items must be unique", a.describe()));
+                            break 'outer;
+                        }
+                    }
+                }
+            }
+        }
+        Shape::Object(obj) => walk_object(v, obj, ctx),
+        Shape::Custom(f) => f(v, ctx),
+    }
+}
+
+fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
+    if !v.is_object() {
+        return type_error(v, "an object", ctx);
+    }
+    let mut seen: u64 = 0;
+    for (key, value) in v.entries() {
+        if let Some(p) = obj.keys {
+            if let Err(why) = (p.test)(key) {
+                let field = ctx.path.child(key);
+                ctx.at(field, p.rule, p.severity, format!("the key {} {why}", crate::node::quote(key)));
+            }
+        }
+        match obj.fields.iter().position(|f| f.name == key) {
+            Some(i) => {
+                seen |= 1 << i;
+                ctx.path.push_key(key);
+                walk(value, &obj.fields[i].shape, ctx);
+                ctx.path.pop();
+            }
+            None => match obj.additional {
+                Additional::Forbid(severity) => {
+                    let field = ctx.path.child(key);
+                    let known: Vec<&str> = obj.fields.iter().map(|f| f.name).collect();
+                    let what = if severity == Severity::Warning { "is not a known field and is ignored" } else { "is not allowed here" };
+                    ctx.at(field, "schema.additionalProperties", severity, format!("the field {} {what}; known fields: {}", crate::node::quote(key), known.join(", ")));
+                }
+                Additional::Allow => {}
+                Additional::Values(shape) => {
+                    ctx.path.push_key(key);
+                    walk(value, shape, ctx);
+                    ctx.path.pop();
+                }
+            },
+        }
+    }
+    for (i, f) in obj.fields.iter().enumerate() {
+        if f.required && seen & (1 << i) == 0 {
+            let field = ctx.path.child(f.name);
+            ctx.at(field, f.missing_rule, Severity::Error, format!("the required field {} is missing", crate::node::quote(f.name)));
+        }
+    }
+}
+
+fn type_error<'i>(v: Value<'_, 'i>, expected: &str, ctx: &mut Ctx<'i>) {
+    ctx.here("schema.type", Severity::Error, format!("expected {expected}, got {} ({})", v.type_name(), v.describe()));
+}
+
+/// Python's `str.isspace`, which is what `\s` and `\S` mean to the published schemas'
+/// consumers (the `jsonschema` package uses Python's `re`).
+pub fn py_isspace(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// `^[A-Za-z0-9][A-Za-z0-9._-]*$`: one safe path segment, not `.` or `..`.
+pub fn is_safe_segment(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
+pub fn safe_segment(s: &str) -> Result<(), String> {
+    if is_safe_segment(s) {
+        Ok(())
+    } else {
+        Err("is not a safe name: it must start with a letter or digit and hold only letters, digits, '.', '_' and '-'".into())
+    }
+}
+
+pub static SAFE_SEGMENT: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: safe_segment };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_whitespace_includes_separators() {
+        assert!(py_isspace('\u{1f}'));
+        assert!(py_isspace('\u{a0}'));
+        assert!(!py_isspace('x'));
+    }
+
+    #[test]
+    fn safe_segments() {
+        assert!(is_safe_segment("run-1.a_b"));
+        assert!(!is_safe_segment(".."));
+        assert!(!is_safe_segment("-x"));
+        assert!(!is_safe_segment(""));
+        assert!(!is_safe_segment("a/b"));
+    }
+}

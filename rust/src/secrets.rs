@@ -1,0 +1,148 @@
+//! Credential literals in strings: `tao.execution.secret` and `tao.record.secret`.
+//!
+//! Credentials never enter a spec-bundle or a job record; these detectors find the
+//! shapes the platform documents: well-known token prefixes, URL userinfo with a
+//! password, and `NAME=value` where NAME says SECRET, PASSWORD, TOKEN or API_KEY.
+//! References (`${HF_TOKEN}`, `$TOKEN`, `{job_id}`) and redaction marks are not literals.
+
+/// Token prefixes, the characters their bodies use, and the shortest body counted.
+const PREFIXES: &[(&str, fn(u8) -> bool, usize)] = &[
+    ("hf_", |c| c.is_ascii_alphanumeric(), 8),
+    ("ghp_", |c| c.is_ascii_alphanumeric(), 8),
+    ("nvapi-", |c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_', 8),
+    ("sk-", |c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_', 8),
+    ("AKIA", |c| c.is_ascii_uppercase() || c.is_ascii_digit(), 16),
+];
+
+const SENSITIVE_NAMES: &[&str] = &["SECRET", "PASSWORD", "TOKEN", "API_KEY"];
+
+/// Why `s` holds a credential literal, or `None`.
+pub fn find_credential(s: &str) -> Option<String> {
+    token_prefix(s).or_else(|| url_userinfo(s)).or_else(|| name_assignment(s))
+}
+
+/// A `NAME=value` pair given apart (an environment entry): sensitive name, literal value.
+pub fn sensitive_assignment(name: &str, value: &str) -> Option<String> {
+    if is_sensitive_name(name) && is_literal(value) {
+        return Some(format!("{name} is a credential name and its value is a literal; pass it through the platform's secret mechanism"));
+    }
+    find_credential(value)
+}
+
+/// A name that says it holds a credential: a part (split on `_`/`-`) ending in SECRET,
+/// PASSWORD or TOKEN, or API_KEY anywhere. `MAX_TOKENS` and `TOKENIZER` are not.
+fn is_sensitive_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase().replace('-', "_");
+    upper.contains("API_KEY")
+        || upper.contains("APIKEY")
+        || upper.split('_').any(|part| SENSITIVE_NAMES[..3].iter().any(|n| part.ends_with(n)))
+}
+
+/// A value that is really there: not empty, not a reference or placeholder, not a redaction mark.
+fn is_literal(value: &str) -> bool {
+    let v = value.trim().trim_matches(|c| c == '"' || c == '\'');
+    if v.is_empty() || v.starts_with('$') || (v.starts_with('{') && v.ends_with('}')) || v.starts_with('<') {
+        return false;
+    }
+    if v.bytes().all(|c| c == b'*') || v.to_ascii_uppercase().contains("REDACTED") {
+        return false;
+    }
+    true
+}
+
+fn token_prefix(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    for (prefix, body_char, min_body) in PREFIXES {
+        let mut from = 0;
+        while let Some(pos) = s[from..].find(prefix).map(|p| p + from) {
+            from = pos + prefix.len();
+            if pos > 0 && (b[pos - 1].is_ascii_alphanumeric() || b[pos - 1] == b'_') {
+                continue;
+            }
+            let body: &[u8] = &b[from..];
+            let len = body.iter().take_while(|c| body_char(**c)).count();
+            let token = &body[..len];
+            // A lowercase word such as `hf_transfer` or `sk-learn` is a name, not a token.
+            let looks_random = token.iter().any(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
+            if len >= *min_body && looks_random {
+                return Some(format!("it holds what looks like a {prefix} access token"));
+            }
+        }
+    }
+    None
+}
+
+fn url_userinfo(s: &str) -> Option<String> {
+    let mut from = 0;
+    while let Some(pos) = s[from..].find("://").map(|p| p + from) {
+        from = pos + 3;
+        let rest = &s[from..];
+        let end = rest.find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"' || c == '\'').unwrap_or(rest.len());
+        let authority = &rest[..end];
+        if let Some(at) = authority.rfind('@') {
+            if let Some((_, password)) = authority[..at].split_once(':') {
+                if is_literal(password) {
+                    return Some("it holds a URL with a password in its userinfo".into());
+                }
+            }
+        }
+    }
+    None
+}
+
+fn name_assignment(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    for (eq, _) in s.match_indices('=') {
+        let start = b[..eq]
+            .iter()
+            .rposition(|c| !(c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-'))
+            .map_or(0, |p| p + 1);
+        let name = s[start..eq].trim_start_matches('-');
+        if name.is_empty() || !is_sensitive_name(name) {
+            continue;
+        }
+        let after = &s[eq + 1..];
+        let value = match after.chars().next() {
+            Some(q @ ('"' | '\'')) => after[1..].split(q).next().unwrap_or(""),
+            _ => after.split(|c: char| c.is_whitespace() || c == ';' || c == '&').next().unwrap_or(""),
+        };
+        if is_literal(value) {
+            return Some(format!("it sets {name} to a literal value"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_credentials() {
+        assert!(find_credential("export HF_TOKEN=hf_AbCdEf123456789").is_some());
+        assert!(find_credential("curl https://user:s3cret@example.com/x").is_some());
+        assert!(find_credential("run --api-key=abc123").is_some());
+        assert!(find_credential("key AKIAIOSFODNN7EXAMPLE").is_some());
+        assert!(find_credential("nvapi-Abc123XYZ456def").is_some());
+        assert!(find_credential("PASSWORD='hunter2' ./run").is_some());
+    }
+
+    #[test]
+    fn leaves_references_names_and_redactions_alone() {
+        assert!(find_credential("sbatch dispatched HF_TOKEN=\"${HF_TOKEN}\"").is_none());
+        assert!(find_credential("HF_TOKEN=$HF_TOKEN python x.py").is_none());
+        assert!(find_credential("pip install hf_transfer sk-learn-intelex").is_none());
+        assert!(find_credential("TOKEN=*** done").is_none());
+        assert!(find_credential("https://github.com/org/repo").is_none());
+        assert!(find_credential("ssh://git@github.com/org/repo").is_none());
+        assert!(find_credential("python -m package.verify_results --config {config_path}").is_none());
+        assert!(find_credential("--max_new_tokens=512 TOKENIZER=/models/tok").is_none());
+    }
+
+    #[test]
+    fn environment_entries() {
+        assert!(sensitive_assignment("WANDB_API_KEY", "0123abcd").is_some());
+        assert!(sensitive_assignment("HF_TOKEN", "${HF_TOKEN}").is_none());
+        assert!(sensitive_assignment("PYTHONUNBUFFERED", "1").is_none());
+    }
+}
