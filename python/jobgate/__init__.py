@@ -1,0 +1,25 @@
+"""jobgate: the admission gate for ML training jobs.
+
+Checks forge/v2 JobSpecs and the TAO artifacts (spec-bundles, job-records,
+best_recs) with a compiled Rust core, and reports every violation with a stable
+rule id and a JSON Pointer.
+
+    >>> import jobgate
+    >>> report = jobgate.Validator().check(b'{"apiVersion": "forge/v2"}')
+    >>> report.verdict
+    'fail'
+"""
+
+from jobgate._core import Report, Validator, Violation, __version__, rules
+from jobgate.config import Config, ConfigError, load_config
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "Report",
+    "Validator",
+    "Violation",
+    "__version__",
+    "load_config",
+    "rules",
+]

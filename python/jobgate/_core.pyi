@@ -1,0 +1,82 @@
+"""Type stubs for the compiled core, `jobgate._core`. This is where the API is documented."""
+
+from collections.abc import Iterable, Mapping
+from os import PathLike
+from typing import Any, Literal
+
+from jobgate.config import Config
+
+__version__: str
+
+Kind = Literal["jobspec", "spec_bundle", "job_record", "best_rec"]
+Document = bytes | bytearray | str | Mapping[str, Any]
+
+class Violation:
+    """One broken rule at one place of a document."""
+
+    @property
+    def rule(self) -> str:
+        """A stable rule id from the catalogue, e.g. ``tao.dotted_key``."""
+    @property
+    def field(self) -> str:
+        """Where, as an RFC 6901 JSON Pointer; ``""`` is the whole document."""
+    @property
+    def message(self) -> str:
+        """One sentence a person can act on."""
+    @property
+    def severity(self) -> Literal["error", "warning"]: ...
+    def to_dict(self) -> dict[str, str]: ...
+
+class Report:
+    """The verdict on one document. Violations are ordered by field, then rule."""
+
+    @property
+    def kind(self) -> Kind | Literal["unknown"]: ...
+    @property
+    def verdict(self) -> Literal["pass", "fail"]: ...
+    @property
+    def ok(self) -> bool:
+        """``True`` when no violation is an error."""
+    @property
+    def errors(self) -> int: ...
+    @property
+    def warnings(self) -> int: ...
+    @property
+    def violations(self) -> list[Violation]: ...
+    def to_dict(self) -> dict[str, Any]:
+        """``{"kind", "verdict", "violations": [{"rule", "field", "message", "severity"}]}``."""
+    def to_json(self) -> str: ...
+    def __bool__(self) -> bool: ...
+
+class Validator:
+    """A compiled validator: built once, thread-safe, reused for every document.
+
+    ``config`` is a path to ``jobgate.toml``, a :class:`jobgate.Config`, or a mapping
+    in the TOML's shape. Without one, only the rules that need no deployment apply.
+    """
+
+    def __init__(self, config: str | PathLike[str] | Config | Mapping[str, Any] | None = None) -> None: ...
+    def check(
+        self,
+        document: Document,
+        kind: Kind | None = None,
+        root: str | PathLike[str] | None = None,
+        package: str | PathLike[str] | None = None,
+        *,
+        owner: str | None = None,
+        project_gpus_in_use: int | None = None,
+        project_quota: int | None = None,
+    ) -> Report:
+        """Checks one document (JSON or YAML ``bytes``/``str``, or a parsed ``dict``).
+
+        ``kind`` skips detection. ``owner`` is the authenticated account (the report
+        warns ``forge.owner_overridden`` when the document names another);
+        ``project_gpus_in_use`` and ``project_quota`` apply ``forge.quota.project``.
+        """
+    def check_many(
+        self, documents: Iterable[Document], kind: Kind | None = None, *, threads: int | None = None
+    ) -> list[Report]:
+        """Checks many documents with the GIL released, on every core (or ``threads``)."""
+
+def rules() -> list[dict[str, str]]:
+    """The rule catalogue: ``[{"rule", "severity", "summary"}]``."""

@@ -1,0 +1,66 @@
+"""The `jobgate` command.
+
+Owns argument parsing, exit codes (0 all passed, 1 some document failed, 2 the
+command could not run) and turning errors into one clear line on stderr. Each
+subcommand lives in its own module; none of them applies a rule itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+from jobgate import __version__
+from jobgate.cli import check, demo
+from jobgate.config import ConfigError
+
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A command that cannot run as asked; exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own exit code is 2 as well
+        self.print_usage(sys.stderr)
+        print(f"jobgate: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="jobgate", description="The admission gate for ML training jobs.")
+    parser.add_argument("--version", action="version", version=f"jobgate {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    check.add_parser(sub)
+    demo.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    try:
+        return int(args.run(args))
+    except (UsageError, ConfigError) as e:
+        print(f"jobgate: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("jobgate: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_ERROR
+    except Exception as e:  # a bug: one line for the user, the trace on request
+        if os.environ.get("JOBGATE_DEBUG"):
+            traceback.print_exc()
+        print(f"jobgate: internal error: {type(e).__name__}: {e} (set JOBGATE_DEBUG=1 for details)", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Rendering reports: text for people, JSON (SPEC §6), JUnit XML and SARIF for CI."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from jobgate import Report, __version__, rules
+
+FORMATS = ("text", "json", "junit", "sarif")
+
+
+def summary(results: Sequence[tuple[str, Report]]) -> dict[str, int]:
+    passed = sum(1 for _, r in results if r.ok)
+    return {
+        "total": len(results),
+        "passed": passed,
+        "failed": len(results) - passed,
+        "errors": sum(r.errors for _, r in results),
+        "warnings": sum(r.warnings for _, r in results),
+    }
+
+
+def as_json(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
+    return {
+        "results": [{"source": source, **report.to_dict()} for source, report in results],
+        "summary": summary(results),
+    }
+
+
+def _color() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def text(results: Sequence[tuple[str, Report]]) -> str:
+    color = _color()
+
+    def paint(s: str, code: str) -> str:
+        return f"\033[{code}m{s}\033[0m" if color else s
+
+    lines = []
+    for source, report in results:
+        verdict = paint("pass", "32") if report.ok else paint("fail", "31;1")
+        counts = []
+        if report.errors:
+            counts.append(f"{report.errors} error{'s' * (report.errors != 1)}")
+        if report.warnings:
+            counts.append(f"{report.warnings} warning{'s' * (report.warnings != 1)}")
+        tail = f" — {', '.join(counts)}" if counts else ""
+        lines.append(f"{source}: {verdict} ({report.kind}){tail}")
+        for v in report.violations:
+            sev = paint(f"{v.severity:<7}", "31" if v.severity == "error" else "33")
+            lines.append(f"  {sev} {v.rule}  {v.field or '(document)'}  {v.message}")
+    s = summary(results)
+    lines.append(
+        f"{s['total']} document{'s' * (s['total'] != 1)}: {s['passed']} passed, {s['failed']} failed"
+        f" ({s['errors']} errors, {s['warnings']} warnings)"
+    )
+    return "\n".join(lines)
+
+
+def junit(results: Sequence[tuple[str, Report]]) -> str:
+    s = summary(results)
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="jobgate" tests="{s["total"]}" failures="{s["failed"]}">',
+        f'  <testsuite name="jobgate check" tests="{s["total"]}" failures="{s["failed"]}" errors="0">',
+    ]
+    for source, report in results:
+        out.append(f"    <testcase name={quoteattr(source)} classname={quoteattr(report.kind)}>")
+        errors = [v for v in report.violations if v.severity == "error"]
+        if errors:
+            body = "\n".join(f"{v.rule} {v.field or '(document)'}: {v.message}" for v in errors)
+            out.append(f"      <failure message={quoteattr(f'{len(errors)} error(s)')} type={quoteattr(errors[0].rule)}>{escape(body)}</failure>")
+        warnings = [v for v in report.violations if v.severity == "warning"]
+        if warnings:
+            body = "\n".join(f"warning {v.rule} {v.field or '(document)'}: {v.message}" for v in warnings)
+            out.append(f"      <system-out>{escape(body)}</system-out>")
+        out.append("    </testcase>")
+    out += ["  </testsuite>", "</testsuites>"]
+    return "\n".join(out)
+
+
+def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
+    catalogue = rules()
+    index = {r["rule"]: i for i, r in enumerate(catalogue)}
+    sarif_results = []
+    for source, report in results:
+        for v in report.violations:
+            sarif_results.append(
+                {
+                    "ruleId": v.rule,
+                    "ruleIndex": index.get(v.rule, -1),
+                    "level": "error" if v.severity == "error" else "warning",
+                    "message": {"text": v.message},
+                    "locations": [
+                        {
+                            "physicalLocation": {"artifactLocation": {"uri": source}},
+                            "logicalLocations": [{"fullyQualifiedName": v.field or "/", "kind": "member"}],
+                        }
+                    ],
+                }
+            )
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "jobgate",
+                        "version": __version__,
+                        "rules": [
+                            {
+                                "id": r["rule"],
+                                "shortDescription": {"text": r["summary"]},
+                                "defaultConfiguration": {"level": r["severity"]},
+                            }
+                            for r in catalogue
+                        ],
+                    }
+                },
+                "results": sarif_results,
+            }
+        ],
+    }
+
+
+def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
+    if fmt == "json":
+        return json.dumps(as_json(results), indent=2, ensure_ascii=False)
+    if fmt == "junit":
+        return junit(results)
+    if fmt == "sarif":
+        return json.dumps(sarif(results), indent=2, ensure_ascii=False)
+    return text(results)

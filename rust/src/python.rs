@@ -1,0 +1,339 @@
+//! The Python boundary: `jobgate._core`. Extracts documents, releases the GIL for
+//! the work, and wraps reports. Python exceptions are made here and nowhere else;
+//! bad documents are reports, never exceptions.
+
+use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
+
+use crate::config::{CatalogEntry, CoreConfig, Observability};
+use crate::document::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH};
+use crate::kinds::{Admission, Kind};
+use crate::report::{Report as CoreReport, Severity, Violation as CoreViolation};
+use crate::validator::Validator as CoreValidator;
+
+/// Documents larger than this are checked with the GIL released; smaller ones finish
+/// faster than a GIL hand-off costs.
+const DETACH_ABOVE: usize = 16 * 1024;
+
+#[pyclass(module = "jobgate._core", frozen, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Violation {
+    #[pyo3(get)]
+    rule: &'static str,
+    #[pyo3(get)]
+    field: String,
+    #[pyo3(get)]
+    message: String,
+    #[pyo3(get)]
+    severity: &'static str,
+}
+
+impl From<&CoreViolation> for Violation {
+    fn from(v: &CoreViolation) -> Self {
+        Violation { rule: v.rule, field: v.field.clone(), message: v.message.clone(), severity: v.severity.as_str() }
+    }
+}
+
+#[pymethods]
+impl Violation {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("rule", self.rule)?;
+        d.set_item("field", &self.field)?;
+        d.set_item("message", &self.message)?;
+        d.set_item("severity", self.severity)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Violation(rule={:?}, field={:?}, severity={:?}, message={:?})", self.rule, self.field, self.severity, self.message)
+    }
+}
+
+#[pyclass(module = "jobgate._core", frozen)]
+pub struct Report {
+    inner: CoreReport,
+    violations: PyOnceLock<Py<PyList>>,
+}
+
+impl Report {
+    fn wrap(inner: CoreReport) -> Self {
+        Report { inner, violations: PyOnceLock::new() }
+    }
+}
+
+#[pymethods]
+impl Report {
+    /// `jobspec`, `spec_bundle`, `job_record`, `best_rec`, or `unknown`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.inner.kind_name()
+    }
+
+    /// `pass` when no violation is an error, else `fail`.
+    #[getter]
+    fn verdict(&self) -> &'static str {
+        self.inner.verdict()
+    }
+
+    #[getter]
+    fn ok(&self) -> bool {
+        self.inner.ok()
+    }
+
+    #[getter]
+    fn errors(&self) -> usize {
+        self.inner.errors()
+    }
+
+    #[getter]
+    fn warnings(&self) -> usize {
+        self.inner.warnings()
+    }
+
+    #[getter]
+    fn violations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = self.violations.get_or_try_init(py, || -> PyResult<Py<PyList>> {
+            let items: Vec<Violation> = self.inner.violations.iter().map(Violation::from).collect();
+            Ok(PyList::new(py, items)?.unbind())
+        })?;
+        Ok(list.bind(py).clone())
+    }
+
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("kind", self.inner.kind_name())?;
+        d.set_item("verdict", self.inner.verdict())?;
+        let vs = PyList::empty(py);
+        for v in &self.inner.violations {
+            vs.append(Violation::from(v).to_dict(py)?)?;
+        }
+        d.set_item("violations", vs)?;
+        Ok(d)
+    }
+
+    /// The report as JSON text, in the shape of the CLI's `results` entries.
+    fn to_json(&self) -> String {
+        self.inner.to_json_value().to_string()
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<Report>().is_ok_and(|o| o.get().inner == self.inner)
+    }
+
+    fn __bool__(&self) -> bool {
+        self.inner.ok()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Report(kind={:?}, verdict={:?}, errors={}, warnings={})", self.inner.kind_name(), self.inner.verdict(), self.inner.errors(), self.inner.warnings())
+    }
+}
+
+/// A compiled validator: built once from an optional configuration, then shared by
+/// any number of threads.
+#[pyclass(module = "jobgate._core", frozen)]
+pub struct Validator {
+    core: CoreValidator,
+}
+
+#[pymethods]
+impl Validator {
+    #[new]
+    #[pyo3(signature = (config=None))]
+    fn new(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let core = match config {
+            None => CoreConfig::default(),
+            Some(c) if c.is_none() => CoreConfig::default(),
+            Some(c) => {
+                // jobgate.config validates (pydantic) and normalises; errors name the file and key.
+                let settings = py.import("jobgate.config")?.call_method1("core_settings", (c,))?;
+                core_config(settings.cast::<PyDict>()?)?
+            }
+        };
+        Ok(Validator { core: CoreValidator::new(core) })
+    }
+
+    /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`.
+    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        &self,
+        py: Python<'_>,
+        document: &Bound<'_, PyAny>,
+        kind: Option<&str>,
+        root: Option<&Bound<'_, PyAny>>,
+        package: Option<&Bound<'_, PyAny>>,
+        owner: Option<String>,
+        project_gpus_in_use: Option<u64>,
+        project_quota: Option<u64>,
+    ) -> PyResult<Report> {
+        if root.is_some_and(|r| !r.is_none()) || package.is_some_and(|p| !p.is_none()) {
+            return Err(PyNotImplementedError::new_err(
+                "verifying supporting files against a producer root or a package is not available in this version of jobgate",
+            ));
+        }
+        let kind = parse_kind(kind)?;
+        let admission = Admission { owner, project_gpus_in_use, project_quota };
+        let doc = Document::extract(document)?;
+        let bytes = doc.bytes();
+        let report = if bytes.len() > DETACH_ABOVE {
+            py.detach(|| self.core.check(bytes, kind, &admission))
+        } else {
+            self.core.check(bytes, kind, &admission)
+        };
+        Ok(Report::wrap(report))
+    }
+
+    /// Checks many documents on every core (or `threads` of them) with the GIL released.
+    #[pyo3(signature = (documents, kind=None, *, threads=None))]
+    fn check_many(&self, py: Python<'_>, documents: &Bound<'_, PyAny>, kind: Option<&str>, threads: Option<usize>) -> PyResult<Vec<Report>> {
+        let kind = parse_kind(kind)?;
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        let docs: Vec<Document> = documents.try_iter()?.map(|d| Document::extract(&d?)).collect::<PyResult<_>>()?;
+        let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
+        let reports = py.detach(|| self.core.check_many(&slices, kind, threads));
+        Ok(reports.into_iter().map(Report::wrap).collect())
+    }
+
+    fn __repr__(&self) -> String {
+        let c = &self.core.config;
+        format!(
+            "Validator(catalog={}, max_document_bytes={}, max_depth={})",
+            c.catalog.as_ref().map_or(0, |c| c.len()),
+            c.limits.max_bytes,
+            c.limits.max_depth
+        )
+    }
+}
+
+/// A document's bytes, borrowed from Python where possible.
+enum Document<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Str(Bound<'py, PyString>),
+    Owned(Vec<u8>),
+}
+
+impl<'py> Document<'py> {
+    fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            return Ok(Document::Bytes(b.clone()));
+        }
+        if let Ok(s) = obj.cast::<PyString>() {
+            s.to_str()?;
+            return Ok(Document::Str(s.clone()));
+        }
+        if let Ok(b) = obj.cast::<PyByteArray>() {
+            return Ok(Document::Owned(b.to_vec()));
+        }
+        if obj.cast::<PyDict>().is_ok() || obj.hasattr("keys")? {
+            return Ok(Document::Owned(dumps(obj)));
+        }
+        Err(PyTypeError::new_err(format!(
+            "a document is bytes, str or dict, not {}",
+            obj.get_type().name()?
+        )))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Document::Bytes(b) => b.as_bytes(),
+            // Checked to be valid UTF-8 in `extract`.
+            Document::Str(s) => s.to_str().map(str::as_bytes).unwrap_or_default(),
+            Document::Owned(v) => v,
+        }
+    }
+}
+
+/// A parsed document back to JSON, with orjson. A value JSON cannot hold becomes a
+/// document that fails with `json.syntax`, naming the problem.
+fn dumps(obj: &Bound<'_, PyAny>) -> Vec<u8> {
+    static DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = obj.py();
+    let result = DUMPS
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("orjson")?.getattr("dumps")?.unbind()) })
+        .and_then(|f| f.bind(py).call1((obj,)))
+        .and_then(|b| Ok(b.cast::<PyBytes>()?.as_bytes().to_vec()));
+    match result {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            // Not JSON-representable: hand the engine a non-object so it reports json.syntax.
+            let message = format!("the document cannot be read as JSON: {}", e.value(py));
+            serde_json::to_vec(&message).unwrap_or_default()
+        }
+    }
+}
+
+fn parse_kind(kind: Option<&str>) -> PyResult<Option<Kind>> {
+    match kind {
+        None => Ok(None),
+        Some(k) => Kind::parse(k).map(Some).ok_or_else(|| {
+            PyValueError::new_err(format!("unknown kind {k:?}; one of jobspec, spec_bundle, job_record, best_rec"))
+        }),
+    }
+}
+
+fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
+    let get = |k: &str| d.get_item(k).ok().flatten().filter(|v| !v.is_none());
+    let max_bytes: usize = get("max_document_bytes").map(|v| v.extract()).transpose()?.unwrap_or(DEFAULT_MAX_BYTES);
+    let max_depth: usize = get("max_depth").map(|v| v.extract()).transpose()?.unwrap_or(DEFAULT_MAX_DEPTH);
+    let mut config = CoreConfig::with_limits(max_bytes, max_depth).map_err(PyValueError::new_err)?;
+    config.registries = get("registries").map(|v| v.extract()).transpose()?;
+    config.series = get("series").map(|v| v.extract()).transpose()?;
+    config.max_gpus_per_job = get("max_gpus_per_job").map(|v| v.extract()).transpose()?;
+    if let Some(catalog) = get("catalog") {
+        let mut entries = Vec::new();
+        for item in catalog.try_iter()? {
+            let item = item?;
+            let e = item.cast::<PyDict>()?;
+            let s = |k: &str| -> PyResult<String> {
+                Ok(e.get_item(k)?.filter(|v| !v.is_none()).map(|v| v.extract::<String>()).transpose()?.unwrap_or_default())
+            };
+            let mut entry = CatalogEntry::new(&s("name")?, &s("version")?, &s("digest")?, &s("runtime_id")?);
+            entry.framework_kind = s("framework_kind")?;
+            entry.framework_version = s("framework_version")?;
+            entry.custom = e.get_item("custom")?.map(|v| v.is_truthy()).transpose()?.unwrap_or(false);
+            entry.observability = match s("observability")?.as_str() {
+                "platform" => Observability::Platform,
+                "external" => Observability::External,
+                _ => Observability::Unspecified,
+            };
+            let requires = s("requires_core")?;
+            if !requires.is_empty() {
+                entry = entry.with_requires_core(&requires).map_err(PyValueError::new_err)?;
+            }
+            entries.push(entry);
+        }
+        config.set_catalog(entries);
+    }
+    Ok(config)
+}
+
+/// Every rule id jobgate reports, with its default severity and meaning.
+#[pyfunction]
+fn rules(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    crate::rules::CATALOGUE
+        .iter()
+        .map(|r| {
+            let d = PyDict::new(py);
+            d.set_item("rule", r.id)?;
+            d.set_item("severity", if r.severity == Severity::Error { "error" } else { "warning" })?;
+            d.set_item("summary", r.summary)?;
+            Ok(d)
+        })
+        .collect()
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<Validator>()?;
+    m.add_class::<Report>()?;
+    m.add_class::<Violation>()?;
+    m.add_function(wrap_pyfunction!(rules, m)?)?;
+    Ok(())
+}
