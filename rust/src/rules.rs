@@ -33,7 +33,6 @@ pub static CATALOGUE: &[Rule] = &[
     rule("schema.uniqueItems", Error, "an array repeats an item"),
     rule("schema.propertyNames", Error, "an object key does not match the required pattern"),
     rule("schema.dependentRequired", Error, "a field needs another field that is missing"),
-    rule("schema.false", Error, "a property the schema forbids"),
     rule("forge.api_version", Error, "apiVersion is not exactly forge/v2"),
     rule("forge.kind", Error, "kind is not TrainingJob"),
     rule("forge.name", Error, "metadata.name is not one safe path segment"),

@@ -344,7 +344,8 @@ fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         }
     }
     if let (Some(spec), Some(key)) = (spec, root.get_str("gpu_spec_key")) {
-        let gpus = root.at(&["compute_shape", "gpus"]);
+        // Only a well-typed GPU count is compared; a bad one is already a schema violation.
+        let gpus = root.at(&["compute_shape", "gpus"]).filter(|g| g.as_schema_int().is_some());
         if let (Some(steps), Some(gpus)) = (parse_spec_key(key), gpus) {
             if let Ok(Some(value)) = bind(spec, &steps) {
                 if !value.same_scalar(&gpus) {

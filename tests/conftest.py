@@ -1,0 +1,84 @@
+"""Shared fixtures: the upstream data in ../shared, sample documents, and a helper
+that runs one document through every entry point that must agree."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jobgate
+from jobgate import samples
+from jobgate.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+UPSTREAM = SHARED / "upstream"
+TAO = UPSTREAM / "tao-artifacts"
+EXAMPLES = TAO / "examples"
+DEMO_CONFIG = samples.path(samples.DEMO_CONFIG)
+
+if not EXAMPLES.is_dir():  # the tests are about this data; never pass silently without it
+    raise RuntimeError(f"the shared upstream data is missing at {SHARED}; check out ../shared beside the project")
+
+
+def example(name: str) -> dict[str, Any]:
+    return json.loads((EXAMPLES / name).read_bytes())
+
+
+def schema(kind: str) -> dict[str, Any]:
+    return json.loads((TAO / f"{kind}.schema.json").read_bytes())
+
+
+def sample(name: str) -> dict[str, Any]:
+    return json.loads(samples.path(name).read_bytes())
+
+
+DELETE = object()
+
+
+def mutate(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of `doc` with JSON Pointer paths set (or removed with DELETE)."""
+    out = copy.deepcopy(doc)
+    for ptr, value in changes.items():
+        parts = [p.replace("~1", "/").replace("~0", "~") for p in ptr.split("/")[1:]]
+        node: Any = out
+        for p in parts[:-1]:
+            node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
+        last = parts[-1]
+        if isinstance(node, list):
+            if value is DELETE:
+                del node[int(last)]
+            elif last == "-":
+                node.append(value)
+            else:
+                node[int(last)] = value
+        elif value is DELETE:
+            del node[last]
+        else:
+            node[last] = value
+    return out
+
+
+def pairs(report: jobgate.Report) -> list[tuple[str, str]]:
+    return [(v.rule, v.field) for v in report.violations]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = cli_main(args)
+    return code, capsys.readouterr().out
+
+
+@pytest.fixture(scope="session")
+def validator() -> jobgate.Validator:
+    return jobgate.Validator()
+
+
+@pytest.fixture(scope="session")
+def deployed() -> jobgate.Validator:
+    """A validator with the demo deployment: catalog, registries, series, per-job limit."""
+    return jobgate.Validator(DEMO_CONFIG)
