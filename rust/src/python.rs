@@ -182,7 +182,7 @@ impl Validator {
         let report = if bytes.len() > DETACH_ABOVE {
             py.detach(|| self.core.check(bytes, kind, &admission))
         } else {
-            self.core.check(bytes, kind, &admission)
+            doc.check(&self.core, kind, &admission)
         };
         Ok(Report::wrap(report))
     }
@@ -195,8 +195,13 @@ impl Validator {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
         let docs: Vec<Document> = documents.try_iter()?.map(|d| Document::extract(&d?)).collect::<PyResult<_>>()?;
-        let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
-        let reports = py.detach(|| self.core.check_many(&slices, kind, threads));
+        let reports = if docs.iter().any(|d| matches!(d, Document::Unreadable(_))) {
+            let admission = Admission::default();
+            docs.iter().map(|d| d.check(&self.core, kind, &admission)).collect()
+        } else {
+            let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
+            py.detach(|| self.core.check_many(&slices, kind, threads))
+        };
         Ok(reports.into_iter().map(Report::wrap).collect())
     }
 
@@ -216,6 +221,8 @@ enum Document<'py> {
     Bytes(Bound<'py, PyBytes>),
     Str(Bound<'py, PyString>),
     Owned(Vec<u8>),
+    /// A parsed object that JSON cannot hold; the reason becomes its `json.syntax` report.
+    Unreadable(String),
 }
 
 impl<'py> Document<'py> {
@@ -231,7 +238,10 @@ impl<'py> Document<'py> {
             return Ok(Document::Owned(b.to_vec()));
         }
         if obj.cast::<PyDict>().is_ok() || obj.hasattr("keys")? {
-            return Ok(Document::Owned(dumps(obj)));
+            return Ok(match dumps(obj) {
+                Ok(bytes) => Document::Owned(bytes),
+                Err(reason) => Document::Unreadable(reason),
+            });
         }
         Err(PyTypeError::new_err(format!(
             "a document is bytes, str or dict, not {}",
@@ -245,27 +255,41 @@ impl<'py> Document<'py> {
             // Checked to be valid UTF-8 in `extract`.
             Document::Str(s) => s.to_str().map(str::as_bytes).unwrap_or_default(),
             Document::Owned(v) => v,
+            Document::Unreadable(_) => b"",
+        }
+    }
+
+    fn check(&self, core: &CoreValidator, kind: Option<Kind>, admission: &Admission) -> CoreReport {
+        match self {
+            Document::Unreadable(reason) => CoreReport::new(
+                kind,
+                vec![CoreViolation { rule: "json.syntax", field: String::new(), message: reason.clone(), severity: Severity::Error }],
+            ),
+            _ => core.check(self.bytes(), kind, admission),
         }
     }
 }
 
-/// A parsed document back to JSON, with orjson. A value JSON cannot hold becomes a
-/// document that fails with `json.syntax`, naming the problem.
-fn dumps(obj: &Bound<'_, PyAny>) -> Vec<u8> {
-    static DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+/// A parsed document back to JSON text: orjson for speed, the standard library for
+/// what orjson refuses (integers beyond 64 bits). `Err` names what JSON cannot hold.
+fn dumps(obj: &Bound<'_, PyAny>) -> Result<Vec<u8>, String> {
+    static ORJSON: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    static STDLIB: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let py = obj.py();
-    let result = DUMPS
-        .get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import("orjson")?.getattr("dumps")?.unbind()) })
-        .and_then(|f| f.bind(py).call1((obj,)))
-        .and_then(|b| Ok(b.cast::<PyBytes>()?.as_bytes().to_vec()));
-    match result {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            // Not JSON-representable: hand the engine a non-object so it reports json.syntax.
-            let message = format!("the document cannot be read as JSON: {}", e.value(py));
-            serde_json::to_vec(&message).unwrap_or_default()
-        }
+    let import = |cell: &'static PyOnceLock<Py<PyAny>>, module: &str| -> PyResult<Bound<'_, PyAny>> {
+        Ok(cell.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import(module)?.getattr("dumps")?.unbind()) })?.bind(py).clone())
+    };
+    let fast = import(&ORJSON, "orjson").and_then(|f| f.call1((obj,))).and_then(|b| Ok(b.cast::<PyBytes>()?.as_bytes().to_vec()));
+    if let Ok(bytes) = fast {
+        return Ok(bytes);
     }
+    let kwargs = PyDict::new(py);
+    let slow = kwargs
+        .set_item("allow_nan", false)
+        .and_then(|_| import(&STDLIB, "json"))
+        .and_then(|f| f.call((obj,), Some(&kwargs)))
+        .and_then(|s| Ok(s.cast::<PyString>()?.to_str()?.as_bytes().to_vec()));
+    slow.map_err(|e| format!("the document cannot be written as JSON: {}", e.value(py)))
 }
 
 fn parse_kind(kind: Option<&str>) -> PyResult<Option<Kind>> {
