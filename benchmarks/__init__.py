@@ -1,0 +1,1 @@
+"""jobgate's benchmarks: ratios against the peers, measured side by side in one run."""
