@@ -81,26 +81,52 @@ fn yaml_then_json<R>(text: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>)
     parse_json(&json, limits, f)
 }
 
+/// Parse scratch space kept per thread, so the hot path allocates nothing.
+struct Scratch {
+    input: Vec<u8>,
+    buffers: Buffers,
+    depth: usize,
+    tape: Tape<'static>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Option<Scratch>> = const { std::cell::RefCell::new(None) };
+}
+
 fn parse_json<R>(text: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>) -> R) -> Result<R, DecodeError> {
     let len = text.len();
-    let mut buf = Vec::with_capacity(len + simd_json::INPUT_PADDING);
-    buf.extend_from_slice(text);
-    buf.resize(len + simd_json::INPUT_PADDING, 0);
-    let mut buffers = Buffers::with_max_depth(len, limits.max_depth);
-    let mut tape = Tape::null();
-    if let Err(e) = simd_json::fill_tape_padded(&mut buf, len, &mut buffers, &mut tape) {
-        let err = match e.error() {
+    let cached = SCRATCH.with(|s| s.borrow_mut().take()).filter(|s| s.depth == limits.max_depth);
+    let Scratch { mut input, mut buffers, tape, .. } = cached.unwrap_or_else(|| Scratch {
+        input: Vec::new(),
+        buffers: Buffers::with_max_depth(len, limits.max_depth),
+        depth: limits.max_depth,
+        tape: Tape::null(),
+    });
+    input.clear();
+    input.extend_from_slice(text);
+    input.resize(len + simd_json::INPUT_PADDING, 0);
+    let mut tape: Tape<'_> = tape;
+    let result = match simd_json::fill_tape_padded(&mut input, len, &mut buffers, &mut tape) {
+        Err(e) => Err(match e.error() {
             ErrorType::DepthLimitExceeded => DecodeError::Depth(limits.max_depth),
             ErrorType::InvalidUtf8 => DecodeError::Syntax("the document is not valid UTF-8".into()),
             _ => DecodeError::Syntax(format!("not valid JSON: {}", describe_json_error(&e, text))),
-        };
-        return Err(err);
+        }),
+        Ok(()) => {
+            let root = Value::root(&tape.0);
+            if root.is_object() {
+                Ok(f(root))
+            } else {
+                Err(DecodeError::Syntax(format!("the top level must be an object, got {}", root.describe())))
+            }
+        }
+    };
+    let tape = tape.reset();
+    // Very large documents do not pin their buffers to the thread.
+    if input.capacity() <= 4 * 1024 * 1024 {
+        SCRATCH.with(|s| *s.borrow_mut() = Some(Scratch { input, buffers, depth: limits.max_depth, tape }));
     }
-    let root = Value::root(&tape.0);
-    if !root.is_object() {
-        return Err(DecodeError::Syntax(format!("the top level must be an object, got {}", root.describe())));
-    }
-    Ok(f(root))
+    result
 }
 
 fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
@@ -122,9 +148,15 @@ pub fn duplicate_keys(root: Value<'_, '_>, out: &mut Vec<Violation>) {
 fn scan_duplicates<'t, 'i>(v: Value<'t, 'i>, path: &mut crate::pointer::Path<'i>, out: &mut Vec<Violation>) {
     match v.ty() {
         crate::node::Type::Object(n) => {
-            let mut seen: Vec<&str> = Vec::with_capacity(n);
-            for (key, value) in v.entries() {
-                if seen.contains(&key) {
+            // Small objects (nearly all) compare in place; large ones use a set, so an
+            // object of a million keys stays linear.
+            let mut seen = (n > 32).then(|| std::collections::HashSet::with_capacity(n));
+            for (i, (key, value)) in v.entries().enumerate() {
+                let repeated = match seen.as_mut() {
+                    Some(set) => !set.insert(key),
+                    None => i > 0 && v.entries().take(i).any(|(k, _)| k == key),
+                };
+                if repeated {
                     out.push(Violation {
                         rule: "json.duplicate_key",
                         field: path.child(key),
@@ -134,8 +166,6 @@ fn scan_duplicates<'t, 'i>(v: Value<'t, 'i>, path: &mut crate::pointer::Path<'i>
                         ),
                         severity: Severity::Error,
                     });
-                } else {
-                    seen.push(key);
                 }
                 if matches!(value.ty(), crate::node::Type::Object(_) | crate::node::Type::Array(_)) {
                     path.push_key(key);

@@ -152,3 +152,14 @@ def test_check_many_keeps_order_and_matches_check(validator):
         assert validator.check_many(docs, threads=threads) == [validator.check(d) for d in docs]
     with pytest.raises(ValueError):
         validator.check_many(docs, threads=0)
+
+
+def test_a_million_keys_stay_linear(validator):
+    import time
+
+    doc = b'{"network_arch": "x", "spec": {' + b",".join(b'"k%d": 1' % i for i in range(300_000)) + b', "k7": 2}}'
+    v = jobgate.Validator({"limits": {"max_document_bytes": 16 * 1024 * 1024}})
+    start = time.perf_counter()
+    report = v.check(doc)
+    assert ("json.duplicate_key", "/spec/k7") in rules_of(report)
+    assert time.perf_counter() - start < 30  # quadratic would take hours; this is not a timing test
