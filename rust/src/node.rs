@@ -101,7 +101,8 @@ impl<'t, 'i> Value<'t, 'i> {
     /// An integer in the JSON Schema sense: `8` and `8.0` both are.
     pub fn as_schema_int(&self) -> Option<i128> {
         match self.ty() {
-            Type::Float(f) if f.fract() == 0.0 && f.abs() < 1.0e38 => Some(f as i128),
+            // `as` saturates: integers past i128 stay ordered for minimum checks.
+            Type::Float(f) if f.is_finite() && f.fract() == 0.0 => Some(f as i128),
             _ => self.as_lexical_int(),
         }
     }
