@@ -1,0 +1,120 @@
+"""`jobgate check` and `jobgate demo`: formats, exit codes, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from jobgate.cli import main
+from tests.conftest import EXAMPLES, run_cli
+
+VALID = EXAMPLES / "spec_bundle.config_mode.dino_train.valid.json"
+INVALID = EXAMPLES / "spec_bundle.invalid.dotted_nested_key.json"
+
+
+def test_exit_codes(capsys):
+    assert run_cli(capsys, ["check", str(VALID)])[0] == 0
+    assert run_cli(capsys, ["check", str(VALID), str(INVALID)])[0] == 1
+
+
+def test_missing_file_is_named_on_stderr(capsys):
+    code = main(["check", str(VALID), "/no/such/file.json"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "/no/such/file.json: no such file or directory" in captured.err
+
+
+def test_text_output_is_for_people(capsys):
+    code, out = run_cli(capsys, ["check", str(INVALID)])
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == f"{INVALID}: fail (spec_bundle) — 1 error"
+    assert lines[1].split()[:3] == ["error", "tao.dotted_key", "/spec/train/optim.lr"]
+    assert lines[-1] == "1 document: 0 passed, 1 failed (1 errors, 0 warnings)"
+
+
+def test_json_output_shape(capsys):
+    _, out = run_cli(capsys, ["check", str(VALID), str(INVALID), "--format", "json"])
+    data = json.loads(out)
+    assert set(data) == {"results", "summary"}
+    assert data["summary"] == {"total": 2, "passed": 1, "failed": 1, "errors": 1, "warnings": 0}
+    bad = data["results"][1]
+    assert bad == {
+        "source": str(INVALID),
+        "kind": "spec_bundle",
+        "verdict": "fail",
+        "violations": [{"rule": "tao.dotted_key", "field": "/spec/train/optim.lr", "message": bad["violations"][0]["message"], "severity": "error"}],
+    }
+
+
+def test_junit_and_sarif(capsys):
+    _, out = run_cli(capsys, ["check", str(VALID), str(INVALID), "--format", "junit"])
+    suite = ET.fromstring(out).find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    failure = suite.findall("testcase")[1].find("failure")
+    assert failure.get("type") == "tao.dotted_key"
+    _, out = run_cli(capsys, ["check", str(INVALID), "--format", "sarif"])
+    sarif = json.loads(out)
+    result = sarif["runs"][0]["results"][0]
+    assert sarif["version"] == "2.1.0"
+    assert result["ruleId"] == "tao.dotted_key" and result["level"] == "error"
+    assert result["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "/spec/train/optim.lr"
+
+
+def test_kind_option_and_stdin(capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(VALID.read_bytes())))
+    code, out = run_cli(capsys, ["check", "-", "--kind", "job_record", "--format", "json"])
+    result = json.loads(out)["results"][0]
+    assert code == 1 and result["source"] == "<stdin>" and result["kind"] == "job_record"
+
+
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ("[limits]\nmax_depth = 0\n", "limits.max_depth"),
+        ("[gpus]\nmax_per_job = 'many'\n", "gpus.max_per_job"),
+        ("[[catalog]]\nrecipe = {name = 'a/b', version = '1', digest = 'd'}\nframework = {runtime_id = 'r'}\nrequires = {core = '>>1'}\n", "catalog.0.requires.core"),
+        ("[registy]\nallow = []\n", "registy"),
+        ("this is not toml", "not valid TOML"),
+    ],
+)
+def test_bad_configuration_names_file_and_key(capsys, tmp_path, toml, message):
+    cfg = tmp_path / "jobgate.toml"
+    cfg.write_text(toml)
+    capsys.readouterr()
+    code = main(["check", str(VALID), "--config", str(cfg)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert str(cfg) in err and message in err
+
+
+def test_catalog_from_a_lock_file(tmp_path):
+    import jobgate
+
+    lock = EXAMPLES.parent.parent / "starforge" / "recipe.lock.v3.nemo-rl-grpo.json"
+    cfg = tmp_path / "jobgate.toml"
+    cfg.write_text(f"[[catalog]]\nlock = '{lock}'\nobservability = 'platform'\n")
+    v = jobgate.Validator(cfg)
+    from tests.conftest import sample
+
+    assert v.check(sample("jobspec.valid.json")).verdict == "pass"
+
+
+def test_demo_runs_and_shows_both_verdicts():
+    out = subprocess.run([sys.executable, "-m", "jobgate.cli", "demo"], capture_output=True, text=True, check=True).stdout
+    assert "samples/jobspec.valid.json: pass (jobspec)" in out
+    assert "samples/spec_bundle.rejected.yaml: fail (spec_bundle)" in out
+    assert "tao.dotted_key" in out and "forge.handshake.version" in out
+
+
+def test_no_subcommand_and_bad_option_exit_2(capsys):
+    assert run_cli(capsys, [])[0] == 2
+    with pytest.raises(SystemExit) as e:
+        run_cli(capsys, ["check", str(VALID), "--format", "xml"])
+    assert e.value.code == 2
