@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import jobgate
+import pytest
 from jobgate import samples
 from jobgate.cli import main as cli_main
 

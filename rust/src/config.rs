@@ -82,12 +82,20 @@ pub struct CoreConfig {
 impl CoreConfig {
     pub fn with_limits(max_bytes: usize, max_depth: usize) -> Result<Self, String> {
         if max_depth == 0 || max_depth > MAX_DEPTH_CEILING {
-            return Err(format!("limits.max_depth must be between 1 and {MAX_DEPTH_CEILING}, got {max_depth}"));
+            return Err(format!(
+                "limits.max_depth must be between 1 and {MAX_DEPTH_CEILING}, got {max_depth}"
+            ));
         }
         if max_bytes == 0 {
             return Err("limits.max_document_bytes must be positive".into());
         }
-        Ok(CoreConfig { limits: Limits { max_bytes, max_depth }, ..Default::default() })
+        Ok(CoreConfig {
+            limits: Limits {
+                max_bytes,
+                max_depth,
+            },
+            ..Default::default()
+        })
     }
 
     pub fn set_catalog(&mut self, entries: Vec<CatalogEntry>) {

@@ -24,7 +24,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_bytes: DEFAULT_MAX_BYTES, max_depth: DEFAULT_MAX_DEPTH }
+        Limits {
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_depth: DEFAULT_MAX_DEPTH,
+        }
     }
 }
 
@@ -45,13 +48,22 @@ impl DecodeError {
                 format!("the document nests deeper than {limit} levels; flatten it or raise limits.max_depth"),
             ),
         };
-        Violation { rule, field: String::new(), message, severity: Severity::Error }
+        Violation {
+            rule,
+            field: String::new(),
+            message,
+            severity: Severity::Error,
+        }
     }
 }
 
 /// Parses `input` (JSON or YAML, UTF-8) and hands the root value, which is always an
 /// object, to `f`. Any failure is returned as the violation that describes it.
-pub fn with_document<R>(input: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>) -> R) -> Result<R, Violation> {
+pub fn with_document<R>(
+    input: &[u8],
+    limits: &Limits,
+    f: impl FnOnce(Value<'_, '_>) -> R,
+) -> Result<R, Violation> {
     if input.len() > limits.max_bytes {
         return Err(DecodeError::Size(format!(
             "the document is {} bytes, over the limit of {} bytes",
@@ -70,9 +82,16 @@ pub fn with_document<R>(input: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, 
     yaml_then_json(text, limits, f).map_err(DecodeError::into_violation)
 }
 
-fn yaml_then_json<R>(text: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>) -> R) -> Result<R, DecodeError> {
+fn yaml_then_json<R>(
+    text: &[u8],
+    limits: &Limits,
+    f: impl FnOnce(Value<'_, '_>) -> R,
+) -> Result<R, DecodeError> {
     let text = std::str::from_utf8(text).map_err(|e| {
-        DecodeError::Syntax(format!("the document is not valid UTF-8 (invalid byte at offset {})", e.valid_up_to()))
+        DecodeError::Syntax(format!(
+            "the document is not valid UTF-8 (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
     })?;
     if text.trim().is_empty() {
         return Err(DecodeError::Syntax("the document is empty".into()));
@@ -93,10 +112,21 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Option<Scratch>> = const { std::cell::RefCell::new(None) };
 }
 
-fn parse_json<R>(text: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>) -> R) -> Result<R, DecodeError> {
+fn parse_json<R>(
+    text: &[u8],
+    limits: &Limits,
+    f: impl FnOnce(Value<'_, '_>) -> R,
+) -> Result<R, DecodeError> {
     let len = text.len();
-    let cached = SCRATCH.with(|s| s.borrow_mut().take()).filter(|s| s.depth == limits.max_depth);
-    let Scratch { mut input, mut buffers, tape, .. } = cached.unwrap_or_else(|| Scratch {
+    let cached = SCRATCH
+        .with(|s| s.borrow_mut().take())
+        .filter(|s| s.depth == limits.max_depth);
+    let Scratch {
+        mut input,
+        mut buffers,
+        tape,
+        ..
+    } = cached.unwrap_or_else(|| Scratch {
         input: Vec::new(),
         buffers: Buffers::with_max_depth(len, limits.max_depth),
         depth: limits.max_depth,
@@ -117,21 +147,32 @@ fn parse_json<R>(text: &[u8], limits: &Limits, f: impl FnOnce(Value<'_, '_>) -> 
             if root.is_object() {
                 Ok(f(root))
             } else {
-                Err(DecodeError::Syntax(format!("the top level must be an object, got {}", root.describe())))
+                Err(DecodeError::Syntax(format!(
+                    "the top level must be an object, got {}",
+                    root.describe()
+                )))
             }
         }
     };
     let tape = tape.reset();
     // Very large documents do not pin their buffers to the thread.
     if input.capacity() <= 4 * 1024 * 1024 {
-        SCRATCH.with(|s| *s.borrow_mut() = Some(Scratch { input, buffers, depth: limits.max_depth, tape }));
+        SCRATCH.with(|s| {
+            *s.borrow_mut() = Some(Scratch {
+                input,
+                buffers,
+                depth: limits.max_depth,
+                tape,
+            })
+        });
     }
     result
 }
 
 fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
     let at = e.index();
-    let near: String = String::from_utf8_lossy(&text[at.min(text.len())..(at + 20).min(text.len())]).into_owned();
+    let near: String =
+        String::from_utf8_lossy(&text[at.min(text.len())..(at + 20).min(text.len())]).into_owned();
     if near.is_empty() {
         format!("{:?} at the end of the document", e.error())
     } else {
@@ -142,43 +183,83 @@ fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
 /// Every key that an object repeats, as `json.duplicate_key` at the repeated key.
 pub fn duplicate_keys(root: Value<'_, '_>, out: &mut Vec<Violation>) {
     let mut path = crate::pointer::Path::new();
-    scan_duplicates(root, &mut path, out);
+    let mut fingerprints = Vec::with_capacity(64);
+    scan_duplicates(root, &mut path, &mut fingerprints, out);
 }
 
-fn scan_duplicates<'t, 'i>(v: Value<'t, 'i>, path: &mut crate::pointer::Path<'i>, out: &mut Vec<Violation>) {
+/// A cheap fingerprint of a key (its length and its first and last eight bytes), so
+/// keys are compared byte by byte only when their fingerprints collide.
+#[inline]
+fn fingerprint(key: &str) -> u64 {
+    let b = key.as_bytes();
+    let (head, tail) = if b.len() >= 8 {
+        let word = |s: &[u8]| u64::from_le_bytes(s.try_into().unwrap_or([0; 8]));
+        (word(&b[..8]), word(&b[b.len() - 8..]))
+    } else {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        (u64::from_le_bytes(w), 0)
+    };
+    head ^ tail.rotate_left(29) ^ (b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// `fingerprints` is one stack shared by every level: each object pushes its keys'
+/// fingerprints and truncates them away when done, so the scan allocates nothing.
+fn scan_duplicates<'t, 'i>(
+    v: Value<'t, 'i>,
+    path: &mut crate::pointer::Path<'i>,
+    fingerprints: &mut Vec<u64>,
+    out: &mut Vec<Violation>,
+) {
     match v.ty() {
         crate::node::Type::Object(n) => {
-            // Small objects (nearly all) compare in place; large ones use a set, so an
-            // object of a million keys stays linear.
-            let mut seen = (n > 32).then(|| std::collections::HashSet::with_capacity(n));
-            for (i, (key, value)) in v.entries().enumerate() {
-                let repeated = match seen.as_mut() {
-                    Some(set) => !set.insert(key),
-                    None => i > 0 && v.entries().take(i).any(|(k, _)| k == key),
-                };
-                if repeated {
+            let base = fingerprints.len();
+            fingerprints.extend(v.entries().map(|(k, _)| fingerprint(k)));
+            let fps = &mut fingerprints[base..];
+            // Few keys: compare in place. Many: sort the fingerprints, so an object of a
+            // million keys costs n log n. Keys are compared only when fingerprints collide.
+            let collides = if n <= 16 {
+                (1..n).any(|i| fps[..i].contains(&fps[i]))
+            } else {
+                fps.sort_unstable();
+                fps.windows(2).any(|w| w[0] == w[1])
+            };
+            fingerprints.truncate(base);
+            if collides {
+                let keys: Vec<&str> = v.entries().map(|(k, _)| k).collect();
+                let mut sorted = keys.clone();
+                sorted.sort_unstable();
+                for w in sorted.windows(2).filter(|w| w[0] == w[1]) {
                     out.push(Violation {
                         rule: "json.duplicate_key",
-                        field: path.child(key),
+                        field: path.child(w[1]),
                         message: format!(
                             "the key {} appears more than once in this object; a validator and a consumer could read different values, so keep one",
-                            crate::node::quote(key)
+                            crate::node::quote(w[1])
                         ),
                         severity: Severity::Error,
                     });
                 }
-                if matches!(value.ty(), crate::node::Type::Object(_) | crate::node::Type::Array(_)) {
+            }
+            for (key, value) in v.entries() {
+                if matches!(
+                    value.ty(),
+                    crate::node::Type::Object(_) | crate::node::Type::Array(_)
+                ) {
                     path.push_key(key);
-                    scan_duplicates(value, path, out);
+                    scan_duplicates(value, path, fingerprints, out);
                     path.pop();
                 }
             }
         }
         crate::node::Type::Array(_) => {
             for (i, item) in v.items().enumerate() {
-                if matches!(item.ty(), crate::node::Type::Object(_) | crate::node::Type::Array(_)) {
+                if matches!(
+                    item.ty(),
+                    crate::node::Type::Object(_) | crate::node::Type::Array(_)
+                ) {
                     path.push_index(i);
-                    scan_duplicates(item, path, out);
+                    scan_duplicates(item, path, fingerprints, out);
                     path.pop();
                 }
             }
@@ -192,7 +273,9 @@ mod tests {
     use super::*;
 
     fn rule_of(input: &[u8]) -> Option<&'static str> {
-        with_document(input, &Limits::default(), |_| ()).err().map(|v| v.rule)
+        with_document(input, &Limits::default(), |_| ())
+            .err()
+            .map(|v| v.rule)
     }
 
     #[test]
@@ -227,9 +310,11 @@ mod tests {
     #[test]
     fn finds_duplicate_keys_at_any_depth() {
         let mut out = Vec::new();
-        with_document(br#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#, &Limits::default(), |root| {
-            duplicate_keys(root, &mut out)
-        })
+        with_document(
+            br#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#,
+            &Limits::default(),
+            |root| duplicate_keys(root, &mut out),
+        )
         .unwrap();
         let fields: Vec<_> = out.iter().map(|v| v.field.as_str()).collect();
         assert_eq!(fields, ["/a/b", "/c/0/d"]);

@@ -109,27 +109,29 @@ impl<'t, 'i> Value<'t, 'i> {
 
     pub fn entries(&self) -> Entries<'t, 'i> {
         match self.tape[0] {
-            Node::Object { len, count } => Entries { rest: &self.tape[1..=count], left: len },
+            Node::Object { len, count } => Entries {
+                rest: &self.tape[1..=count],
+                left: len,
+            },
             _ => Entries { rest: &[], left: 0 },
         }
     }
 
     pub fn items(&self) -> Items<'t, 'i> {
         match self.tape[0] {
-            Node::Array { len, count } => Items { rest: &self.tape[1..=count], left: len },
+            Node::Array { len, count } => Items {
+                rest: &self.tape[1..=count],
+                left: len,
+            },
             _ => Items { rest: &[], left: 0 },
         }
     }
 
-    /// The value of `key`; with duplicate keys, the last one, as most parsers read it.
+    /// The value of `key`. With duplicate keys (always a `json.duplicate_key` error),
+    /// the first; the rules only need one of them.
+    #[inline]
     pub fn get(&self, key: &str) -> Option<Value<'t, 'i>> {
-        let mut found = None;
-        for (k, v) in self.entries() {
-            if k == key {
-                found = Some(v);
-            }
-        }
-        found
+        self.entries().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
     pub fn get_str(&self, key: &str) -> Option<&'i str> {
@@ -174,9 +176,10 @@ impl<'t, 'i> Value<'t, 'i> {
                         .entries()
                         .all(|(k, v)| other.get(k).is_some_and(|w| v.deep_eq(&w)))
             }
-            (Type::Array(_), _) | (_, Type::Array(_)) | (Type::Object(_), _) | (_, Type::Object(_)) => {
-                false
-            }
+            (Type::Array(_), _)
+            | (_, Type::Array(_))
+            | (Type::Object(_), _)
+            | (_, Type::Object(_)) => false,
             _ => self.same_scalar(other),
         }
     }
@@ -188,7 +191,9 @@ impl<'t, 'i> Value<'t, 'i> {
             Type::Bool(b) => b.to_string(),
             Type::Int(i) => i.to_string(),
             Type::UInt(u) => u.to_string(),
-            Type::Float(f) => serde_json::Number::from_f64(f).map_or_else(|| f.to_string(), |n| n.to_string()),
+            Type::Float(f) => {
+                serde_json::Number::from_f64(f).map_or_else(|| f.to_string(), |n| n.to_string())
+            }
             Type::Str(s) => quote(s),
             Type::Array(n) => format!("an array of {n} item{}", if n == 1 { "" } else { "s" }),
             Type::Object(n) => format!("an object of {n} key{}", if n == 1 { "" } else { "s" }),
@@ -237,7 +242,9 @@ impl<'t, 'i> Iterator for Entries<'t, 'i> {
             Node::String(s) => s,
             _ => "",
         };
-        let value = Value { tape: &self.rest[1..] };
+        let value = Value {
+            tape: &self.rest[1..],
+        };
         self.rest = &self.rest[1 + value.span()..];
         Some((key, value))
     }

@@ -15,7 +15,9 @@ pub struct Path<'a> {
 
 impl<'a> Path<'a> {
     pub fn new() -> Self {
-        Path { segments: Vec::with_capacity(16) }
+        Path {
+            segments: Vec::with_capacity(16),
+        }
     }
 
     #[inline]

@@ -32,7 +32,12 @@ pub struct Violation {
 
 impl From<&CoreViolation> for Violation {
     fn from(v: &CoreViolation) -> Self {
-        Violation { rule: v.rule, field: v.field.clone(), message: v.message.clone(), severity: v.severity.as_str() }
+        Violation {
+            rule: v.rule,
+            field: v.field.clone(),
+            message: v.message.clone(),
+            severity: v.severity.as_str(),
+        }
     }
 }
 
@@ -48,7 +53,10 @@ impl Violation {
     }
 
     fn __repr__(&self) -> String {
-        format!("Violation(rule={:?}, field={:?}, severity={:?}, message={:?})", self.rule, self.field, self.severity, self.message)
+        format!(
+            "Violation(rule={:?}, field={:?}, severity={:?}, message={:?})",
+            self.rule, self.field, self.severity, self.message
+        )
     }
 }
 
@@ -60,7 +68,10 @@ pub struct Report {
 
 impl Report {
     fn wrap(inner: CoreReport) -> Self {
-        Report { inner, violations: PyOnceLock::new() }
+        Report {
+            inner,
+            violations: PyOnceLock::new(),
+        }
     }
 }
 
@@ -95,10 +106,13 @@ impl Report {
 
     #[getter]
     fn violations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let list = self.violations.get_or_try_init(py, || -> PyResult<Py<PyList>> {
-            let items: Vec<Violation> = self.inner.violations.iter().map(Violation::from).collect();
-            Ok(PyList::new(py, items)?.unbind())
-        })?;
+        let list = self
+            .violations
+            .get_or_try_init(py, || -> PyResult<Py<PyList>> {
+                let items: Vec<Violation> =
+                    self.inner.violations.iter().map(Violation::from).collect();
+                Ok(PyList::new(py, items)?.unbind())
+            })?;
         Ok(list.bind(py).clone())
     }
 
@@ -120,7 +134,9 @@ impl Report {
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other.cast::<Report>().is_ok_and(|o| o.get().inner == self.inner)
+        other
+            .cast::<Report>()
+            .is_ok_and(|o| o.get().inner == self.inner)
     }
 
     fn __bool__(&self) -> bool {
@@ -128,7 +144,13 @@ impl Report {
     }
 
     fn __repr__(&self) -> String {
-        format!("Report(kind={:?}, verdict={:?}, errors={}, warnings={})", self.inner.kind_name(), self.inner.verdict(), self.inner.errors(), self.inner.warnings())
+        format!(
+            "Report(kind={:?}, verdict={:?}, errors={}, warnings={})",
+            self.inner.kind_name(),
+            self.inner.verdict(),
+            self.inner.errors(),
+            self.inner.warnings()
+        )
     }
 }
 
@@ -149,11 +171,15 @@ impl Validator {
             Some(c) if c.is_none() => CoreConfig::default(),
             Some(c) => {
                 // jobgate.config validates (pydantic) and normalises; errors name the file and key.
-                let settings = py.import("jobgate.config")?.call_method1("core_settings", (c,))?;
+                let settings = py
+                    .import("jobgate.config")?
+                    .call_method1("core_settings", (c,))?;
                 core_config(settings.cast::<PyDict>()?)?
             }
         };
-        Ok(Validator { core: CoreValidator::new(core) })
+        Ok(Validator {
+            core: CoreValidator::new(core),
+        })
     }
 
     /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`.
@@ -176,7 +202,11 @@ impl Validator {
             ));
         }
         let kind = parse_kind(kind)?;
-        let admission = Admission { owner, project_gpus_in_use, project_quota };
+        let admission = Admission {
+            owner,
+            project_gpus_in_use,
+            project_quota,
+        };
         let doc = Document::extract(document)?;
         let bytes = doc.bytes();
         let report = if bytes.len() > DETACH_ABOVE {
@@ -189,15 +219,26 @@ impl Validator {
 
     /// Checks many documents on every core (or `threads` of them) with the GIL released.
     #[pyo3(signature = (documents, kind=None, *, threads=None))]
-    fn check_many(&self, py: Python<'_>, documents: &Bound<'_, PyAny>, kind: Option<&str>, threads: Option<usize>) -> PyResult<Vec<Report>> {
+    fn check_many(
+        &self,
+        py: Python<'_>,
+        documents: &Bound<'_, PyAny>,
+        kind: Option<&str>,
+        threads: Option<usize>,
+    ) -> PyResult<Vec<Report>> {
         let kind = parse_kind(kind)?;
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
-        let docs: Vec<Document> = documents.try_iter()?.map(|d| Document::extract(&d?)).collect::<PyResult<_>>()?;
+        let docs: Vec<Document> = documents
+            .try_iter()?
+            .map(|d| Document::extract(&d?))
+            .collect::<PyResult<_>>()?;
         let reports = if docs.iter().any(|d| matches!(d, Document::Unreadable(_))) {
             let admission = Admission::default();
-            docs.iter().map(|d| d.check(&self.core, kind, &admission)).collect()
+            docs.iter()
+                .map(|d| d.check(&self.core, kind, &admission))
+                .collect()
         } else {
             let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
             py.detach(|| self.core.check_many(&slices, kind, threads))
@@ -263,7 +304,12 @@ impl<'py> Document<'py> {
         match self {
             Document::Unreadable(reason) => CoreReport::new(
                 kind,
-                vec![CoreViolation { rule: "json.syntax", field: String::new(), message: reason.clone(), severity: Severity::Error }],
+                vec![CoreViolation {
+                    rule: "json.syntax",
+                    field: String::new(),
+                    message: reason.clone(),
+                    severity: Severity::Error,
+                }],
             ),
             _ => core.check(self.bytes(), kind, admission),
         }
@@ -276,10 +322,18 @@ fn dumps(obj: &Bound<'_, PyAny>) -> Result<Vec<u8>, String> {
     static ORJSON: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     static STDLIB: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let py = obj.py();
-    let import = |cell: &'static PyOnceLock<Py<PyAny>>, module: &str| -> PyResult<Bound<'_, PyAny>> {
-        Ok(cell.get_or_try_init(py, || -> PyResult<Py<PyAny>> { Ok(py.import(module)?.getattr("dumps")?.unbind()) })?.bind(py).clone())
-    };
-    let fast = import(&ORJSON, "orjson").and_then(|f| f.call1((obj,))).and_then(|b| Ok(b.cast::<PyBytes>()?.as_bytes().to_vec()));
+    let import =
+        |cell: &'static PyOnceLock<Py<PyAny>>, module: &str| -> PyResult<Bound<'_, PyAny>> {
+            Ok(cell
+                .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                    Ok(py.import(module)?.getattr("dumps")?.unbind())
+                })?
+                .bind(py)
+                .clone())
+        };
+    let fast = import(&ORJSON, "orjson")
+        .and_then(|f| f.call1((obj,)))
+        .and_then(|b| Ok(b.cast::<PyBytes>()?.as_bytes().to_vec()));
     if let Ok(bytes) = fast {
         return Ok(bytes);
     }
@@ -296,16 +350,25 @@ fn parse_kind(kind: Option<&str>) -> PyResult<Option<Kind>> {
     match kind {
         None => Ok(None),
         Some(k) => Kind::parse(k).map(Some).ok_or_else(|| {
-            PyValueError::new_err(format!("unknown kind {k:?}; one of jobspec, spec_bundle, job_record, best_rec"))
+            PyValueError::new_err(format!(
+                "unknown kind {k:?}; one of jobspec, spec_bundle, job_record, best_rec"
+            ))
         }),
     }
 }
 
 fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
     let get = |k: &str| d.get_item(k).ok().flatten().filter(|v| !v.is_none());
-    let max_bytes: usize = get("max_document_bytes").map(|v| v.extract()).transpose()?.unwrap_or(DEFAULT_MAX_BYTES);
-    let max_depth: usize = get("max_depth").map(|v| v.extract()).transpose()?.unwrap_or(DEFAULT_MAX_DEPTH);
-    let mut config = CoreConfig::with_limits(max_bytes, max_depth).map_err(PyValueError::new_err)?;
+    let max_bytes: usize = get("max_document_bytes")
+        .map(|v| v.extract())
+        .transpose()?
+        .unwrap_or(DEFAULT_MAX_BYTES);
+    let max_depth: usize = get("max_depth")
+        .map(|v| v.extract())
+        .transpose()?
+        .unwrap_or(DEFAULT_MAX_DEPTH);
+    let mut config =
+        CoreConfig::with_limits(max_bytes, max_depth).map_err(PyValueError::new_err)?;
     config.registries = get("registries").map(|v| v.extract()).transpose()?;
     config.series = get("series").map(|v| v.extract()).transpose()?;
     config.max_gpus_per_job = get("max_gpus_per_job").map(|v| v.extract()).transpose()?;
@@ -315,12 +378,25 @@ fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
             let item = item?;
             let e = item.cast::<PyDict>()?;
             let s = |k: &str| -> PyResult<String> {
-                Ok(e.get_item(k)?.filter(|v| !v.is_none()).map(|v| v.extract::<String>()).transpose()?.unwrap_or_default())
+                Ok(e.get_item(k)?
+                    .filter(|v| !v.is_none())
+                    .map(|v| v.extract::<String>())
+                    .transpose()?
+                    .unwrap_or_default())
             };
-            let mut entry = CatalogEntry::new(&s("name")?, &s("version")?, &s("digest")?, &s("runtime_id")?);
+            let mut entry = CatalogEntry::new(
+                &s("name")?,
+                &s("version")?,
+                &s("digest")?,
+                &s("runtime_id")?,
+            );
             entry.framework_kind = s("framework_kind")?;
             entry.framework_version = s("framework_version")?;
-            entry.custom = e.get_item("custom")?.map(|v| v.is_truthy()).transpose()?.unwrap_or(false);
+            entry.custom = e
+                .get_item("custom")?
+                .map(|v| v.is_truthy())
+                .transpose()?
+                .unwrap_or(false);
             entry.observability = match s("observability")?.as_str() {
                 "platform" => Observability::Platform,
                 "external" => Observability::External,
@@ -328,7 +404,9 @@ fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
             };
             let requires = s("requires_core")?;
             if !requires.is_empty() {
-                entry = entry.with_requires_core(&requires).map_err(PyValueError::new_err)?;
+                entry = entry
+                    .with_requires_core(&requires)
+                    .map_err(PyValueError::new_err)?;
             }
             entries.push(entry);
         }
@@ -345,7 +423,14 @@ fn rules(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .map(|r| {
             let d = PyDict::new(py);
             d.set_item("rule", r.id)?;
-            d.set_item("severity", if r.severity == Severity::Error { "error" } else { "warning" })?;
+            d.set_item(
+                "severity",
+                if r.severity == Severity::Error {
+                    "error"
+                } else {
+                    "warning"
+                },
+            )?;
             d.set_item("summary", r.summary)?;
             Ok(d)
         })

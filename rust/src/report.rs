@@ -55,7 +55,10 @@ impl Report {
 
     /// Admitted when no violation is an error.
     pub fn ok(&self) -> bool {
-        !self.violations.iter().any(|v| v.severity == Severity::Error)
+        !self
+            .violations
+            .iter()
+            .any(|v| v.severity == Severity::Error)
     }
 
     pub fn verdict(&self) -> &'static str {
@@ -67,7 +70,10 @@ impl Report {
     }
 
     pub fn errors(&self) -> usize {
-        self.violations.iter().filter(|v| v.severity == Severity::Error).count()
+        self.violations
+            .iter()
+            .filter(|v| v.severity == Severity::Error)
+            .count()
     }
 
     pub fn warnings(&self) -> usize {

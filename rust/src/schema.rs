@@ -18,18 +18,31 @@ pub struct Ctx<'i> {
 
 impl<'i> Ctx<'i> {
     pub fn new() -> Self {
-        Ctx { path: Path::new(), out: Vec::new() }
+        Ctx {
+            path: Path::new(),
+            out: Vec::new(),
+        }
     }
 
     /// A violation at the current path.
     pub fn here(&mut self, rule: &'static str, severity: Severity, message: String) {
         let field = self.path.render();
-        self.out.push(Violation { rule, field, message, severity });
+        self.out.push(Violation {
+            rule,
+            field,
+            message,
+            severity,
+        });
     }
 
     /// A violation at an explicit pointer.
     pub fn at(&mut self, field: String, rule: &'static str, severity: Severity, message: String) {
-        self.out.push(Violation { rule, field, message, severity });
+        self.out.push(Violation {
+            rule,
+            field,
+            message,
+            severity,
+        });
     }
 
     pub fn error(&mut self, field: String, rule: &'static str, message: String) {
@@ -61,16 +74,34 @@ pub type Custom = for<'t, 'i> fn(Value<'t, 'i>, &mut Ctx<'i>);
 
 pub enum Shape {
     Any,
-    Str { min_len: usize, min_len_rule: &'static str, pattern: Option<&'static Pattern> },
+    Str {
+        min_len: usize,
+        min_len_rule: &'static str,
+        pattern: Option<&'static Pattern>,
+    },
     /// `lexical`: only `8`, never `8.0` (forge/v2, as Python's `int`); otherwise JSON Schema's integer.
-    Int { min: Option<i64>, lexical: bool },
-    Number { min: Option<f64>, max: Option<f64> },
+    Int {
+        min: Option<i64>,
+        lexical: bool,
+    },
+    Number {
+        min: Option<f64>,
+        max: Option<f64>,
+    },
     Bool,
-    Enum { values: &'static [&'static str], nullable: bool },
+    Enum {
+        values: &'static [&'static str],
+        nullable: bool,
+    },
     ConstInt(i64),
     ConstTrue,
     Nullable(&'static Shape),
-    Array { items: &'static Shape, min_items: usize, min_items_rule: &'static str, unique: bool },
+    Array {
+        items: &'static Shape,
+        min_items: usize,
+        min_items_rule: &'static str,
+        unique: bool,
+    },
     Object(&'static ObjectShape),
     Custom(Custom),
 }
@@ -98,24 +129,51 @@ pub struct Field {
 }
 
 pub const ANY: Shape = Shape::Any;
-pub const STRING: Shape = Shape::Str { min_len: 0, min_len_rule: "schema.minLength", pattern: None };
-pub const NONEMPTY: Shape = Shape::Str { min_len: 1, min_len_rule: "schema.minLength", pattern: None };
+pub const STRING: Shape = Shape::Str {
+    min_len: 0,
+    min_len_rule: "schema.minLength",
+    pattern: None,
+};
+pub const NONEMPTY: Shape = Shape::Str {
+    min_len: 1,
+    min_len_rule: "schema.minLength",
+    pattern: None,
+};
 pub const BOOL: Shape = Shape::Bool;
 
 pub const fn req(name: &'static str, shape: Shape) -> Field {
-    Field { name, shape, required: true, missing_rule: "schema.required" }
+    Field {
+        name,
+        shape,
+        required: true,
+        missing_rule: "schema.required",
+    }
 }
 
 pub const fn opt(name: &'static str, shape: Shape) -> Field {
-    Field { name, shape, required: false, missing_rule: "schema.required" }
+    Field {
+        name,
+        shape,
+        required: false,
+        missing_rule: "schema.required",
+    }
 }
 
 pub const fn str_matching(pattern: &'static Pattern) -> Shape {
-    Shape::Str { min_len: 0, min_len_rule: "schema.minLength", pattern: Some(pattern) }
+    Shape::Str {
+        min_len: 0,
+        min_len_rule: "schema.minLength",
+        pattern: Some(pattern),
+    }
 }
 
 pub const fn array_of(items: &'static Shape) -> Shape {
-    Shape::Array { items, min_items: 0, min_items_rule: "schema.minItems", unique: false }
+    Shape::Array {
+        items,
+        min_items: 0,
+        min_items_rule: "schema.minItems",
+        unique: false,
+    }
 }
 
 /// Walks `v` against `shape`, with `ctx.path` pointing at `v`.
@@ -127,7 +185,11 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                 walk(v, inner, ctx);
             }
         }
-        Shape::Str { min_len, min_len_rule, pattern } => {
+        Shape::Str {
+            min_len,
+            min_len_rule,
+            pattern,
+        } => {
             let Some(s) = v.as_str() else {
                 return type_error(v, "a string", ctx);
             };
@@ -145,13 +207,21 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
             }
         }
         Shape::Int { min, lexical } => {
-            let n = if *lexical { v.as_lexical_int() } else { v.as_schema_int() };
+            let n = if *lexical {
+                v.as_lexical_int()
+            } else {
+                v.as_schema_int()
+            };
             let Some(n) = n else {
                 return type_error(v, "an integer", ctx);
             };
             if let Some(min) = min {
                 if n < *min as i128 {
-                    ctx.here("schema.minimum", Severity::Error, format!("{n} is below the minimum of {min}"));
+                    ctx.here(
+                        "schema.minimum",
+                        Severity::Error,
+                        format!("{n} is below the minimum of {min}"),
+                    );
                 }
             }
         }
@@ -160,10 +230,26 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                 return type_error(v, "a number", ctx);
             };
             if min.is_some_and(|m| n < m) {
-                ctx.here("schema.minimum", Severity::Error, format!("{} is below the minimum of {}", v.describe(), min.unwrap_or_default()));
+                ctx.here(
+                    "schema.minimum",
+                    Severity::Error,
+                    format!(
+                        "{} is below the minimum of {}",
+                        v.describe(),
+                        min.unwrap_or_default()
+                    ),
+                );
             }
             if max.is_some_and(|m| n > m) {
-                ctx.here("schema.maximum", Severity::Error, format!("{} is above the maximum of {}", v.describe(), max.unwrap_or_default()));
+                ctx.here(
+                    "schema.maximum",
+                    Severity::Error,
+                    format!(
+                        "{} is above the maximum of {}",
+                        v.describe(),
+                        max.unwrap_or_default()
+                    ),
+                );
             }
         }
         Shape::Bool => {
@@ -178,29 +264,54 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                 _ => false,
             };
             if !ok {
-                let mut accepted: Vec<String> = values.iter().map(|s| crate::node::quote(s)).collect();
+                let mut accepted: Vec<String> =
+                    values.iter().map(|s| crate::node::quote(s)).collect();
                 if *nullable {
                     accepted.insert(0, "null".into());
                 }
-                ctx.here("schema.enum", Severity::Error, format!("{} is not one of {}", v.describe(), accepted.join(", ")));
+                ctx.here(
+                    "schema.enum",
+                    Severity::Error,
+                    format!("{} is not one of {}", v.describe(), accepted.join(", ")),
+                );
             }
         }
         Shape::ConstInt(c) => {
             if v.as_schema_int() != Some(*c as i128) {
-                ctx.here("schema.const", Severity::Error, format!("must be {c}, got {}", v.describe()));
+                ctx.here(
+                    "schema.const",
+                    Severity::Error,
+                    format!("must be {c}, got {}", v.describe()),
+                );
             }
         }
         Shape::ConstTrue => {
             if v.as_bool() != Some(true) {
-                ctx.here("schema.const", Severity::Error, format!("must be true, got {}", v.describe()));
+                ctx.here(
+                    "schema.const",
+                    Severity::Error,
+                    format!("must be true, got {}", v.describe()),
+                );
             }
         }
-        Shape::Array { items, min_items, min_items_rule, unique } => {
+        Shape::Array {
+            items,
+            min_items,
+            min_items_rule,
+            unique,
+        } => {
             let Type::Array(len) = v.ty() else {
                 return type_error(v, "an array", ctx);
             };
             if len < *min_items {
-                ctx.here(min_items_rule, Severity::Error, format!("needs at least {min_items} item{}, got {len}", if *min_items == 1 { "" } else { "s" }));
+                ctx.here(
+                    min_items_rule,
+                    Severity::Error,
+                    format!(
+                        "needs at least {min_items} item{}, got {len}",
+                        if *min_items == 1 { "" } else { "s" }
+                    ),
+                );
             }
             for (i, item) in v.items().enumerate() {
                 ctx.path.push_index(i);
@@ -212,7 +323,14 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                 'outer: for (i, a) in all.iter().enumerate() {
                     for b in &all[..i] {
                         if a.deep_eq(b) {
-                            ctx.here("schema.uniqueItems", Severity::Error, format!("{} appears more than once; items must be unique", a.describe()));
+                            ctx.here(
+                                "schema.uniqueItems",
+                                Severity::Error,
+                                format!(
+                                    "{} appears more than once; items must be unique",
+                                    a.describe()
+                                ),
+                            );
                             break 'outer;
                         }
                     }
@@ -233,7 +351,12 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
         if let Some(p) = obj.keys {
             if let Err(why) = (p.test)(key) {
                 let field = ctx.path.child(key);
-                ctx.at(field, p.rule, p.severity, format!("the key {} {why}", crate::node::quote(key)));
+                ctx.at(
+                    field,
+                    p.rule,
+                    p.severity,
+                    format!("the key {} {why}", crate::node::quote(key)),
+                );
             }
         }
         match obj.fields.iter().position(|f| f.name == key) {
@@ -247,8 +370,21 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
                 Additional::Forbid(severity) => {
                     let field = ctx.path.child(key);
                     let known: Vec<&str> = obj.fields.iter().map(|f| f.name).collect();
-                    let what = if severity == Severity::Warning { "is not a known field and is ignored" } else { "is not allowed here" };
-                    ctx.at(field, "schema.additionalProperties", severity, format!("the field {} {what}; known fields: {}", crate::node::quote(key), known.join(", ")));
+                    let what = if severity == Severity::Warning {
+                        "is not a known field and is ignored"
+                    } else {
+                        "is not allowed here"
+                    };
+                    ctx.at(
+                        field,
+                        "schema.additionalProperties",
+                        severity,
+                        format!(
+                            "the field {} {what}; known fields: {}",
+                            crate::node::quote(key),
+                            known.join(", ")
+                        ),
+                    );
                 }
                 Additional::Allow => {}
                 Additional::Values(shape) => {
@@ -262,13 +398,29 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     for (i, f) in obj.fields.iter().enumerate() {
         if f.required && seen & (1 << i) == 0 {
             let field = ctx.path.child(f.name);
-            ctx.at(field, f.missing_rule, Severity::Error, format!("the required field {} is missing", crate::node::quote(f.name)));
+            ctx.at(
+                field,
+                f.missing_rule,
+                Severity::Error,
+                format!(
+                    "the required field {} is missing",
+                    crate::node::quote(f.name)
+                ),
+            );
         }
     }
 }
 
 fn type_error<'i>(v: Value<'_, 'i>, expected: &str, ctx: &mut Ctx<'i>) {
-    ctx.here("schema.type", Severity::Error, format!("expected {expected}, got {} ({})", v.type_name(), v.describe()));
+    ctx.here(
+        "schema.type",
+        Severity::Error,
+        format!(
+            "expected {expected}, got {} ({})",
+            v.type_name(),
+            v.describe()
+        ),
+    );
 }
 
 /// Python's `str.isspace`, which is what `\s` and `\S` mean to the published schemas'
@@ -282,7 +434,8 @@ pub fn is_safe_segment(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 pub fn safe_segment(s: &str) -> Result<(), String> {
@@ -293,7 +446,11 @@ pub fn safe_segment(s: &str) -> Result<(), String> {
     }
 }
 
-pub static SAFE_SEGMENT: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: safe_segment };
+pub static SAFE_SEGMENT: Pattern = Pattern {
+    rule: "schema.pattern",
+    severity: Severity::Error,
+    test: safe_segment,
+};
 
 #[cfg(test)]
 mod tests {

@@ -5,12 +5,22 @@
 //! password, and `NAME=value` where NAME says SECRET, PASSWORD, TOKEN or API_KEY.
 //! References (`${HF_TOKEN}`, `$TOKEN`, `{job_id}`) and redaction marks are not literals.
 
-/// Token prefixes, the characters their bodies use, and the shortest body counted.
-const PREFIXES: &[(&str, fn(u8) -> bool, usize)] = &[
+/// A token prefix, the characters its body uses, and the shortest body counted.
+type Prefix = (&'static str, fn(u8) -> bool, usize);
+
+const PREFIXES: &[Prefix] = &[
     ("hf_", |c| c.is_ascii_alphanumeric(), 8),
     ("ghp_", |c| c.is_ascii_alphanumeric(), 8),
-    ("nvapi-", |c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_', 8),
-    ("sk-", |c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_', 8),
+    (
+        "nvapi-",
+        |c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_',
+        8,
+    ),
+    (
+        "sk-",
+        |c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_',
+        8,
+    ),
     ("AKIA", |c| c.is_ascii_uppercase() || c.is_ascii_digit(), 16),
 ];
 
@@ -18,7 +28,9 @@ const SENSITIVE_NAMES: &[&str] = &["SECRET", "PASSWORD", "TOKEN", "API_KEY"];
 
 /// Why `s` holds a credential literal, or `None`.
 pub fn find_credential(s: &str) -> Option<String> {
-    token_prefix(s).or_else(|| url_userinfo(s)).or_else(|| name_assignment(s))
+    token_prefix(s)
+        .or_else(|| url_userinfo(s))
+        .or_else(|| name_assignment(s))
 }
 
 /// A `NAME=value` pair given apart (an environment entry): sensitive name, literal value.
@@ -32,16 +44,32 @@ pub fn sensitive_assignment(name: &str, value: &str) -> Option<String> {
 /// A name that says it holds a credential: a part (split on `_`/`-`) ending in SECRET,
 /// PASSWORD or TOKEN, or API_KEY anywhere. `MAX_TOKENS` and `TOKENIZER` are not.
 fn is_sensitive_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase().replace('-', "_");
-    upper.contains("API_KEY")
-        || upper.contains("APIKEY")
-        || upper.split('_').any(|part| SENSITIVE_NAMES[..3].iter().any(|n| part.ends_with(n)))
+    let ends_with = |part: &[u8], word: &str| {
+        part.len() >= word.len()
+            && part[part.len() - word.len()..].eq_ignore_ascii_case(word.as_bytes())
+    };
+    let parts = name.as_bytes().split(|c| *c == b'_' || *c == b'-');
+    let mut previous: &[u8] = b"";
+    for part in parts {
+        if SENSITIVE_NAMES[..3].iter().any(|n| ends_with(part, n))
+            || ends_with(part, "APIKEY")
+            || (part.eq_ignore_ascii_case(b"KEY") && ends_with(previous, "API"))
+        {
+            return true;
+        }
+        previous = part;
+    }
+    false
 }
 
 /// A value that is really there: not empty, not a reference or placeholder, not a redaction mark.
 fn is_literal(value: &str) -> bool {
     let v = value.trim().trim_matches(|c| c == '"' || c == '\'');
-    if v.is_empty() || v.starts_with('$') || (v.starts_with('{') && v.ends_with('}')) || v.starts_with('<') {
+    if v.is_empty()
+        || v.starts_with('$')
+        || (v.starts_with('{') && v.ends_with('}'))
+        || v.starts_with('<')
+    {
         return false;
     }
     if v.bytes().all(|c| c == b'*') || v.to_ascii_uppercase().contains("REDACTED") {
@@ -52,18 +80,24 @@ fn is_literal(value: &str) -> bool {
 
 fn token_prefix(s: &str) -> Option<String> {
     let b = s.as_bytes();
-    for (prefix, body_char, min_body) in PREFIXES {
-        let mut from = 0;
-        while let Some(pos) = s[from..].find(prefix).map(|p| p + from) {
-            from = pos + prefix.len();
-            if pos > 0 && (b[pos - 1].is_ascii_alphanumeric() || b[pos - 1] == b'_') {
+    // One pass over the bytes that can start a prefix, instead of one search per prefix.
+    for (pos, first) in b.iter().enumerate() {
+        if !matches!(first, b'h' | b'g' | b'n' | b's' | b'A')
+            || (pos > 0 && (b[pos - 1].is_ascii_alphanumeric() || b[pos - 1] == b'_'))
+        {
+            continue;
+        }
+        for (prefix, body_char, min_body) in PREFIXES {
+            if !b[pos..].starts_with(prefix.as_bytes()) {
                 continue;
             }
-            let body: &[u8] = &b[from..];
+            let body = &b[pos + prefix.len()..];
             let len = body.iter().take_while(|c| body_char(**c)).count();
             let token = &body[..len];
             // A lowercase word such as `hf_transfer` or `sk-learn` is a name, not a token.
-            let looks_random = token.iter().any(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
+            let looks_random = token
+                .iter()
+                .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
             if len >= *min_body && looks_random {
                 return Some(format!("it holds what looks like a {prefix} access token"));
             }
@@ -73,11 +107,18 @@ fn token_prefix(s: &str) -> Option<String> {
 }
 
 fn url_userinfo(s: &str) -> Option<String> {
+    if !s.contains("://") {
+        return None;
+    }
     let mut from = 0;
     while let Some(pos) = s[from..].find("://").map(|p| p + from) {
         from = pos + 3;
         let rest = &s[from..];
-        let end = rest.find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"' || c == '\'').unwrap_or(rest.len());
+        let end = rest
+            .find(|c: char| {
+                c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"' || c == '\''
+            })
+            .unwrap_or(rest.len());
         let authority = &rest[..end];
         if let Some(at) = authority.rfind('@') {
             if let Some((_, password)) = authority[..at].split_once(':') {
@@ -92,6 +133,7 @@ fn url_userinfo(s: &str) -> Option<String> {
 
 fn name_assignment(s: &str) -> Option<String> {
     let b = s.as_bytes();
+    memchr::memchr(b'=', b)?;
     for (eq, _) in s.match_indices('=') {
         let start = b[..eq]
             .iter()
@@ -104,7 +146,10 @@ fn name_assignment(s: &str) -> Option<String> {
         let after = &s[eq + 1..];
         let value = match after.chars().next() {
             Some(q @ ('"' | '\'')) => after[1..].split(q).next().unwrap_or(""),
-            _ => after.split(|c: char| c.is_whitespace() || c == ';' || c == '&').next().unwrap_or(""),
+            _ => after
+                .split(|c: char| c.is_whitespace() || c == ';' || c == '&')
+                .next()
+                .unwrap_or(""),
         };
         if is_literal(value) {
             return Some(format!("it sets {name} to a literal value"));
@@ -135,7 +180,9 @@ mod tests {
         assert!(find_credential("TOKEN=*** done").is_none());
         assert!(find_credential("https://github.com/org/repo").is_none());
         assert!(find_credential("ssh://git@github.com/org/repo").is_none());
-        assert!(find_credential("python -m package.verify_results --config {config_path}").is_none());
+        assert!(
+            find_credential("python -m package.verify_results --config {config_path}").is_none()
+        );
         assert!(find_credential("--max_new_tokens=512 TOKENIZER=/models/tok").is_none());
     }
 

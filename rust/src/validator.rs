@@ -46,11 +46,24 @@ impl Validator {
     }
 
     /// Checks many documents in parallel; `threads` of `None` uses every core.
-    pub fn check_many<D: AsRef<[u8]> + Sync>(&self, inputs: &[D], kind: Option<Kind>, threads: Option<usize>) -> Vec<Report> {
+    pub fn check_many<D: AsRef<[u8]> + Sync>(
+        &self,
+        inputs: &[D],
+        kind: Option<Kind>,
+        threads: Option<usize>,
+    ) -> Vec<Report> {
         let admission = Admission::default();
-        let run = || inputs.par_iter().map(|d| self.check(d.as_ref(), kind, &admission)).collect();
+        let run = || {
+            inputs
+                .par_iter()
+                .map(|d| self.check(d.as_ref(), kind, &admission))
+                .collect()
+        };
         match threads {
-            Some(1) => inputs.iter().map(|d| self.check(d.as_ref(), kind, &admission)).collect(),
+            Some(1) => inputs
+                .iter()
+                .map(|d| self.check(d.as_ref(), kind, &admission))
+                .collect(),
             Some(n) => pool(n).install(run),
             None => run(),
         }
@@ -60,7 +73,10 @@ impl Validator {
 /// Thread pools of a given size, built once and kept.
 fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
     static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
-    let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     pools
         .entry(threads)
         .or_insert_with(|| {
@@ -69,7 +85,11 @@ fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
                     .num_threads(threads)
                     .thread_name(|i| format!("jobgate-check-{i}"))
                     .build()
-                    .unwrap_or_else(|_| rayon::ThreadPoolBuilder::new().build().expect("a rayon thread pool")),
+                    .unwrap_or_else(|_| {
+                        rayon::ThreadPoolBuilder::new()
+                            .build()
+                            .expect("a rayon thread pool")
+                    }),
             )
         })
         .clone()

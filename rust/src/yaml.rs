@@ -6,7 +6,6 @@
 //! bounded while events stream in, so no input can exhaust the stack or memory.
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::document::{DecodeError, Limits};
@@ -41,7 +40,8 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 documents += 1;
                 if documents > 1 {
                     return Err(DecodeError::Syntax(
-                        "the YAML stream holds more than one document; send one document per check".into(),
+                        "the YAML stream holds more than one document; send one document per check"
+                            .into(),
                     ));
                 }
             }
@@ -51,7 +51,7 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                     serde_json::to_writer(&mut out, value.as_ref()).map_err(internal)?;
                     out.push(b':');
                 } else {
-                    write_scalar(&mut out, &value, style, tag.as_deref())?;
+                    write_scalar(&mut out, value.as_ref(), style, tag.as_deref())?;
                     end_value(&mut stack);
                 }
                 if anchor != 0 {
@@ -61,16 +61,26 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 let is_map = matches!(event, Event::MappingStart(..));
                 if begin(&mut stack, &mut out)? {
-                    return Err(DecodeError::Syntax("a YAML mapping key must be a scalar, not a collection".into()));
+                    return Err(DecodeError::Syntax(
+                        "a YAML mapping key must be a scalar, not a collection".into(),
+                    ));
                 }
                 if stack.len() >= limits.max_depth {
                     return Err(DecodeError::Depth(limits.max_depth));
                 }
-                stack.push(Frame { is_map, count: 0, expecting_key: true, anchor, start: out.len() });
+                stack.push(Frame {
+                    is_map,
+                    count: 0,
+                    expecting_key: true,
+                    anchor,
+                    start: out.len(),
+                });
                 out.push(if is_map { b'{' } else { b'[' });
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let frame = stack.pop().ok_or_else(|| DecodeError::Syntax("unbalanced YAML collection".into()))?;
+                let frame = stack
+                    .pop()
+                    .ok_or_else(|| DecodeError::Syntax("unbalanced YAML collection".into()))?;
                 out.push(if frame.is_map { b'}' } else { b']' });
                 if frame.anchor != 0 {
                     anchors.insert(frame.anchor, (frame.start, out.len()));
@@ -79,10 +89,14 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
             }
             Event::Alias(id) => {
                 let (start, end) = *anchors.get(&id).ok_or_else(|| {
-                    DecodeError::Syntax("a YAML alias refers to an anchor that is not complete yet".into())
+                    DecodeError::Syntax(
+                        "a YAML alias refers to an anchor that is not complete yet".into(),
+                    )
                 })?;
                 if begin(&mut stack, &mut out)? {
-                    return Err(DecodeError::Syntax("a YAML alias cannot be a mapping key".into()));
+                    return Err(DecodeError::Syntax(
+                        "a YAML alias cannot be a mapping key".into(),
+                    ));
                 }
                 if out.len() + (end - start) > budget {
                     return Err(DecodeError::Size(format!(
@@ -95,7 +109,9 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
         }
         if out.len() > budget {
-            return Err(DecodeError::Size(format!("the YAML document expands past {budget} bytes")));
+            return Err(DecodeError::Size(format!(
+                "the YAML document expands past {budget} bytes"
+            )));
         }
     }
     if documents == 0 || out.is_empty() {
@@ -139,10 +155,19 @@ fn end_value(stack: &mut [Frame]) {
     }
 }
 
-fn write_scalar(out: &mut Vec<u8>, value: &Cow<'_, str>, style: ScalarStyle, tag: Option<&Tag>) -> Result<(), DecodeError> {
-    let text = value.as_ref();
+fn write_scalar(
+    out: &mut Vec<u8>,
+    value: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+) -> Result<(), DecodeError> {
+    let text = value;
     if let Some(tag) = tag {
-        let core = if tag.is_yaml_core_schema() { tag.suffix.as_str() } else { "" };
+        let core = if tag.is_yaml_core_schema() {
+            tag.suffix.as_str()
+        } else {
+            ""
+        };
         return match core {
             "str" => write_str(out, text),
             "null" => {
@@ -152,10 +177,16 @@ fn write_scalar(out: &mut Vec<u8>, value: &Cow<'_, str>, style: ScalarStyle, tag
             "bool" | "int" | "float" => match resolve_plain(text) {
                 Some(Plain::Bool(b)) if core == "bool" => write_plain(out, Plain::Bool(b)),
                 Some(Plain::Int(i)) if core == "int" => write_plain(out, Plain::Int(i)),
-                Some(p @ (Plain::Int(_) | Plain::Float(_))) if core == "float" => write_plain(out, p),
-                _ => Err(DecodeError::Syntax(format!("the YAML scalar {text:?} is not a valid !!{core}"))),
+                Some(p @ (Plain::Int(_) | Plain::Float(_))) if core == "float" => {
+                    write_plain(out, p)
+                }
+                _ => Err(DecodeError::Syntax(format!(
+                    "the YAML scalar {text:?} is not a valid !!{core}"
+                ))),
             },
-            _ => Err(DecodeError::Syntax(format!("the YAML tag {tag} is not supported; use plain JSON values"))),
+            _ => Err(DecodeError::Syntax(format!(
+                "the YAML tag {tag} is not supported; use plain JSON values"
+            ))),
         };
     }
     if style != ScalarStyle::Plain {
@@ -185,8 +216,9 @@ fn write_plain(out: &mut Vec<u8>, plain: Plain) -> Result<(), DecodeError> {
         Plain::Bool(false) => out.extend_from_slice(b"false"),
         Plain::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
         Plain::Float(f) => {
-            let n = serde_json::Number::from_f64(f)
-                .ok_or_else(|| DecodeError::Syntax(format!("{f} is not a finite number; JSON has none")))?;
+            let n = serde_json::Number::from_f64(f).ok_or_else(|| {
+                DecodeError::Syntax(format!("{f} is not a finite number; JSON has none"))
+            })?;
             out.extend_from_slice(n.to_string().as_bytes());
         }
     }
@@ -199,7 +231,9 @@ fn resolve_plain(text: &str) -> Option<Plain> {
         "" | "~" | "null" | "Null" | "NULL" => return Some(Plain::Null),
         "true" | "True" | "TRUE" => return Some(Plain::Bool(true)),
         "false" | "False" | "FALSE" => return Some(Plain::Bool(false)),
-        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Some(Plain::Float(f64::INFINITY)),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Some(Plain::Float(f64::INFINITY))
+        }
         "-.inf" | "-.Inf" | "-.INF" => return Some(Plain::Float(f64::NEG_INFINITY)),
         ".nan" | ".NaN" | ".NAN" => return Some(Plain::Float(f64::NAN)),
         _ => {}
@@ -211,7 +245,10 @@ fn resolve_plain(text: &str) -> Option<Plain> {
     if let Some(oct) = text.strip_prefix("0o") {
         return i128::from_str_radix(oct, 8).ok().map(Plain::Int);
     }
-    let digits = bytes.strip_prefix(b"-").or_else(|| bytes.strip_prefix(b"+")).unwrap_or(bytes);
+    let digits = bytes
+        .strip_prefix(b"-")
+        .or_else(|| bytes.strip_prefix(b"+"))
+        .unwrap_or(bytes);
     if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
         return match text.parse::<i128>() {
             Ok(i) => Some(Plain::Int(i)),
@@ -263,7 +300,10 @@ mod tests {
     #[test]
     fn resolves_core_schema_scalars() {
         let json = conv("a: 1\nb: 2.5\nc: true\nd: ~\ne: '1'\nf: hello\ng: [x, 0x10]\n").unwrap();
-        assert_eq!(json, r#"{"a":1,"b":2.5,"c":true,"d":null,"e":"1","f":"hello","g":["x",16]}"#);
+        assert_eq!(
+            json,
+            r#"{"a":1,"b":2.5,"c":true,"d":null,"e":"1","f":"hello","g":["x",16]}"#
+        );
     }
 
     #[test]
@@ -273,7 +313,10 @@ mod tests {
 
     #[test]
     fn expands_aliases_within_budget() {
-        assert_eq!(conv("a: &x [1, 2]\nb: *x\n").unwrap(), r#"{"a":[1,2],"b":[1,2]}"#);
+        assert_eq!(
+            conv("a: &x [1, 2]\nb: *x\n").unwrap(),
+            r#"{"a":[1,2],"b":[1,2]}"#
+        );
         let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
         for i in 1..12 {
             let p = i - 1;
@@ -290,7 +333,10 @@ mod tests {
 
     #[test]
     fn refuses_several_documents_and_collection_keys() {
-        assert!(matches!(conv("a: 1\n---\nb: 2\n"), Err(DecodeError::Syntax(_))));
+        assert!(matches!(
+            conv("a: 1\n---\nb: 2\n"),
+            Err(DecodeError::Syntax(_))
+        ));
         assert!(matches!(conv("? [a]\n: 1\n"), Err(DecodeError::Syntax(_))));
         assert!(matches!(conv("a: .nan\n"), Err(DecodeError::Syntax(_))));
     }

@@ -50,8 +50,9 @@ def test_verdict_and_rule(name, validator):
 
 
 def test_examples_through_the_cli(capsys):
-    from tests.conftest import run_cli
     import json
+
+    from tests.conftest import run_cli
 
     code, out = run_cli(capsys, ["check", str(EXAMPLES), "--format", "json"])
     data = json.loads(out)

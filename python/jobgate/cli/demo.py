@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from jobgate import Validator, load_config
-from jobgate import samples
+from jobgate import Validator, load_config, samples
 from jobgate.cli import formats
 
 

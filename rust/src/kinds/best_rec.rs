@@ -8,17 +8,39 @@ use crate::pointer::pointer;
 use crate::report::Severity;
 use crate::schema::{self, opt, req, Additional, Ctx, ObjectShape, Shape, ANY, NONEMPTY, STRING};
 
-static EMPTY: ObjectShape = ObjectShape { fields: &[], additional: Additional::Allow, keys: None };
+static EMPTY: ObjectShape = ObjectShape {
+    fields: &[],
+    additional: Additional::Allow,
+    keys: None,
+};
 
 static BEST: ObjectShape = ObjectShape {
     fields: &[
         req("rec_id", NONEMPTY),
-        req("score", Shape::Number { min: None, max: None }),
+        req(
+            "score",
+            Shape::Number {
+                min: None,
+                max: None,
+            },
+        ),
         req("specs", Shape::Custom(specs)),
         req("observed_budget", Shape::Object(&EMPTY)),
         req("checkpoint_uri", NONEMPTY),
-        opt("checkpoint_epoch", Shape::Int { min: Some(0), lexical: false }),
-        opt("checkpoint_step", Shape::Int { min: Some(0), lexical: false }),
+        opt(
+            "checkpoint_epoch",
+            Shape::Int {
+                min: Some(0),
+                lexical: false,
+            },
+        ),
+        opt(
+            "checkpoint_step",
+            Shape::Int {
+                min: Some(0),
+                lexical: false,
+            },
+        ),
     ],
     additional: Additional::Forbid(Severity::Error),
     keys: None,
@@ -27,7 +49,13 @@ static BEST: ObjectShape = ObjectShape {
 static REC: ObjectShape = ObjectShape {
     fields: &[
         req("rec_id", NONEMPTY),
-        req("score", Shape::Nullable(&Shape::Number { min: None, max: None })),
+        req(
+            "score",
+            Shape::Nullable(&Shape::Number {
+                min: None,
+                max: None,
+            }),
+        ),
         opt("job_id", STRING),
     ],
     additional: Additional::Forbid(Severity::Error),
@@ -39,7 +67,13 @@ static BEST_REC: ObjectShape = ObjectShape {
         req("schema_version", Shape::ConstInt(1)),
         req("experiment_id", NONEMPTY),
         req("metric_name", NONEMPTY),
-        req("direction", Shape::Enum { values: &["maximize", "minimize"], nullable: false }),
+        req(
+            "direction",
+            Shape::Enum {
+                values: &["maximize", "minimize"],
+                nullable: false,
+            },
+        ),
         req("best", Shape::Object(&BEST)),
         req("all_recs", schema::array_of(&Shape::Object(&REC))),
     ],
@@ -49,7 +83,14 @@ static BEST_REC: ObjectShape = ObjectShape {
 
 fn specs<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if !v.is_object() {
-        ctx.here("schema.type", Severity::Error, format!("expected an object (the nested winning hyperparameters), got {}", v.describe()));
+        ctx.here(
+            "schema.type",
+            Severity::Error,
+            format!(
+                "expected an object (the nested winning hyperparameters), got {}",
+                v.describe()
+            ),
+        );
         return;
     }
     scan_nested(v, ctx, "tao.dotted_key");
@@ -62,7 +103,9 @@ pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
 }
 
 fn not_best(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let (Some(best), Some(recs)) = (root.get("best"), root.get("all_recs")) else { return };
+    let (Some(best), Some(recs)) = (root.get("best"), root.get("all_recs")) else {
+        return;
+    };
     let maximize = match root.get_str("direction") {
         Some("maximize") => true,
         Some("minimize") => false,
@@ -70,12 +113,24 @@ fn not_best(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     };
     if let Some(rec_id) = best.get_str("rec_id") {
         if !recs.items().any(|r| r.get_str("rec_id") == Some(rec_id)) {
-            ctx.error(pointer(&["best", "rec_id"]), "tao.best_rec.not_best", format!("best.rec_id {} is not among all_recs", quote(rec_id)));
+            ctx.error(
+                pointer(&["best", "rec_id"]),
+                "tao.best_rec.not_best",
+                format!("best.rec_id {} is not among all_recs", quote(rec_id)),
+            );
         }
     }
-    let Some(score) = best.get("score").and_then(|s| s.as_f64()) else { return };
-    let scores = recs.items().filter_map(|r| r.get("score").and_then(|s| s.as_f64()));
-    let top = if maximize { scores.fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.max(s)))) } else { scores.fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.min(s)))) };
+    let Some(score) = best.get("score").and_then(|s| s.as_f64()) else {
+        return;
+    };
+    let scores = recs
+        .items()
+        .filter_map(|r| r.get("score").and_then(|s| s.as_f64()));
+    let top = if maximize {
+        scores.fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.max(s))))
+    } else {
+        scores.fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.min(s))))
+    };
     let direction = if maximize { "maximize" } else { "minimize" };
     match top {
         None => ctx.error(pointer(&["best", "score"]), "tao.best_rec.not_best", format!("best.score is {score} but all_recs holds no scored recommendation to back it")),

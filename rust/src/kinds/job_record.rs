@@ -8,24 +8,49 @@ use chrono::{DateTime, FixedOffset};
 use crate::node::{quote, Type, Value};
 use crate::pointer::pointer;
 use crate::report::Severity;
-use crate::schema::{self, array_of, opt, req, str_matching, Additional, Ctx, ObjectShape, Pattern, Shape, NONEMPTY, STRING};
+use crate::schema::{
+    self, array_of, opt, req, str_matching, Additional, Ctx, ObjectShape, Pattern, Shape, NONEMPTY,
+    STRING,
+};
 use crate::secrets;
 
-pub const STATES: [&str; 6] = ["PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN"];
+pub const STATES: [&str; 6] = [
+    "PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN",
+];
 pub const TERMINAL: [&str; 3] = ["COMPLETE", "ERROR", "CANCELED"];
 pub const SOURCES: [&str; 3] = ["agent", "poller", "backend-hook"];
 
-static ID: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: schema::safe_segment };
-static PLATFORM: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: platform_name };
+static ID: Pattern = Pattern {
+    rule: "schema.pattern",
+    severity: Severity::Error,
+    test: schema::safe_segment,
+};
+static PLATFORM: Pattern = Pattern {
+    rule: "schema.pattern",
+    severity: Severity::Error,
+    test: platform_name,
+};
 
 const NULLABLE_STRING: Shape = Shape::Nullable(&STRING);
 
 static TRANSITION: ObjectShape = ObjectShape {
     fields: &[
         req("ts", NONEMPTY),
-        req("state", Shape::Enum { values: &STATES, nullable: false }),
+        req(
+            "state",
+            Shape::Enum {
+                values: &STATES,
+                nullable: false,
+            },
+        ),
         req("message", STRING),
-        req("source", Shape::Enum { values: &SOURCES, nullable: false }),
+        req(
+            "source",
+            Shape::Enum {
+                values: &SOURCES,
+                nullable: false,
+            },
+        ),
     ],
     additional: Additional::Forbid(Severity::Error),
     keys: None,
@@ -41,13 +66,45 @@ static RECORD: ObjectShape = ObjectShape {
         req("network_arch", NONEMPTY),
         req("action", NONEMPTY),
         req("results_dir", NONEMPTY),
-        req("storage_tier", Shape::Enum { values: &["A", "B", "C"], nullable: false }),
+        req(
+            "storage_tier",
+            Shape::Enum {
+                values: &["A", "B", "C"],
+                nullable: false,
+            },
+        ),
         opt("upload_excludes", array_of(&STRING)),
         req("submitted_at", NONEMPTY),
-        req("transitions", Shape::Array { items: &Shape::Object(&TRANSITION), min_items: 1, min_items_rule: "schema.minItems", unique: false }),
-        req("terminal_state", Shape::Enum { values: &TERMINAL, nullable: true }),
-        opt("terminal_write_by", Shape::Enum { values: &SOURCES, nullable: true }),
-        opt("err_class", Shape::Enum { values: &["ERR_INFRA", "ERR_PROGRAM"], nullable: true }),
+        req(
+            "transitions",
+            Shape::Array {
+                items: &Shape::Object(&TRANSITION),
+                min_items: 1,
+                min_items_rule: "schema.minItems",
+                unique: false,
+            },
+        ),
+        req(
+            "terminal_state",
+            Shape::Enum {
+                values: &TERMINAL,
+                nullable: true,
+            },
+        ),
+        opt(
+            "terminal_write_by",
+            Shape::Enum {
+                values: &SOURCES,
+                nullable: true,
+            },
+        ),
+        opt(
+            "err_class",
+            Shape::Enum {
+                values: &["ERR_INFRA", "ERR_PROGRAM"],
+                nullable: true,
+            },
+        ),
         opt("retry_of", NULLABLE_STRING),
         opt("parent_job", NULLABLE_STRING),
         req("redacted", Shape::ConstTrue),
@@ -61,7 +118,8 @@ fn platform_name(s: &str) -> Result<(), String> {
     let b = s.as_bytes();
     let ok = (1..=32).contains(&b.len())
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
     if ok {
         Ok(())
     } else {
@@ -76,7 +134,9 @@ pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
 }
 
 fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(list) = root.get("transitions") else { return };
+    let Some(list) = root.get("transitions") else {
+        return;
+    };
     let mut terminal: Option<(usize, &str)> = None;
     let mut last_ts: Option<(DateTime<FixedOffset>, &str)> = None;
     for (i, t) in list.items().enumerate() {
@@ -106,7 +166,9 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             }
         }
     }
-    let Some(declared) = root.get("terminal_state") else { return };
+    let Some(declared) = root.get("terminal_state") else {
+        return;
+    };
     let declared_state = match declared.ty() {
         Type::Null => None,
         Type::Str(s) if TERMINAL.contains(&s) => Some(s),
@@ -118,7 +180,11 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         ctx.error(
             pointer(&["terminal_state"]),
             "tao.record.terminal_mismatch",
-            format!("terminal_state is {} but the transitions end in {}", show(declared_state), actual.map_or("no terminal state".to_string(), |s| s.to_string())),
+            format!(
+                "terminal_state is {} but the transitions end in {}",
+                show(declared_state),
+                actual.map_or("no terminal state".to_string(), |s| s.to_string())
+            ),
         );
     }
 }
@@ -128,7 +194,14 @@ fn secrets_anywhere<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     match v.ty() {
         Type::Str(s) => {
             if let Some(why) = secrets::find_credential(s) {
-                ctx.here("tao.record.secret", Severity::Error, format!("{} holds an unredacted credential: {why}; records are written redacted", quote(s)));
+                ctx.here(
+                    "tao.record.secret",
+                    Severity::Error,
+                    format!(
+                        "{} holds an unredacted credential: {why}; records are written redacted",
+                        quote(s)
+                    ),
+                );
             }
         }
         Type::Object(_) => {

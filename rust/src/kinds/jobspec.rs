@@ -9,7 +9,10 @@ use crate::kinds::Admission;
 use crate::node::{quote, Type, Value};
 use crate::pointer::pointer;
 use crate::report::Severity;
-use crate::schema::{self, array_of, opt, py_isspace, req, str_matching, Additional, Ctx, Field, ObjectShape, Pattern, Shape, ANY, SAFE_SEGMENT, STRING};
+use crate::schema::{
+    self, array_of, opt, py_isspace, req, str_matching, Additional, Ctx, Field, ObjectShape,
+    Pattern, Shape, ANY, SAFE_SEGMENT, STRING,
+};
 
 pub const API_VERSION: &str = "forge/v2";
 pub const KIND: &str = "TrainingJob";
@@ -18,7 +21,11 @@ const WARN: Additional = Additional::Forbid(Severity::Warning);
 // ---------------------------------------------------------------- patterns
 
 const fn pattern(rule: &'static str, test: schema::Test) -> Pattern {
-    Pattern { rule, severity: Severity::Error, test }
+    Pattern {
+        rule,
+        severity: Severity::Error,
+        test,
+    }
 }
 
 static NAME: Pattern = pattern("forge.name", schema::safe_segment);
@@ -55,11 +62,17 @@ fn optional_segment(s: &str) -> Result<(), String> {
 
 fn project(s: &str) -> Result<(), String> {
     let ok = s.is_empty()
-        || (s != "." && s != ".." && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-')));
+        || (s != "."
+            && s != ".."
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-')));
     if ok {
         Ok(())
     } else {
-        Err("is not a project name: only letters, digits, '.', '_' and '-', and not '.' or '..'".into())
+        Err(
+            "is not a project name: only letters, digits, '.', '_' and '-', and not '.' or '..'"
+                .into(),
+        )
     }
 }
 
@@ -104,7 +117,10 @@ pub fn is_init_from(s: &str) -> bool {
     };
     let _ = step;
     let parts: Vec<&str> = body.split('/').collect();
-    parts.len() == 3 && parts[0] == "run" && schema::is_safe_segment(parts[1]) && schema::is_safe_segment(parts[2])
+    parts.len() == 3
+        && parts[0] == "run"
+        && schema::is_safe_segment(parts[1])
+        && schema::is_safe_segment(parts[2])
 }
 
 fn init_from(s: &str) -> Result<(), String> {
@@ -142,7 +158,8 @@ pub fn is_data_ref(s: &str, version: Version) -> bool {
         (_, Some(v)) => schema::is_safe_segment(v),
         (_, None) => true,
     };
-    version_ok && matches!(id.split_once('/'), Some((o, n)) if schema::is_safe_segment(o) && schema::is_safe_segment(n))
+    version_ok
+        && matches!(id.split_once('/'), Some((o, n)) if schema::is_safe_segment(o) && schema::is_safe_segment(n))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -154,19 +171,45 @@ pub enum Version {
 
 /// A path or URL given where a governed reference belongs.
 pub fn is_host_path(s: &str) -> bool {
-    s.starts_with('/') || s.starts_with("./") || s.starts_with("../") || s.starts_with('~') || s.contains("://") || s.starts_with("file:")
+    s.starts_with('/')
+        || s.starts_with("./")
+        || s.starts_with("../")
+        || s.starts_with('~')
+        || s.contains("://")
+        || s.starts_with("file:")
 }
 
 // ---------------------------------------------------------------- shapes
 
 const OPT_STRING: Shape = Shape::Nullable(&STRING);
-const NONBLANK: Shape = Shape::Str { min_len: 1, min_len_rule: "schema.minLength", pattern: Some(&NOT_BLANK) };
-const COUNT: Shape = Shape::Int { min: Some(1), lexical: true };
-const RATIO: Shape = Shape::Nullable(&Shape::Number { min: Some(0.0), max: Some(1.0) });
-const BOUND: Shape = Shape::Nullable(&Shape::Number { min: None, max: None });
+const NONBLANK: Shape = Shape::Str {
+    min_len: 1,
+    min_len_rule: "schema.minLength",
+    pattern: Some(&NOT_BLANK),
+};
+const COUNT: Shape = Shape::Int {
+    min: Some(1),
+    lexical: true,
+};
+const RATIO: Shape = Shape::Nullable(&Shape::Number {
+    min: Some(0.0),
+    max: Some(1.0),
+});
+const BOUND: Shape = Shape::Nullable(&Shape::Number {
+    min: None,
+    max: None,
+});
 
-static STRING_MAP: ObjectShape = ObjectShape { fields: &[], additional: Additional::Values(&STRING), keys: None };
-static FREE_MAP: ObjectShape = ObjectShape { fields: &[], additional: Additional::Allow, keys: None };
+static STRING_MAP: ObjectShape = ObjectShape {
+    fields: &[],
+    additional: Additional::Values(&STRING),
+    keys: None,
+};
+static FREE_MAP: ObjectShape = ObjectShape {
+    fields: &[],
+    additional: Additional::Allow,
+    keys: None,
+};
 
 /// An optional object that starforge-core also accepts as `null`.
 macro_rules! object {
@@ -178,7 +221,11 @@ macro_rules! object {
 /// An optional string, `null` accepted, checked by a pattern.
 macro_rules! opt_str {
     ($p:expr) => {
-        Shape::Nullable(&Shape::Str { min_len: 0, min_len_rule: "schema.minLength", pattern: Some($p) })
+        Shape::Nullable(&Shape::Str {
+            min_len: 0,
+            min_len_rule: "schema.minLength",
+            pattern: Some($p),
+        })
     };
 }
 
@@ -198,13 +245,19 @@ static RECIPE: ObjectShape = ObjectShape {
         req("name", str_matching(&RECIPE_NAME)),
         req("version", NONBLANK),
         req("digest", NONBLANK),
-        opt("plugins", Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT)))),
+        opt(
+            "plugins",
+            Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT))),
+        ),
     ],
     additional: WARN,
     keys: None,
 };
 static SOURCE: ObjectShape = ObjectShape {
-    fields: &[req("exp", str_matching(&EXP)), opt("entrypoint", opt_str!(&ENTRYPOINT))],
+    fields: &[
+        req("exp", str_matching(&EXP)),
+        opt("entrypoint", opt_str!(&ENTRYPOINT)),
+    ],
     additional: WARN,
     keys: None,
 };
@@ -220,12 +273,20 @@ static FRAMEWORK: ObjectShape = ObjectShape {
     keys: None,
 };
 static POOL: ObjectShape = ObjectShape {
-    fields: &[req("name", str_matching(&SAFE_SEGMENT)), opt("series", OPT_STRING), opt("nodes", COUNT), opt("gpus_per_node", COUNT)],
+    fields: &[
+        req("name", str_matching(&SAFE_SEGMENT)),
+        opt("series", OPT_STRING),
+        opt("nodes", COUNT),
+        opt("gpus_per_node", COUNT),
+    ],
     additional: WARN,
     keys: None,
 };
 static RESOURCES: ObjectShape = ObjectShape {
-    fields: &[opt("pools", Shape::Nullable(&array_of(&Shape::Object(&POOL)))), opt("roles", object!(&STRING_MAP))],
+    fields: &[
+        opt("pools", Shape::Nullable(&array_of(&Shape::Object(&POOL)))),
+        opt("roles", object!(&STRING_MAP)),
+    ],
     additional: WARN,
     keys: None,
 };
@@ -235,17 +296,29 @@ static PEFT: ObjectShape = ObjectShape {
     keys: None,
 };
 static MODEL: ObjectShape = ObjectShape {
-    fields: &[opt("base", OPT_STRING), opt("peft", object!(&PEFT)), opt("init_from", opt_str!(&INIT_FROM))],
+    fields: &[
+        opt("base", OPT_STRING),
+        opt("peft", object!(&PEFT)),
+        opt("init_from", opt_str!(&INIT_FROM)),
+    ],
     additional: WARN,
     keys: None,
 };
 static DATA_REF: ObjectShape = ObjectShape {
-    fields: &[opt("dataset", OPT_STRING), opt("split", OPT_STRING), opt("path", OPT_STRING)],
+    fields: &[
+        opt("dataset", OPT_STRING),
+        opt("split", OPT_STRING),
+        opt("path", OPT_STRING),
+    ],
     additional: WARN,
     keys: None,
 };
 static QUALITY: ObjectShape = ObjectShape {
-    fields: &[opt("max_duplicate_ratio", RATIO), opt("overlap_with", OPT_STRING), opt("max_overlap_ratio", RATIO)],
+    fields: &[
+        opt("max_duplicate_ratio", RATIO),
+        opt("overlap_with", OPT_STRING),
+        opt("max_overlap_ratio", RATIO),
+    ],
     additional: WARN,
     keys: None,
 };
@@ -263,7 +336,10 @@ static DATA: ObjectShape = ObjectShape {
     keys: None,
 };
 static LIFECYCLE: ObjectShape = ObjectShape {
-    fields: &[opt("on_success", Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT))))],
+    fields: &[opt(
+        "on_success",
+        Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT))),
+    )],
     additional: WARN,
     keys: None,
 };
@@ -272,14 +348,23 @@ static GATE: ObjectShape = ObjectShape {
         req("metric", str_matching(&GATE_METRIC)),
         opt("min", BOUND),
         opt("max", BOUND),
-        opt("max_regression", Shape::Nullable(&Shape::Number { min: Some(0.0), max: None })),
+        opt(
+            "max_regression",
+            Shape::Nullable(&Shape::Number {
+                min: Some(0.0),
+                max: None,
+            }),
+        ),
     ],
     additional: WARN,
     keys: None,
 };
 static EVALUATION: ObjectShape = ObjectShape {
     fields: &[
-        opt("suites", Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT)))),
+        opt(
+            "suites",
+            Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT))),
+        ),
         opt("runner", OPT_STRING),
         opt("baseline", OPT_STRING),
         opt("limit", Shape::Nullable(&COUNT)),
@@ -289,7 +374,11 @@ static EVALUATION: ObjectShape = ObjectShape {
     keys: None,
 };
 static PLUGIN: ObjectShape = ObjectShape {
-    fields: &[req("id", STRING), req("version", NONBLANK), req("digest", str_matching(&PLUGIN_DIGEST))],
+    fields: &[
+        req("id", STRING),
+        req("version", NONBLANK),
+        req("digest", str_matching(&PLUGIN_DIGEST)),
+    ],
     additional: WARN,
     keys: None,
 };
@@ -304,7 +393,10 @@ static SPEC: ObjectShape = ObjectShape {
         opt("hyperparams", object!(&FREE_MAP)),
         opt("lifecycle", object!(&LIFECYCLE)),
         opt("evaluation", object!(&EVALUATION)),
-        opt("plugins", Shape::Nullable(&array_of(&Shape::Object(&PLUGIN)))),
+        opt(
+            "plugins",
+            Shape::Nullable(&array_of(&Shape::Object(&PLUGIN))),
+        ),
     ],
     additional: WARN,
     keys: None,
@@ -313,7 +405,11 @@ static PROVENANCE: ObjectShape = ObjectShape {
     fields: &[
         Field {
             name: "core_version",
-            shape: Shape::Str { min_len: 1, min_len_rule: "forge.provenance.core_version", pattern: Some(&CORE_VERSION) },
+            shape: Shape::Str {
+                min_len: 1,
+                min_len_rule: "forge.provenance.core_version",
+                pattern: Some(&CORE_VERSION),
+            },
             required: true,
             missing_rule: "forge.provenance.core_version",
         },
@@ -327,8 +423,18 @@ static PROVENANCE: ObjectShape = ObjectShape {
 };
 static JOBSPEC: ObjectShape = ObjectShape {
     fields: &[
-        Field { name: "apiVersion", shape: Shape::Custom(api_version), required: true, missing_rule: "forge.api_version" },
-        Field { name: "kind", shape: Shape::Custom(kind), required: true, missing_rule: "forge.kind" },
+        Field {
+            name: "apiVersion",
+            shape: Shape::Custom(api_version),
+            required: true,
+            missing_rule: "forge.api_version",
+        },
+        Field {
+            name: "kind",
+            shape: Shape::Custom(kind),
+            required: true,
+            missing_rule: "forge.kind",
+        },
         req("metadata", Shape::Object(&METADATA)),
         req("spec", Shape::Object(&SPEC)),
         req("provenance", Shape::Object(&PROVENANCE)),
@@ -339,19 +445,38 @@ static JOBSPEC: ObjectShape = ObjectShape {
 
 fn api_version<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if v.as_str() != Some(API_VERSION) {
-        ctx.here("forge.api_version", Severity::Error, format!("apiVersion is {}; this gate speaks exactly \"{API_VERSION}\"", v.describe()));
+        ctx.here(
+            "forge.api_version",
+            Severity::Error,
+            format!(
+                "apiVersion is {}; this gate speaks exactly \"{API_VERSION}\"",
+                v.describe()
+            ),
+        );
     }
 }
 
 fn kind<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if v.as_str() != Some(KIND) {
-        ctx.here("forge.kind", Severity::Error, format!("kind is {}; the only kind admitted is \"{KIND}\"", v.describe()));
+        ctx.here(
+            "forge.kind",
+            Severity::Error,
+            format!(
+                "kind is {}; the only kind admitted is \"{KIND}\"",
+                v.describe()
+            ),
+        );
     }
 }
 
 // ---------------------------------------------------------------- semantic rules
 
-pub fn check<'t, 'i>(root: Value<'t, 'i>, config: &CoreConfig, admission: &Admission, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(
+    root: Value<'t, 'i>,
+    config: &CoreConfig,
+    admission: &Admission,
+    ctx: &mut Ctx<'i>,
+) {
     schema::walk(root, &Shape::Object(&JOBSPEC), ctx);
     let spec = root.get("spec").filter(|s| s.is_object());
     if let Some(spec) = spec {
@@ -361,7 +486,10 @@ pub fn check<'t, 'i>(root: Value<'t, 'i>, config: &CoreConfig, admission: &Admis
         evaluation(spec, ctx);
         framework(spec, root, config, ctx);
     }
-    if let (Some(account), Some(sent)) = (&admission.owner, root.at(&["metadata", "owner"]).and_then(|o| o.as_str())) {
+    if let (Some(account), Some(sent)) = (
+        &admission.owner,
+        root.at(&["metadata", "owner"]).and_then(|o| o.as_str()),
+    ) {
         let sent = trim_py(sent);
         if !sent.is_empty() && sent != account {
             ctx.warning(
@@ -380,17 +508,28 @@ fn str_of<'i>(v: Option<Value<'_, 'i>>) -> &'i str {
 fn count(v: Option<Value<'_, '_>>) -> Option<u64> {
     match v {
         None => Some(1),
-        Some(v) => v.as_lexical_int().filter(|n| *n >= 1).and_then(|n| u64::try_from(n).ok()),
+        Some(v) => v
+            .as_lexical_int()
+            .filter(|n| *n >= 1)
+            .and_then(|n| u64::try_from(n).ok()),
     }
 }
 
-fn resources(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, admission: &Admission, ctx: &mut Ctx<'_>) {
-    let Some(res) = spec.get("resources").filter(|r| r.is_object()) else { return };
-    let pools = res.get("pools");
-    let empty = match pools.map(|p| p.ty()) {
-        None | Some(Type::Null) | Some(Type::Array(0)) => true,
-        _ => false,
+fn resources(
+    spec: Value<'_, '_>,
+    root: Value<'_, '_>,
+    config: &CoreConfig,
+    admission: &Admission,
+    ctx: &mut Ctx<'_>,
+) {
+    let Some(res) = spec.get("resources").filter(|r| r.is_object()) else {
+        return;
     };
+    let pools = res.get("pools");
+    let empty = matches!(
+        pools.map(|p| p.ty()),
+        None | Some(Type::Null) | Some(Type::Array(0))
+    );
     if empty {
         ctx.error(pointer(&["spec", "resources", "pools"]), "forge.resources.pools_empty", "spec.resources.pools is missing or empty; declare at least one pool, e.g. {\"name\": \"train\", \"nodes\": 1, \"gpus_per_node\": 8}".into());
     }
@@ -399,7 +538,14 @@ fn resources(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, admi
     for (i, pool) in pools.map(|p| p.items()).into_iter().flatten().enumerate() {
         if let Some(name) = pool.get_str("name") {
             if names.contains(&name) {
-                ctx.error(pointer(&["spec", "resources", "pools", &i.to_string(), "name"]), "forge.resources.pool_duplicate", format!("another pool is already named {}; pool names must be unique", quote(name)));
+                ctx.error(
+                    pointer(&["spec", "resources", "pools", &i.to_string(), "name"]),
+                    "forge.resources.pool_duplicate",
+                    format!(
+                        "another pool is already named {}; pool names must be unique",
+                        quote(name)
+                    ),
+                );
             } else {
                 names.push(name);
             }
@@ -407,21 +553,48 @@ fn resources(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, admi
         if let (Some(offered), Some(series)) = (&config.series, pool.get_str("series")) {
             let series = trim_py(series);
             if !series.is_empty() && !offered.iter().any(|s| s == series) {
-                ctx.error(pointer(&["spec", "resources", "pools", &i.to_string(), "series"]), "forge.resources.series", format!("GPU series {} is not offered here; choose one of {}", quote(series), offered.join(", ")));
+                ctx.error(
+                    pointer(&["spec", "resources", "pools", &i.to_string(), "series"]),
+                    "forge.resources.series",
+                    format!(
+                        "GPU series {} is not offered here; choose one of {}",
+                        quote(series),
+                        offered.join(", ")
+                    ),
+                );
             }
         }
-        let gpus = count(pool.get("nodes")).zip(count(pool.get("gpus_per_node"))).map(|(n, g)| n.saturating_mul(g));
+        let gpus = count(pool.get("nodes"))
+            .zip(count(pool.get("gpus_per_node")))
+            .map(|(n, g)| n.saturating_mul(g));
         total = total.zip(gpus).map(|(t, g)| t.saturating_add(g));
     }
     if let Some(roles) = res.get("roles") {
         for (role, target) in roles.entries() {
-            let Some(target) = target.as_str() else { continue };
+            let Some(target) = target.as_str() else {
+                continue;
+            };
             if !names.contains(&target) {
-                ctx.error(pointer(&["spec", "resources", "roles", role]), "forge.resources.role_pool", format!("role {} names pool {}, which is not declared; declared pools: {}", quote(role), quote(target), if names.is_empty() { "none".to_string() } else { names.join(", ") }));
+                ctx.error(
+                    pointer(&["spec", "resources", "roles", role]),
+                    "forge.resources.role_pool",
+                    format!(
+                        "role {} names pool {}, which is not declared; declared pools: {}",
+                        quote(role),
+                        quote(target),
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                );
             }
         }
     }
-    let Some(total) = total.filter(|_| !empty) else { return };
+    let Some(total) = total.filter(|_| !empty) else {
+        return;
+    };
     if let Some(limit) = config.max_gpus_per_job {
         if total > limit {
             ctx.error(pointer(&["spec", "resources"]), "forge.quota.job", format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
@@ -437,21 +610,18 @@ fn resources(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, admi
 }
 
 fn data(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(data) = spec.get("data").filter(|d| d.is_object()) else { return };
-    let mut refs: Vec<(String, &str, Version)> = Vec::new();
-    for part in ["train", "validation"] {
-        if let Some(ds) = data.at(&[part, "dataset"]).and_then(|v| v.as_str()) {
-            refs.push((pointer(&["spec", "data", part, "dataset"]), ds, Version::Optional));
-        }
-    }
-    for (key, version) in [("corpus", Version::Optional), ("output_dataset", Version::Required), ("environment", Version::Optional)] {
-        if let Some(s) = data.get(key).and_then(|v| v.as_str()) {
-            refs.push((pointer(&["spec", "data", key]), s, version));
-        }
-    }
-    if let Some(s) = data.at(&["quality", "overlap_with"]).and_then(|v| v.as_str()) {
-        refs.push((pointer(&["spec", "data", "quality", "overlap_with"]), s, Version::Optional));
-    }
+    let Some(data) = spec.get("data").filter(|d| d.is_object()) else {
+        return;
+    };
+    // Where each governed reference lives under /spec/data, and whether it takes a version.
+    const REFS: [(&[&str], Version); 6] = [
+        (&["train", "dataset"], Version::Optional),
+        (&["validation", "dataset"], Version::Optional),
+        (&["corpus"], Version::Optional),
+        (&["output_dataset"], Version::Required),
+        (&["environment"], Version::Optional),
+        (&["quality", "overlap_with"], Version::Optional),
+    ];
     let mut leaves: Vec<(&str, &str)> = Vec::new();
     if let Some(volumes) = data.get("volumes") {
         for (i, v) in volumes.items().enumerate() {
@@ -461,7 +631,14 @@ fn data(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             if is_host_path(s) {
                 ctx.error(field, "forge.data.host_path", format!("{} is a host path or URL; name the volume as <owner>/<name> so the access check applies", quote(s)));
             } else if !is_data_ref(s, Version::Forbidden) {
-                ctx.error(field, "forge.data.ref", format!("{} is not a volume reference <owner>/<name> (a volume has no version)", quote(s)));
+                ctx.error(
+                    field,
+                    "forge.data.ref",
+                    format!(
+                        "{} is not a volume reference <owner>/<name> (a volume has no version)",
+                        quote(s)
+                    ),
+                );
             } else if let Some((owner, leaf)) = s.split_once('/') {
                 if let Some((other, _)) = leaves.iter().find(|(o, l)| *l == leaf && *o != owner) {
                     ctx.error(field, "forge.data.ref", format!("volumes {other}/{leaf} and {owner}/{leaf} would mount at the same path"));
@@ -470,39 +647,72 @@ fn data(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             }
         }
     }
-    for (field, raw, version) in refs {
+    for (keys, version) in REFS {
+        let Some(raw) = data.at(keys).and_then(|v| v.as_str()) else {
+            continue;
+        };
         let s = trim_py(raw);
         if s.is_empty() {
             continue;
         }
+        let field = || format!("/spec/data/{}", keys.join("/"));
         if is_host_path(s) {
-            ctx.error(field, "forge.data.host_path", format!("{} is a host path or URL; a dataset or corpus is named <owner>/<name>[@version] so the platform can check access and mount it", quote(s)));
+            ctx.error(field(), "forge.data.host_path", format!("{} is a host path or URL; a dataset or corpus is named <owner>/<name>[@version] so the platform can check access and mount it", quote(s)));
         } else if !is_data_ref(s, version) {
-            let shape = if version == Version::Required { "<owner>/<name>@<version>" } else { "<owner>/<name>[@version]" };
-            ctx.error(field, "forge.data.ref", format!("{} is not a reference of the form {shape} made of safe segments", quote(s)));
+            let shape = if version == Version::Required {
+                "<owner>/<name>@<version>"
+            } else {
+                "<owner>/<name>[@version]"
+            };
+            ctx.error(
+                field(),
+                "forge.data.ref",
+                format!(
+                    "{} is not a reference of the form {shape} made of safe segments",
+                    quote(s)
+                ),
+            );
         }
     }
     if let Some(q) = data.get("quality").filter(|q| q.is_object()) {
         let has = |k: &str| q.get(k).is_some_and(|v| !v.is_null());
         if has("max_overlap_ratio") && str_of(q.get("overlap_with")).is_empty() {
-            ctx.error(pointer(&["spec", "data", "quality", "overlap_with"]), "schema.dependentRequired", "max_overlap_ratio needs overlap_with to say which dataset it is compared against".into());
+            ctx.error(
+                pointer(&["spec", "data", "quality", "overlap_with"]),
+                "schema.dependentRequired",
+                "max_overlap_ratio needs overlap_with to say which dataset it is compared against"
+                    .into(),
+            );
         }
     }
 }
 
 fn plugins(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(plugins) = spec.get("plugins") else { return };
+    let Some(plugins) = spec.get("plugins") else {
+        return;
+    };
     let mut ids: Vec<(&str, &str)> = Vec::new();
     for (i, p) in plugins.items().enumerate() {
         let Some(id) = p.get_str("id") else { continue };
         let field = pointer(&["spec", "plugins", &i.to_string(), "id"]);
         let id = trim_py(id);
-        let Some((owner, name)) = id.split_once('/').filter(|(o, n)| schema::is_safe_segment(o) && schema::is_safe_segment(n)) else {
-            ctx.error(field, "forge.plugins.id", format!("{} is not a plugin id <owner>/<name>", quote(id)));
+        let Some((owner, name)) = id
+            .split_once('/')
+            .filter(|(o, n)| schema::is_safe_segment(o) && schema::is_safe_segment(n))
+        else {
+            ctx.error(
+                field,
+                "forge.plugins.id",
+                format!("{} is not a plugin id <owner>/<name>", quote(id)),
+            );
             continue;
         };
         if ids.iter().any(|(o, n)| *o == owner && *n == name) {
-            ctx.error(field, "forge.plugins.duplicate", format!("plugin {} is listed twice", quote(id)));
+            ctx.error(
+                field,
+                "forge.plugins.duplicate",
+                format!("plugin {} is listed twice", quote(id)),
+            );
         } else if let Some((other, _)) = ids.iter().find(|(o, n)| *n == name && *o != owner) {
             ctx.error(field, "forge.plugins.leaf_collision", format!("plugins {other}/{name} and {id} would both unpack to forge_plugins/{name}; they cannot be combined"));
         }
@@ -511,9 +721,22 @@ fn plugins(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
 }
 
 fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(eval) = spec.get("evaluation").filter(|e| e.is_object()) else { return };
-    let suites: Vec<&str> = eval.get("suites").map(|s| s.items().filter_map(|v| v.as_str()).map(trim_py).filter(|s| !s.is_empty()).collect()).unwrap_or_default();
-    let Some(gates) = eval.get("gates") else { return };
+    let Some(eval) = spec.get("evaluation").filter(|e| e.is_object()) else {
+        return;
+    };
+    let suites: Vec<&str> = eval
+        .get("suites")
+        .map(|s| {
+            s.items()
+                .filter_map(|v| v.as_str())
+                .map(trim_py)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(gates) = eval.get("gates") else {
+        return;
+    };
     if matches!(gates.ty(), Type::Array(n) if n > 0) && suites.is_empty() {
         ctx.error(pointer(&["spec", "evaluation", "suites"]), "forge.evaluation.gate", "gates are declared without any suites to run, so nothing would ever be judged against them".into());
     }
@@ -521,14 +744,28 @@ fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         if !g.is_object() {
             continue;
         }
-        let bounded = ["min", "max", "max_regression"].iter().any(|k| g.get(k).is_some_and(|v| !v.is_null()));
+        let bounded = ["min", "max", "max_regression"]
+            .iter()
+            .any(|k| g.get(k).is_some_and(|v| !v.is_null()));
         if !bounded {
-            ctx.error(pointer(&["spec", "evaluation", "gates", &i.to_string()]), "forge.evaluation.gate", "this gate has none of min, max or max_regression, so it decides nothing".into());
+            ctx.error(
+                pointer(&["spec", "evaluation", "gates", &i.to_string()]),
+                "forge.evaluation.gate",
+                "this gate has none of min, max or max_regression, so it decides nothing".into(),
+            );
         }
         if let Some(metric) = g.get_str("metric") {
             let benchmark = trim_py(metric).split('/').next().unwrap_or("");
             if metric.contains('/') && !suites.is_empty() && !suites.contains(&benchmark) {
-                ctx.error(pointer(&["spec", "evaluation", "gates", &i.to_string(), "metric"]), "forge.evaluation.gate", format!("benchmark {} is not in suites ({})", quote(benchmark), suites.join(", ")));
+                ctx.error(
+                    pointer(&["spec", "evaluation", "gates", &i.to_string(), "metric"]),
+                    "forge.evaluation.gate",
+                    format!(
+                        "benchmark {} is not in suites ({})",
+                        quote(benchmark),
+                        suites.join(", ")
+                    ),
+                );
             }
         }
     }
@@ -537,7 +774,9 @@ fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
 /// The registry host of an image reference, as a container runtime reads it.
 pub fn registry_host(image: &str) -> String {
     match image.split_once('/') {
-        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => first.to_ascii_lowercase(),
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+            first.to_ascii_lowercase()
+        }
         _ => "docker.io".into(),
     }
 }
@@ -561,7 +800,14 @@ fn framework(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, ctx:
 
     let custom = recipe_name == "custom/custom" || entry.is_some_and(|e| e.custom);
     if custom && fw.is_some() && image.is_empty() {
-        ctx.error(pointer(&["spec", "framework", "image"]), "forge.framework.image_required", format!("recipe {} is a custom job and brings no image; set spec.framework.image", quote(recipe_name)));
+        ctx.error(
+            pointer(&["spec", "framework", "image"]),
+            "forge.framework.image_required",
+            format!(
+                "recipe {} is a custom job and brings no image; set spec.framework.image",
+                quote(recipe_name)
+            ),
+        );
     }
     if let (Some(allow), false) = (&config.registries, image.is_empty()) {
         let host = registry_host(image);
@@ -569,7 +815,9 @@ fn framework(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, ctx:
             ctx.error(pointer(&["spec", "framework", "image"]), "forge.framework.image_registry", format!("image {} comes from registry {}, which is not on this deployment's allowlist ({})", quote(image), quote(&host), allow.join(", ")));
         }
     }
-    let Some(catalog) = &config.catalog else { return };
+    let Some(catalog) = &config.catalog else {
+        return;
+    };
     if recipe.is_none() || !recipe_name.contains('/') {
         return;
     }
@@ -580,9 +828,27 @@ fn framework(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, ctx:
         return;
     };
     let handshake = [
-        (recipe.and_then(|r| r.get("version")), &entry.version, pointer(&["spec", "recipe", "version"]), "forge.handshake.version", "recipe version"),
-        (recipe.and_then(|r| r.get("digest")), &entry.digest, pointer(&["spec", "recipe", "digest"]), "forge.handshake.digest", "recipe digest"),
-        (fw.and_then(|f| f.get("runtime_id")), &entry.runtime_id, pointer(&["spec", "framework", "runtime_id"]), "forge.handshake.runtime_id", "framework.runtime_id"),
+        (
+            recipe.and_then(|r| r.get("version")),
+            &entry.version,
+            pointer(&["spec", "recipe", "version"]),
+            "forge.handshake.version",
+            "recipe version",
+        ),
+        (
+            recipe.and_then(|r| r.get("digest")),
+            &entry.digest,
+            pointer(&["spec", "recipe", "digest"]),
+            "forge.handshake.digest",
+            "recipe digest",
+        ),
+        (
+            fw.and_then(|f| f.get("runtime_id")),
+            &entry.runtime_id,
+            pointer(&["spec", "framework", "runtime_id"]),
+            "forge.handshake.runtime_id",
+            "framework.runtime_id",
+        ),
     ];
     for (sent, expected, field, rule, what) in handshake {
         if sent.is_some_and(|s| !s.is_null() && s.as_str().is_none()) {
@@ -626,7 +892,14 @@ mod tests {
     fn init_from_references() {
         assert!(is_init_from("run/abc/checkpoint"));
         assert!(is_init_from("run/abc/checkpoint@step=100"));
-        for bad in ["run/abc", "runs/a/b", "run/a/b@step=", "run/a/b@epoch=1", "run//a/b", "run/../b"] {
+        for bad in [
+            "run/abc",
+            "runs/a/b",
+            "run/a/b@step=",
+            "run/a/b@epoch=1",
+            "run//a/b",
+            "run/../b",
+        ] {
             assert!(!is_init_from(bad), "{bad}");
         }
     }

@@ -21,7 +21,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::JobSpec, Kind::SpecBundle, Kind::JobRecord, Kind::BestRec];
+    pub const ALL: [Kind; 4] = [
+        Kind::JobSpec,
+        Kind::SpecBundle,
+        Kind::JobRecord,
+        Kind::BestRec,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -63,7 +68,13 @@ pub struct Admission {
     pub project_quota: Option<u64>,
 }
 
-pub fn check<'t, 'i>(kind: Kind, root: Value<'t, 'i>, config: &CoreConfig, admission: &Admission, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(
+    kind: Kind,
+    root: Value<'t, 'i>,
+    config: &CoreConfig,
+    admission: &Admission,
+    ctx: &mut Ctx<'i>,
+) {
     match kind {
         Kind::JobSpec => jobspec::check(root, config, admission, ctx),
         Kind::SpecBundle => spec_bundle::check(root, ctx),

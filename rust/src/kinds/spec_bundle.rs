@@ -7,25 +7,64 @@
 use crate::node::{quote, Type, Value};
 use crate::pointer::pointer;
 use crate::report::Severity;
-use crate::schema::{self, array_of, opt, py_isspace, req, str_matching, Additional, Ctx, ObjectShape, Pattern, Shape, NONEMPTY, STRING};
+use crate::schema::{
+    self, array_of, opt, py_isspace, req, str_matching, Additional, Ctx, ObjectShape, Pattern,
+    Shape, NONEMPTY, STRING,
+};
 use crate::secrets;
 
 const PLACEHOLDERS: [&str; 3] = ["config_path", "job_id", "results_dir"];
 
 // ---------------------------------------------------------------- shapes
 
-static IMAGE: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: image_uri };
-static SHA256: Pattern = Pattern { rule: "schema.pattern", severity: Severity::Error, test: lowercase_sha256 };
-static SUPPORTING_PATH: Pattern = Pattern { rule: "tao.supporting_file.path", severity: Severity::Error, test: supporting_path };
-static SPEC_KEY: Pattern = Pattern { rule: "tao.spec_key.syntax", severity: Severity::Error, test: spec_key_syntax };
-static ENV_NAME: Pattern = Pattern { rule: "schema.propertyNames", severity: Severity::Error, test: env_name };
+static IMAGE: Pattern = Pattern {
+    rule: "schema.pattern",
+    severity: Severity::Error,
+    test: image_uri,
+};
+static SHA256: Pattern = Pattern {
+    rule: "schema.pattern",
+    severity: Severity::Error,
+    test: lowercase_sha256,
+};
+static SUPPORTING_PATH: Pattern = Pattern {
+    rule: "tao.supporting_file.path",
+    severity: Severity::Error,
+    test: supporting_path,
+};
+static SPEC_KEY: Pattern = Pattern {
+    rule: "tao.spec_key.syntax",
+    severity: Severity::Error,
+    test: spec_key_syntax,
+};
+static ENV_NAME: Pattern = Pattern {
+    rule: "schema.propertyNames",
+    severity: Severity::Error,
+    test: env_name,
+};
 
-const SPEC_KEY_STR: Shape = Shape::Str { min_len: 1, min_len_rule: "tao.spec_key.syntax", pattern: Some(&SPEC_KEY) };
-const SUPPORTING_PATH_STR: Shape = Shape::Str { min_len: 1, min_len_rule: "schema.minLength", pattern: Some(&SUPPORTING_PATH) };
-const FILE_TYPE: Shape = Shape::Enum { values: &["file", "folder"], nullable: false };
+const SPEC_KEY_STR: Shape = Shape::Str {
+    min_len: 1,
+    min_len_rule: "tao.spec_key.syntax",
+    pattern: Some(&SPEC_KEY),
+};
+const SUPPORTING_PATH_STR: Shape = Shape::Str {
+    min_len: 1,
+    min_len_rule: "schema.minLength",
+    pattern: Some(&SUPPORTING_PATH),
+};
+const FILE_TYPE: Shape = Shape::Enum {
+    values: &["file", "folder"],
+    nullable: false,
+};
 
 static DECLARED_INPUT: ObjectShape = ObjectShape {
-    fields: &[req("spec_key", SPEC_KEY_STR), req("type", FILE_TYPE), opt("optional", schema::BOOL), req("uri", NONEMPTY)],
+    fields: &[
+        req("spec_key", SPEC_KEY_STR),
+        req("type", FILE_TYPE),
+        opt("optional", schema::BOOL),
+        req("uri", NONEMPTY),
+    ],
     additional: Additional::Forbid(Severity::Error),
     keys: None,
 };
@@ -35,19 +74,50 @@ static DECLARED_OUTPUT: ObjectShape = ObjectShape {
     keys: None,
 };
 static COMPUTE_SHAPE: ObjectShape = ObjectShape {
-    fields: &[req("gpus", Shape::Int { min: Some(0), lexical: false }), req("nodes", Shape::Int { min: Some(1), lexical: false })],
+    fields: &[
+        req(
+            "gpus",
+            Shape::Int {
+                min: Some(0),
+                lexical: false,
+            },
+        ),
+        req(
+            "nodes",
+            Shape::Int {
+                min: Some(1),
+                lexical: false,
+            },
+        ),
+    ],
     additional: Additional::Forbid(Severity::Error),
     keys: None,
 };
 static SUPPORTING_FILE: ObjectShape = ObjectShape {
-    fields: &[req("source", SUPPORTING_PATH_STR), req("destination", SUPPORTING_PATH_STR), req("sha256", str_matching(&SHA256))],
+    fields: &[
+        req("source", SUPPORTING_PATH_STR),
+        req("destination", SUPPORTING_PATH_STR),
+        req("sha256", str_matching(&SHA256)),
+    ],
     additional: Additional::Forbid(Severity::Error),
     keys: None,
 };
 static DISTRIBUTED: ObjectShape = ObjectShape {
     fields: &[
-        req("launcher", Shape::Enum { values: &["direct", "torchrun"], nullable: false }),
-        req("processes_per_node", Shape::Int { min: Some(1), lexical: false }),
+        req(
+            "launcher",
+            Shape::Enum {
+                values: &["direct", "torchrun"],
+                nullable: false,
+            },
+        ),
+        req(
+            "processes_per_node",
+            Shape::Int {
+                min: Some(1),
+                lexical: false,
+            },
+        ),
         opt("tasks_per_node", Shape::ConstInt(1)),
     ],
     additional: Additional::Forbid(Severity::Error),
@@ -57,20 +127,41 @@ static COMPLETION: ObjectShape = ObjectShape {
     fields: &[
         req("child_exit_code_path", NONEMPTY),
         opt("structured_status_path", NONEMPTY),
-        opt("success_states", Shape::Array { items: &NONEMPTY, min_items: 1, min_items_rule: "schema.minItems", unique: true }),
+        opt(
+            "success_states",
+            Shape::Array {
+                items: &NONEMPTY,
+                min_items: 1,
+                min_items_rule: "schema.minItems",
+                unique: true,
+            },
+        ),
     ],
     additional: Additional::Forbid(Severity::Error),
     keys: None,
 };
-static ENVIRONMENT: ObjectShape = ObjectShape { fields: &[], additional: Additional::Values(&STRING), keys: Some(&ENV_NAME) };
+static ENVIRONMENT: ObjectShape = ObjectShape {
+    fields: &[],
+    additional: Additional::Values(&STRING),
+    keys: Some(&ENV_NAME),
+};
 static EXECUTION: ObjectShape = ObjectShape {
     fields: &[
         opt("environment", Shape::Object(&ENVIRONMENT)),
         opt("pre_commands", array_of(&NONEMPTY)),
         opt("post_commands", array_of(&NONEMPTY)),
-        opt("post_scope", Shape::Enum { values: &["all", "leader"], nullable: false }),
+        opt(
+            "post_scope",
+            Shape::Enum {
+                values: &["all", "leader"],
+                nullable: false,
+            },
+        ),
         opt("distributed", Shape::Object(&DISTRIBUTED)),
-        opt("supporting_files", array_of(&Shape::Object(&SUPPORTING_FILE))),
+        opt(
+            "supporting_files",
+            array_of(&Shape::Object(&SUPPORTING_FILE)),
+        ),
         opt("completion", Shape::Object(&COMPLETION)),
     ],
     additional: Additional::Forbid(Severity::Error),
@@ -81,13 +172,33 @@ static BUNDLE: ObjectShape = ObjectShape {
         req("network_arch", NONEMPTY),
         req("action", NONEMPTY),
         req("image", str_matching(&IMAGE)),
-        req("mode", Shape::Enum { values: &["config", "args"], nullable: false }),
+        req(
+            "mode",
+            Shape::Enum {
+                values: &["config", "args"],
+                nullable: false,
+            },
+        ),
         req("command", NONEMPTY),
-        opt("config_format", Shape::Enum { values: &["yaml", "toml", "json"], nullable: false }),
+        opt(
+            "config_format",
+            Shape::Enum {
+                values: &["yaml", "toml", "json"],
+                nullable: false,
+            },
+        ),
         opt("spec", Shape::Custom(nested_spec)),
         opt("args", array_of(&STRING)),
         req("declared_inputs", array_of(&Shape::Object(&DECLARED_INPUT))),
-        req("declared_outputs", Shape::Array { items: &Shape::Object(&DECLARED_OUTPUT), min_items: 1, min_items_rule: "schema.minItems", unique: false }),
+        req(
+            "declared_outputs",
+            Shape::Array {
+                items: &Shape::Object(&DECLARED_OUTPUT),
+                min_items: 1,
+                min_items_rule: "schema.minItems",
+                unique: false,
+            },
+        ),
         opt("upload_excludes", array_of(&STRING)),
         req("compute_shape", Shape::Object(&COMPUTE_SHAPE)),
         opt("gpu_spec_key", str_matching(&SPEC_KEY)),
@@ -117,7 +228,8 @@ fn env_name(s: &str) -> Result<(), String> {
     let b = s.as_bytes();
     let ok = !b.is_empty()
         && (b[0].is_ascii_uppercase() || b[0] == b'_')
-        && b.iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_');
+        && b.iter()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_');
     if ok {
         Ok(())
     } else {
@@ -152,33 +264,60 @@ pub enum Step<'a> {
     Index(usize),
 }
 
-pub fn parse_spec_key(s: &str) -> Option<Vec<Step<'_>>> {
-    let mut steps = Vec::new();
-    for part in s.split('.') {
+/// The steps of a spec pointer, or `None` when it is not one. Allocates nothing: the
+/// pointer is checked once, then walked step by step.
+pub fn parse_spec_key(s: &str) -> Option<impl Iterator<Item = Step<'_>>> {
+    if !is_spec_key(s) {
+        return None;
+    }
+    Some(s.split('.').flat_map(|part| {
         let name_end = part.find('[').unwrap_or(part.len());
-        let name = &part[..name_end];
-        if name.is_empty() || name.contains(']') || name.chars().any(py_isspace) {
-            return None;
+        let indexes = part[name_end..]
+            .split(']')
+            .filter(|x| !x.is_empty())
+            .map(|x| Step::Index(x[1..].parse().unwrap_or(usize::MAX)));
+        std::iter::once(Step::Key(&part[..name_end])).chain(indexes)
+    }))
+}
+
+/// `name([digits])*` segments joined by `.`; names hold no `.`, `[`, `]` or whitespace.
+fn is_spec_key(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    loop {
+        let start = i;
+        while i < b.len()
+            && !matches!(b[i], b'.' | b'[' | b']')
+            && !b[i].is_ascii_whitespace()
+            && b[i] != 0x1c
+            && b[i] != 0x1d
+            && b[i] != 0x1e
+            && b[i] != 0x1f
+        {
+            i += 1;
         }
-        steps.push(Step::Key(name));
-        let mut rest = &part[name_end..];
-        while !rest.is_empty() {
-            let close = rest.find(']')?;
-            let digits = rest.strip_prefix('[')?.get(..close - 1)?;
-            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
-                return None;
+        if i == start || s[start..i].chars().any(py_isspace) {
+            return false;
+        }
+        while i < b.len() && b[i] == b'[' {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits == 0 || b.get(i + 1 + digits) != Some(&b']') {
+                return false;
             }
-            steps.push(Step::Index(digits.parse().ok()?));
-            rest = &rest[close + 1..];
+            i += digits + 2;
+        }
+        match b.get(i) {
+            None => return true,
+            Some(b'.') => i += 1,
+            Some(_) => return false,
         }
     }
-    Some(steps)
 }
 
 fn spec_key_syntax(s: &str) -> Result<(), String> {
-    match parse_spec_key(s) {
-        Some(_) => Ok(()),
-        None => Err("is not a dotted/indexed pointer into the spec, such as dataset.train_data_sources[0].image_dir".into()),
+    match is_spec_key(s) {
+        true => Ok(()),
+        false => Err("is not a dotted/indexed pointer into the spec, such as dataset.train_data_sources[0].image_dir".into()),
     }
 }
 
@@ -188,7 +327,14 @@ fn spec_key_syntax(s: &str) -> Result<(), String> {
 /// arrays). String values are scanned for placeholders on the same walk.
 fn nested_spec<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if !v.is_object() {
-        ctx.here("schema.type", Severity::Error, format!("expected an object (the nested config dict), got {}", v.describe()));
+        ctx.here(
+            "schema.type",
+            Severity::Error,
+            format!(
+                "expected an object (the nested config dict), got {}",
+                v.describe()
+            ),
+        );
         return;
     }
     scan_nested(v, ctx, "tao.dotted_key");
@@ -207,7 +353,11 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, rule: &'static s
                     } else {
                         format!("nest it instead, e.g. {}", nest_hint(key))
                     };
-                    ctx.error(field, rule, format!("the key {} is dotted or empty; {hint}", quote(key)));
+                    ctx.error(
+                        field,
+                        rule,
+                        format!("the key {} is dotted or empty; {hint}", quote(key)),
+                    );
                 }
                 ctx.path.push_key(key);
                 scan_nested(value, ctx, rule);
@@ -248,7 +398,10 @@ pub fn unknown_placeholders(s: &str) -> Vec<&str> {
             continue;
         }
         let rest = &b[open + 1..];
-        let len = rest.iter().take_while(|c| c.is_ascii_alphanumeric() || **c == b'_').count();
+        let len = rest
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+            .count();
         if len == 0 || rest.get(len) != Some(&b'}') || rest[0].is_ascii_digit() {
             continue;
         }
@@ -288,10 +441,20 @@ fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     match root.get_str("mode") {
         Some("config") => {
             if !has("spec") {
-                ctx.error(pointer(&["spec"]), "tao.mode.config_requires_spec", "mode \"config\" needs a nested spec dict; add spec or use mode \"args\"".into());
+                ctx.error(
+                    pointer(&["spec"]),
+                    "tao.mode.config_requires_spec",
+                    "mode \"config\" needs a nested spec dict; add spec or use mode \"args\""
+                        .into(),
+                );
             }
             if !has("config_format") {
-                ctx.error(pointer(&["config_format"]), "tao.mode.config_requires_config_format", "mode \"config\" needs config_format: one of \"yaml\", \"toml\", \"json\"".into());
+                ctx.error(
+                    pointer(&["config_format"]),
+                    "tao.mode.config_requires_config_format",
+                    "mode \"config\" needs config_format: one of \"yaml\", \"toml\", \"json\""
+                        .into(),
+                );
             }
             if let Some(command) = root.get_str("command") {
                 if !command.is_empty() && !command.contains("{config_path}") {
@@ -304,13 +467,25 @@ fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         }
         Some("args") => {
             if !has("args") {
-                ctx.error(pointer(&["args"]), "tao.mode.args_requires_args", "mode \"args\" needs an args list; add args or use mode \"config\"".into());
+                ctx.error(
+                    pointer(&["args"]),
+                    "tao.mode.args_requires_args",
+                    "mode \"args\" needs an args list; add args or use mode \"config\"".into(),
+                );
             }
             if has("spec") {
-                ctx.error(pointer(&["spec"]), "tao.mode.args_forbids_spec", "mode \"args\" takes no spec; remove spec or use mode \"config\"".into());
+                ctx.error(
+                    pointer(&["spec"]),
+                    "tao.mode.args_forbids_spec",
+                    "mode \"args\" takes no spec; remove spec or use mode \"config\"".into(),
+                );
             }
             if has("config_format") {
-                ctx.error(pointer(&["config_format"]), "tao.mode.args_forbids_config_format", "mode \"args\" renders no config file; remove config_format".into());
+                ctx.error(
+                    pointer(&["config_format"]),
+                    "tao.mode.args_forbids_config_format",
+                    "mode \"args\" renders no config file; remove config_format".into(),
+                );
             }
         }
         _ => {}
@@ -323,21 +498,35 @@ fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     let config_mode = root.get_str("mode") == Some("config");
     if let (true, Some(spec)) = (config_mode, spec) {
         for (list, is_input) in [("declared_inputs", true), ("declared_outputs", false)] {
-            let Some(items) = root.get(list) else { continue };
+            let Some(items) = root.get(list) else {
+                continue;
+            };
             for (i, item) in items.items().enumerate() {
-                let Some(key) = item.get_str("spec_key") else { continue };
+                let Some(key) = item.get_str("spec_key") else {
+                    continue;
+                };
                 if key == "results_dir" {
                     continue;
                 }
-                let Some(steps) = parse_spec_key(key) else { continue };
-                if let Err(why) = bind(spec, &steps) {
-                    let optional = is_input && item.get("optional").and_then(|v| v.as_bool()) == Some(true);
-                    let severity = if optional { Severity::Warning } else { Severity::Error };
+                let Some(steps) = parse_spec_key(key) else {
+                    continue;
+                };
+                if let Err(why) = bind(spec, steps) {
+                    let optional =
+                        is_input && item.get("optional").and_then(|v| v.as_bool()) == Some(true);
+                    let severity = if optional {
+                        Severity::Warning
+                    } else {
+                        Severity::Error
+                    };
                     ctx.at(
                         pointer(&[list, &i.to_string(), "spec_key"]),
                         "tao.spec_key.unresolved",
                         severity,
-                        format!("the spec_key {} cannot be bound inside spec: {why}", quote(key)),
+                        format!(
+                            "the spec_key {} cannot be bound inside spec: {why}",
+                            quote(key)
+                        ),
                     );
                 }
             }
@@ -345,9 +534,11 @@ fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     }
     if let (Some(spec), Some(key)) = (spec, root.get_str("gpu_spec_key")) {
         // Only a well-typed GPU count is compared; a bad one is already a schema violation.
-        let gpus = root.at(&["compute_shape", "gpus"]).filter(|g| g.as_schema_int().is_some());
+        let gpus = root
+            .at(&["compute_shape", "gpus"])
+            .filter(|g| g.as_schema_int().is_some());
         if let (Some(steps), Some(gpus)) = (parse_spec_key(key), gpus) {
-            if let Ok(Some(value)) = bind(spec, &steps) {
+            if let Ok(Some(value)) = bind(spec, steps) {
                 if !value.same_scalar(&gpus) {
                     ctx.warning(
                         pointer(&["gpu_spec_key"]),
@@ -362,24 +553,46 @@ fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
 
 /// Follows a spec pointer: `Ok(Some)` at an existing value, `Ok(None)` where a missing
 /// key stops it (the platform writes it), `Err` where it cannot bind.
-fn bind<'t, 'i>(spec: Value<'t, 'i>, steps: &[Step<'_>]) -> Result<Option<Value<'t, 'i>>, String> {
+fn bind<'t, 'i, 'k>(
+    spec: Value<'t, 'i>,
+    steps: impl Iterator<Item = Step<'k>>,
+) -> Result<Option<Value<'t, 'i>>, String> {
     let mut cur = spec;
     let mut walked = String::new();
     for step in steps {
-        let next = match (step, cur.ty()) {
+        let next = match (&step, cur.ty()) {
             (Step::Key(k), Type::Object(_)) => match cur.get(k) {
                 Some(v) => v,
                 None => return Ok(None),
             },
             (Step::Index(i), Type::Array(len)) => {
                 if *i >= len {
-                    return Err(format!("{walked} has {len} item{} and index {i} is past its end", if len == 1 { "" } else { "s" }));
+                    return Err(format!(
+                        "{walked} has {len} item{} and index {i} is past its end",
+                        if len == 1 { "" } else { "s" }
+                    ));
                 }
-                cur.item(*i).ok_or_else(|| "index out of range".to_string())?
+                cur.item(*i)
+                    .ok_or_else(|| "index out of range".to_string())?
             }
-            (Step::Key(k), Type::Array(_)) => return Err(format!("{walked} is an array, so it has no key {}", quote(k))),
-            (Step::Index(i), Type::Object(_)) => return Err(format!("{walked} is an object, so it cannot be indexed with [{i}]")),
-            (_, _) => return Err(format!("{walked} is {} ({}), not an object or array", cur.type_name(), cur.describe())),
+            (Step::Key(k), Type::Array(_)) => {
+                return Err(format!(
+                    "{walked} is an array, so it has no key {}",
+                    quote(k)
+                ))
+            }
+            (Step::Index(i), Type::Object(_)) => {
+                return Err(format!(
+                    "{walked} is an object, so it cannot be indexed with [{i}]"
+                ))
+            }
+            (_, _) => {
+                return Err(format!(
+                    "{walked} is {} ({}), not an object or array",
+                    cur.type_name(),
+                    cur.describe()
+                ))
+            }
         };
         match step {
             Step::Key(k) => {
@@ -398,35 +611,45 @@ fn bind<'t, 'i>(spec: Value<'t, 'i>, steps: &[Step<'_>]) -> Result<Option<Value<
 /// Placeholders and credentials in `command` and `args`.
 fn commands(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     if let Some(command) = root.get_str("command") {
-        strings_rules(command, pointer(&["command"]), ctx);
+        strings_rules(command, || pointer(&["command"]), ctx);
     }
     if let Some(args) = root.get("args") {
         for (i, arg) in args.items().enumerate() {
             if let Some(s) = arg.as_str() {
-                strings_rules(s, pointer(&["args", &i.to_string()]), ctx);
+                strings_rules(s, || pointer(&["args", &i.to_string()]), ctx);
             }
         }
     }
 }
 
-fn strings_rules(s: &str, field: String, ctx: &mut Ctx<'_>) {
+/// Placeholders and credentials in one command string; `field` is rendered only on a hit.
+fn strings_rules(s: &str, field: impl Fn() -> String, ctx: &mut Ctx<'_>) {
     if s.contains('{') {
         for name in unknown_placeholders(s) {
-            ctx.warning(field.clone(), "tao.placeholder.unknown", format!("the placeholder {{{name}}} is not one the platform binds; use {{config_path}}, {{job_id}} or {{results_dir}}"));
+            ctx.warning(field(), "tao.placeholder.unknown", format!("the placeholder {{{name}}} is not one the platform binds; use {{config_path}}, {{job_id}} or {{results_dir}}"));
         }
     }
     if let Some(why) = secrets::find_credential(s) {
-        ctx.error(field, "tao.execution.secret", format!("{} looks like a credential: {why}; credentials never enter a spec-bundle", quote(s)));
+        ctx.error(
+            field(),
+            "tao.execution.secret",
+            format!(
+                "{} looks like a credential: {why}; credentials never enter a spec-bundle",
+                quote(s)
+            ),
+        );
     }
 }
 
 fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(exec) = root.get("execution").filter(|e| e.is_object()) else { return };
+    let Some(exec) = root.get("execution").filter(|e| e.is_object()) else {
+        return;
+    };
     for list in ["pre_commands", "post_commands"] {
         if let Some(cmds) = exec.get(list) {
             for (i, c) in cmds.items().enumerate() {
                 if let Some(s) = c.as_str() {
-                    strings_rules(s, pointer(&["execution", list, &i.to_string()]), ctx);
+                    strings_rules(s, || pointer(&["execution", list, &i.to_string()]), ctx);
                 }
             }
         }
@@ -434,20 +657,24 @@ fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     if let Some(env) = exec.get("environment") {
         for (name, value) in env.entries() {
             let Some(s) = value.as_str() else { continue };
-            let field = pointer(&["execution", "environment", name]);
+            let field = || pointer(&["execution", "environment", name]);
             if s.contains('{') {
                 for p in unknown_placeholders(s) {
-                    ctx.warning(field.clone(), "tao.placeholder.unknown", format!("the placeholder {{{p}}} is not one the platform binds; use {{config_path}}, {{job_id}} or {{results_dir}}"));
+                    ctx.warning(field(), "tao.placeholder.unknown", format!("the placeholder {{{p}}} is not one the platform binds; use {{config_path}}, {{job_id}} or {{results_dir}}"));
                 }
             }
             if let Some(why) = secrets::sensitive_assignment(name, s) {
-                ctx.error(field, "tao.execution.secret", format!("the environment value of {name} looks like a credential: {why}; credentials never enter a spec-bundle"));
+                ctx.error(field(), "tao.execution.secret", format!("the environment value of {name} looks like a credential: {why}; credentials never enter a spec-bundle"));
             }
         }
     }
     if let Some(dist) = exec.get("distributed") {
-        let ppn = dist.get("processes_per_node").and_then(|v| v.as_schema_int());
-        let gpus = root.at(&["compute_shape", "gpus"]).and_then(|v| v.as_schema_int());
+        let ppn = dist
+            .get("processes_per_node")
+            .and_then(|v| v.as_schema_int());
+        let gpus = root
+            .at(&["compute_shape", "gpus"])
+            .and_then(|v| v.as_schema_int());
         if let (Some("torchrun"), Some(ppn), Some(gpus)) = (dist.get_str("launcher"), ppn, gpus) {
             if gpus > 0 && ppn != gpus {
                 ctx.warning(
@@ -461,7 +688,9 @@ fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     if let Some(files) = exec.get("supporting_files") {
         let mut seen: Vec<String> = Vec::new();
         for (i, f) in files.items().enumerate() {
-            let Some(dest) = f.get_str("destination") else { continue };
+            let Some(dest) = f.get_str("destination") else {
+                continue;
+            };
             let normal = normalize_destination(dest);
             if seen.contains(&normal) {
                 ctx.error(
@@ -478,7 +707,10 @@ fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
 
 /// `a//b/./c` and `a/b/c` stage to the same place.
 pub fn normalize_destination(dest: &str) -> String {
-    dest.split('/').filter(|s| !s.is_empty() && *s != ".").collect::<Vec<_>>().join("/")
+    dest.split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 #[cfg(test)]
@@ -487,18 +719,38 @@ mod tests {
 
     #[test]
     fn parses_spec_keys() {
-        assert_eq!(parse_spec_key("a.b[0].c"), Some(vec![Step::Key("a"), Step::Key("b"), Step::Index(0), Step::Key("c")]));
-        assert_eq!(parse_spec_key("results_dir"), Some(vec![Step::Key("results_dir")]));
-        assert_eq!(parse_spec_key("a[0][12]"), Some(vec![Step::Key("a"), Step::Index(0), Step::Index(12)]));
-        for bad in ["", "a..b", ".a", "a.", "a[x]", "a[]", "a[0", "[0]", "a b", "a]"] {
-            assert_eq!(parse_spec_key(bad), None, "{bad}");
+        let steps = |s| parse_spec_key(s).map(|it| it.collect::<Vec<_>>());
+        assert_eq!(
+            steps("a.b[0].c"),
+            Some(vec![
+                Step::Key("a"),
+                Step::Key("b"),
+                Step::Index(0),
+                Step::Key("c")
+            ])
+        );
+        assert_eq!(steps("results_dir"), Some(vec![Step::Key("results_dir")]));
+        assert_eq!(
+            steps("a[0][12]"),
+            Some(vec![Step::Key("a"), Step::Index(0), Step::Index(12)])
+        );
+        for bad in [
+            "", "a..b", ".a", "a.", "a[x]", "a[]", "a[0", "[0]", "a b", "a]", "a[0]b", "a\u{a0}b",
+        ] {
+            assert_eq!(steps(bad), None, "{bad}");
         }
     }
 
     #[test]
     fn finds_unknown_placeholders() {
-        assert_eq!(unknown_placeholders("run {config_path} {job_id} {results_dir}"), Vec::<&str>::new());
-        assert_eq!(unknown_placeholders("x {foo} ${BAR} {foo} {0} {}"), vec!["foo"]);
+        assert_eq!(
+            unknown_placeholders("run {config_path} {job_id} {results_dir}"),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            unknown_placeholders("x {foo} ${BAR} {foo} {0} {}"),
+            vec!["foo"]
+        );
     }
 
     #[test]
