@@ -10,13 +10,14 @@ rule id and a JSON Pointer.
     'fail'
 """
 
-from jobgate._core import Report, Validator, Violation, __version__, rules
+from jobgate._core import Report, Staging, Validator, Violation, __version__, rules
 from jobgate.config import Config, ConfigError, load_config
 
 __all__ = [
     "Config",
     "ConfigError",
     "Report",
+    "Staging",
     "Validator",
     "Violation",
     "__version__",

@@ -58,7 +58,7 @@ class Validator:
     def __init__(self, config: str | PathLike[str] | Config | Mapping[str, Any] | None = None) -> None: ...
     def check(
         self,
-        document: Document,
+        document: Document | None,
         kind: Kind | None = None,
         root: str | PathLike[str] | None = None,
         package: str | PathLike[str] | None = None,
@@ -69,14 +69,52 @@ class Validator:
     ) -> Report:
         """Checks one document (JSON or YAML ``bytes``/``str``, or a parsed ``dict``).
 
+        With ``root`` (a producer directory) or ``package`` (a tar, tar.gz, tar.zst or
+        zip archive) a spec-bundle's supporting files are verified too: present, regular,
+        inside the root, hashing to their declared SHA-256, import-closed, and nothing
+        undeclared in a package. With ``package`` the document may be ``None``: the
+        package's own ``bundle.json``/``bundle.yaml`` is checked. Raises
+        ``FileNotFoundError`` when the root cannot be opened.
+
         ``kind`` skips detection. ``owner`` is the authenticated account (the report
         warns ``forge.owner_overridden`` when the document names another);
         ``project_gpus_in_use`` and ``project_quota`` apply ``forge.quota.project``.
+        """
+    def stage(
+        self,
+        document: Document | None,
+        job_dir: str | PathLike[str],
+        *,
+        root: str | PathLike[str] | None = None,
+        package: str | PathLike[str] | None = None,
+    ) -> Staging:
+        """Verifies, then stages the closed set atomically under ``<job_dir>/inputs/action-helpers/``.
+
+        An identical existing staging is reused; a different one is refused with
+        ``tao.staging.conflict`` and left untouched. Nothing is written unless the report passes.
         """
     def check_many(
         self, documents: Iterable[Document], kind: Kind | None = None, *, threads: int | None = None
     ) -> list[Report]:
         """Checks many documents with the GIL released, on every core (or ``threads``)."""
+
+class Staging:
+    """What ``Validator.stage`` did."""
+
+    @property
+    def report(self) -> Report: ...
+    @property
+    def ok(self) -> bool:
+        """The report passed and the files are staged."""
+    @property
+    def directory(self) -> str | None:
+        """The staging directory, or ``None`` when nothing was staged."""
+    @property
+    def reused(self) -> bool:
+        """An identical staging was already there and was kept as it was."""
+    @property
+    def files(self) -> list[tuple[str, str, str, int]]:
+        """``(source, destination, sha256, size)`` per staged file."""
 
 def rules() -> list[dict[str, str]]:
     """The rule catalogue: ``[{"rule", "severity", "summary"}]``."""

@@ -33,6 +33,8 @@ class Limits(_Model):
     max_document_bytes: int = Field(DEFAULT_MAX_DOCUMENT_BYTES, gt=0)
     max_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=1024)
     max_batch: int = Field(4096, ge=1, description="documents per AdmitBatch / check_many call")
+    max_package_bytes: int = Field(1 << 30, gt=0, description="all members of a package, inflated; and each file under a root")
+    max_package_members: int = Field(100_000, gt=0)
 
 
 class RecipeRef(_Model):
@@ -118,6 +120,8 @@ class Config(_Model):
         return {
             "max_document_bytes": self.limits.max_document_bytes,
             "max_depth": self.limits.max_depth,
+            "max_package_bytes": self.limits.max_package_bytes,
+            "max_package_members": self.limits.max_package_members,
             "registries": self.registry.allow,
             "series": self.gpus.series,
             "max_gpus_per_job": self.gpus.max_per_job,

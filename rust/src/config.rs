@@ -11,6 +11,7 @@ use std::str::FromStr;
 use pep440_rs::{Version, VersionSpecifiers};
 
 use crate::document::{Limits, MAX_DEPTH_CEILING};
+use crate::files::package::PackageLimits;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Observability {
@@ -70,6 +71,8 @@ pub fn core_version_allowed(spec: &VersionSpecifiers, version: &str) -> Result<b
 #[derive(Clone, Debug, Default)]
 pub struct CoreConfig {
     pub limits: Limits,
+    /// Bounds on packages and on each supporting file read from a root.
+    pub package: PackageLimits,
     /// By recipe name; `None` when no catalog is configured (handshake rules are off).
     pub catalog: Option<HashMap<String, CatalogEntry>>,
     /// Registry hosts images may come from; `None` allows any.

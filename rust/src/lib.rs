@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod document;
+pub mod files;
 pub mod kinds;
 pub mod node;
 pub mod pointer;

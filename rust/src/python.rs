@@ -2,12 +2,15 @@
 //! the work, and wraps reports. Python exceptions are made here and nowhere else;
 //! bad documents are reports, never exceptions.
 
-use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
 
+use std::path::PathBuf;
+
 use crate::config::{CatalogEntry, CoreConfig, Observability};
+use crate::files::staging::FileSource;
 use crate::document::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH};
 use crate::kinds::{Admission, Kind};
 use crate::report::{Report as CoreReport, Severity, Violation as CoreViolation};
@@ -182,39 +185,57 @@ impl Validator {
         })
     }
 
-    /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`.
+    /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`;
+    /// with `root` or `package`, also its supporting files.
     #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None))]
     #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
         py: Python<'_>,
-        document: &Bound<'_, PyAny>,
+        document: Option<&Bound<'_, PyAny>>,
         kind: Option<&str>,
-        root: Option<&Bound<'_, PyAny>>,
-        package: Option<&Bound<'_, PyAny>>,
+        root: Option<PathBuf>,
+        package: Option<PathBuf>,
         owner: Option<String>,
         project_gpus_in_use: Option<u64>,
         project_quota: Option<u64>,
     ) -> PyResult<Report> {
-        if root.is_some_and(|r| !r.is_none()) || package.is_some_and(|p| !p.is_none()) {
-            return Err(PyNotImplementedError::new_err(
-                "verifying supporting files against a producer root or a package is not available in this version of jobgate",
-            ));
-        }
         let kind = parse_kind(kind)?;
-        let admission = Admission {
-            owner,
-            project_gpus_in_use,
-            project_quota,
-        };
-        let doc = Document::extract(document)?;
+        let admission = Admission { owner, project_gpus_in_use, project_quota };
+        let doc = document.filter(|d| !d.is_none()).map(Document::extract).transpose()?;
+        if let Some(source) = file_source(&root, &package)? {
+            if let Some(Document::Unreadable(_)) = &doc {
+                return Ok(Report::wrap(doc.as_ref().map(|d| d.check(&self.core, kind, &admission)).unwrap_or_else(|| CoreReport::new(kind, vec![]))));
+            }
+            let bytes = doc.as_ref().map(Document::bytes);
+            let verified = py.detach(|| self.core.check_files(bytes, kind, &admission, source)).map_err(PyFileNotFoundError::new_err)?;
+            return Ok(Report::wrap(verified.report));
+        }
+        let doc = doc.ok_or_else(|| PyTypeError::new_err("a document is needed unless a package is given"))?;
         let bytes = doc.bytes();
-        let report = if bytes.len() > DETACH_ABOVE {
-            py.detach(|| self.core.check(bytes, kind, &admission))
-        } else {
-            doc.check(&self.core, kind, &admission)
+        let report = match &doc {
+            Document::Unreadable(_) => doc.check(&self.core, kind, &admission),
+            _ if bytes.len() > DETACH_ABOVE => py.detach(|| self.core.check(bytes, kind, &admission)),
+            _ => self.core.check(bytes, kind, &admission),
         };
         Ok(Report::wrap(report))
+    }
+
+    /// Verifies a spec-bundle's supporting files and stages them under
+    /// `<job_dir>/inputs/action-helpers/`, atomically. Nothing is written unless the
+    /// report passes.
+    #[pyo3(signature = (document, job_dir, *, root=None, package=None))]
+    fn stage(&self, py: Python<'_>, document: Option<&Bound<'_, PyAny>>, job_dir: PathBuf, root: Option<PathBuf>, package: Option<PathBuf>) -> PyResult<Staging> {
+        let source = file_source(&root, &package)?.ok_or_else(|| PyValueError::new_err("staging needs root= or package="))?;
+        let doc = document.filter(|d| !d.is_none()).map(Document::extract).transpose()?;
+        let bytes = doc.as_ref().map(Document::bytes);
+        let (report, staged) = py.detach(|| self.core.stage(bytes, source, &job_dir)).map_err(PyFileNotFoundError::new_err)?;
+        Ok(Staging {
+            report: Py::new(py, Report::wrap(report))?,
+            directory: staged.as_ref().map(|s| s.directory.to_string_lossy().into_owned()),
+            reused: staged.as_ref().is_some_and(|s| s.reused),
+            files: staged.map(|s| s.entries.into_iter().map(|e| (e.source, e.destination, e.sha256, e.size)).collect()).unwrap_or_default(),
+        })
     }
 
     /// Checks many documents on every core (or `threads` of them) with the GIL released.
@@ -254,6 +275,44 @@ impl Validator {
             c.limits.max_bytes,
             c.limits.max_depth
         )
+    }
+}
+
+fn file_source<'a>(root: &'a Option<PathBuf>, package: &'a Option<PathBuf>) -> PyResult<Option<FileSource<'a>>> {
+    match (root, package) {
+        (Some(_), Some(_)) => Err(PyValueError::new_err("give root= or package=, not both")),
+        (Some(r), None) => Ok(Some(FileSource::Root(r))),
+        (None, Some(p)) => Ok(Some(FileSource::Package(p))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The outcome of `Validator.stage`: the verification report and, when it passed,
+/// where the files were staged.
+#[pyclass(module = "jobgate._core", frozen)]
+pub struct Staging {
+    #[pyo3(get)]
+    report: Py<Report>,
+    /// The staging directory, or `None` when nothing was staged.
+    #[pyo3(get)]
+    directory: Option<String>,
+    /// Whether an identical existing staging was reused rather than written.
+    #[pyo3(get)]
+    reused: bool,
+    /// `(source, destination, sha256, size)` per staged file.
+    #[pyo3(get)]
+    files: Vec<(String, String, String, u64)>,
+}
+
+#[pymethods]
+impl Staging {
+    #[getter]
+    fn ok(&self) -> bool {
+        self.report.get().inner.ok() && self.directory.is_some()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Staging(ok={}, directory={:?}, reused={}, files={})", self.report.get().inner.ok() && self.directory.is_some(), self.directory, self.reused, self.files.len())
     }
 }
 
@@ -372,6 +431,12 @@ fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
     config.registries = get("registries").map(|v| v.extract()).transpose()?;
     config.series = get("series").map(|v| v.extract()).transpose()?;
     config.max_gpus_per_job = get("max_gpus_per_job").map(|v| v.extract()).transpose()?;
+    if let Some(v) = get("max_package_bytes") {
+        config.package.max_bytes = v.extract()?;
+    }
+    if let Some(v) = get("max_package_members") {
+        config.package.max_members = v.extract()?;
+    }
     if let Some(catalog) = get("catalog") {
         let mut entries = Vec::new();
         for item in catalog.try_iter()? {
@@ -443,6 +508,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Validator>()?;
     m.add_class::<Report>()?;
     m.add_class::<Violation>()?;
+    m.add_class::<Staging>()?;
     m.add_function(wrap_pyfunction!(rules, m)?)?;
     Ok(())
 }

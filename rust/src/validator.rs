@@ -7,6 +7,8 @@ use rayon::prelude::*;
 
 use crate::config::CoreConfig;
 use crate::document;
+use crate::files::staging::{self, FileSource, Staged};
+use crate::files::{self, package, root, Declared, Found};
 use crate::kinds::{self, Admission, Kind};
 use crate::report::{Report, Severity, Violation};
 use crate::schema::Ctx;
@@ -30,18 +32,97 @@ impl Validator {
             let kind = kind.or_else(|| Kind::detect(root));
             match kind {
                 Some(k) => kinds::check(k, root, &self.config, admission, &mut ctx),
-                None => ctx.out.push(Violation {
-                    rule: "kind.unknown",
-                    field: String::new(),
-                    message: "cannot tell which kind of document this is: no apiVersion (jobspec), transitions (job_record), experiment_id or best (best_rec), or mode, command or network_arch (spec_bundle); pass the kind explicitly".into(),
-                    severity: Severity::Error,
-                }),
+                None => ctx.out.push(unknown_kind()),
             }
             (kind, ctx.out)
         });
         match result {
             Ok((kind, violations)) => Report::new(kind, violations),
             Err(violation) => Report::new(kind, vec![violation]),
+        }
+    }
+
+    /// Checks a spec-bundle together with its supporting files, from a producer root or
+    /// a package (whose own bundle is checked when `input` is `None`). `Err` when the
+    /// root cannot be opened at all: that is a usage error, not a verdict.
+    pub fn check_files(&self, input: Option<&[u8]>, kind: Option<Kind>, admission: &Admission, source: FileSource<'_>) -> Result<Verified, String> {
+        match source {
+            FileSource::Root(dir) => {
+                let input = input.ok_or("a document is needed to verify against a producer root")?;
+                let dir_handle = root::RootDir::open(dir).map_err(|e| format!("the producer root {} cannot be opened: {e}", dir.display()))?;
+                let (kind, mut violations, declared) = self.check_declared(input, kind, admission);
+                let mut found = Vec::new();
+                if kind == Some(Kind::SpecBundle) {
+                    let (v, f) = root::verify(&dir_handle, &declared, self.config.package.max_bytes);
+                    violations.extend(v);
+                    found = f;
+                }
+                Ok(Verified { report: Report::new(kind, violations), declared, found })
+            }
+            FileSource::Package(path) => {
+                let contents = match package::read(path, &self.config.package) {
+                    Ok(c) => c,
+                    Err(e) => return Ok(Verified { report: Report::new(kind, vec![e.into_violation()]), declared: Vec::new(), found: Vec::new() }),
+                };
+                let document = match (input, &contents.bundle) {
+                    (Some(doc), _) => doc,
+                    (None, Some((_, doc))) => doc.as_slice(),
+                    (None, None) => {
+                        let v = Violation {
+                            rule: "json.syntax",
+                            field: String::new(),
+                            message: format!("the package {} holds no bundle.json or bundle.yaml at its root", path.display()),
+                            severity: Severity::Error,
+                        };
+                        return Ok(Verified { report: Report::new(kind, vec![v]), declared: Vec::new(), found: Vec::new() });
+                    }
+                };
+                let (kind, mut violations, declared) = self.check_declared(document, kind, admission);
+                let mut found = Vec::new();
+                if kind == Some(Kind::SpecBundle) {
+                    let sources: Vec<String> = declared.iter().map(|d| d.source.clone()).collect();
+                    let (v, f) = package::compare_members(&contents, &declared, &sources);
+                    violations.extend(v);
+                    found = f;
+                }
+                Ok(Verified { report: Report::new(kind, violations), declared, found })
+            }
+        }
+    }
+
+    /// Verifies, then stages the closed set under `job_dir` (SPEC §3). Nothing is
+    /// written unless verification passes.
+    pub fn stage(&self, input: Option<&[u8]>, source: FileSource<'_>, job_dir: &std::path::Path) -> Result<(Report, Option<Staged>), String> {
+        let verified = self.check_files(input, Some(Kind::SpecBundle), &Admission::default(), source)?;
+        if !verified.report.ok() {
+            return Ok((verified.report, None));
+        }
+        match staging::stage(&verified.declared, &verified.found, source, job_dir, &self.config.package) {
+            Ok(staged) => Ok((verified.report, Some(staged))),
+            Err(v) => {
+                let mut violations = verified.report.violations;
+                violations.push(v);
+                Ok((Report::new(verified.report.kind, violations), None))
+            }
+        }
+    }
+
+    /// The document's own report, its kind, and its well-formed supporting-file entries.
+    fn check_declared(&self, input: &[u8], kind: Option<Kind>, admission: &Admission) -> (Option<Kind>, Vec<Violation>, Vec<Declared>) {
+        let result = document::with_document(input, &self.config.limits, |root| {
+            let mut ctx = Ctx::new();
+            document::duplicate_keys(root, &mut ctx.out);
+            let kind = kind.or_else(|| Kind::detect(root));
+            match kind {
+                Some(k) => kinds::check(k, root, &self.config, admission, &mut ctx),
+                None => ctx.out.push(unknown_kind()),
+            }
+            let declared = if kind == Some(Kind::SpecBundle) { files::declared(root) } else { Vec::new() };
+            (kind, ctx.out, declared)
+        });
+        match result {
+            Ok(r) => r,
+            Err(v) => (kind, vec![v], Vec::new()),
         }
     }
 
@@ -67,6 +148,23 @@ impl Validator {
             Some(n) => pool(n).install(run),
             None => run(),
         }
+    }
+}
+
+/// A document's report with what its supporting files were found to be.
+pub struct Verified {
+    pub report: Report,
+    pub declared: Vec<Declared>,
+    /// Per declared entry: the digest and size found, where it could be read.
+    pub found: Vec<Option<Found>>,
+}
+
+fn unknown_kind() -> Violation {
+    Violation {
+        rule: "kind.unknown",
+        field: String::new(),
+        message: "cannot tell which kind of document this is: no apiVersion (jobspec), transitions (job_record), experiment_id or best (best_rec), or mode, command or network_arch (spec_bundle); pass the kind explicitly".into(),
+        severity: Severity::Error,
     }
 }
 

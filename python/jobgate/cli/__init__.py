@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from jobgate import __version__
-from jobgate.cli import check, demo
+from jobgate.cli import check, demo, stage
 from jobgate.config import ConfigError
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jobgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     check.add_parser(sub)
+    stage.add_parser(sub)
     demo.add_parser(sub)
     return parser
 

