@@ -140,6 +140,8 @@ def print_table(result: dict) -> None:
             base = r["per_call_s"]
             print(f"{bench}  (median per document; x = relative to jobgate's first row)")
         print(f"  {r['impl']:<50} {fmt_time(r['per_call_s'])}   {r['per_call_s'] / base:7.2f}x")
+
+def print_targets(result: dict) -> None:
     print()
     print("targets (SPEC §8):")
     for t in result["targets"]:
@@ -151,9 +153,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller batches")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--only-core", action="store_true", help="skip the supporting-file hashing benchmarks")
     args = parser.parse_args()
     result = run(args.quick)
+    if not args.only_core:
+        from benchmarks import hashing
+
+        files = hashing.run(args.quick)
+        result["files"] = files["rows"]
+        result["targets"] += files["targets"]
     print_table(result)
+    if "files" in result:
+        print()
+        from benchmarks import hashing
+
+        hashing.print_table({"rows": result["files"]})
+    print_targets(result)
     out = Path(args.json) if args.json else Path(__file__).parent / "results" / "latest.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

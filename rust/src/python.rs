@@ -10,8 +10,8 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
 use std::path::PathBuf;
 
 use crate::config::{CatalogEntry, CoreConfig, Observability};
-use crate::files::staging::FileSource;
 use crate::document::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH};
+use crate::files::staging::FileSource;
 use crate::kinds::{Admission, Kind};
 use crate::report::{Report as CoreReport, Severity, Violation as CoreViolation};
 use crate::validator::Validator as CoreValidator;
@@ -201,21 +201,38 @@ impl Validator {
         project_quota: Option<u64>,
     ) -> PyResult<Report> {
         let kind = parse_kind(kind)?;
-        let admission = Admission { owner, project_gpus_in_use, project_quota };
-        let doc = document.filter(|d| !d.is_none()).map(Document::extract).transpose()?;
+        let admission = Admission {
+            owner,
+            project_gpus_in_use,
+            project_quota,
+        };
+        let doc = document
+            .filter(|d| !d.is_none())
+            .map(Document::extract)
+            .transpose()?;
         if let Some(source) = file_source(&root, &package)? {
             if let Some(Document::Unreadable(_)) = &doc {
-                return Ok(Report::wrap(doc.as_ref().map(|d| d.check(&self.core, kind, &admission)).unwrap_or_else(|| CoreReport::new(kind, vec![]))));
+                return Ok(Report::wrap(
+                    doc.as_ref()
+                        .map(|d| d.check(&self.core, kind, &admission))
+                        .unwrap_or_else(|| CoreReport::new(kind, vec![])),
+                ));
             }
             let bytes = doc.as_ref().map(Document::bytes);
-            let verified = py.detach(|| self.core.check_files(bytes, kind, &admission, source)).map_err(PyFileNotFoundError::new_err)?;
+            let verified = py
+                .detach(|| self.core.check_files(bytes, kind, &admission, source))
+                .map_err(PyFileNotFoundError::new_err)?;
             return Ok(Report::wrap(verified.report));
         }
-        let doc = doc.ok_or_else(|| PyTypeError::new_err("a document is needed unless a package is given"))?;
+        let doc = doc.ok_or_else(|| {
+            PyTypeError::new_err("a document is needed unless a package is given")
+        })?;
         let bytes = doc.bytes();
         let report = match &doc {
             Document::Unreadable(_) => doc.check(&self.core, kind, &admission),
-            _ if bytes.len() > DETACH_ABOVE => py.detach(|| self.core.check(bytes, kind, &admission)),
+            _ if bytes.len() > DETACH_ABOVE => {
+                py.detach(|| self.core.check(bytes, kind, &admission))
+            }
             _ => self.core.check(bytes, kind, &admission),
         };
         Ok(Report::wrap(report))
@@ -225,16 +242,38 @@ impl Validator {
     /// `<job_dir>/inputs/action-helpers/`, atomically. Nothing is written unless the
     /// report passes.
     #[pyo3(signature = (document, job_dir, *, root=None, package=None))]
-    fn stage(&self, py: Python<'_>, document: Option<&Bound<'_, PyAny>>, job_dir: PathBuf, root: Option<PathBuf>, package: Option<PathBuf>) -> PyResult<Staging> {
-        let source = file_source(&root, &package)?.ok_or_else(|| PyValueError::new_err("staging needs root= or package="))?;
-        let doc = document.filter(|d| !d.is_none()).map(Document::extract).transpose()?;
+    fn stage(
+        &self,
+        py: Python<'_>,
+        document: Option<&Bound<'_, PyAny>>,
+        job_dir: PathBuf,
+        root: Option<PathBuf>,
+        package: Option<PathBuf>,
+    ) -> PyResult<Staging> {
+        let source = file_source(&root, &package)?
+            .ok_or_else(|| PyValueError::new_err("staging needs root= or package="))?;
+        let doc = document
+            .filter(|d| !d.is_none())
+            .map(Document::extract)
+            .transpose()?;
         let bytes = doc.as_ref().map(Document::bytes);
-        let (report, staged) = py.detach(|| self.core.stage(bytes, source, &job_dir)).map_err(PyFileNotFoundError::new_err)?;
+        let (report, staged) = py
+            .detach(|| self.core.stage(bytes, source, &job_dir))
+            .map_err(PyFileNotFoundError::new_err)?;
         Ok(Staging {
             report: Py::new(py, Report::wrap(report))?,
-            directory: staged.as_ref().map(|s| s.directory.to_string_lossy().into_owned()),
+            directory: staged
+                .as_ref()
+                .map(|s| s.directory.to_string_lossy().into_owned()),
             reused: staged.as_ref().is_some_and(|s| s.reused),
-            files: staged.map(|s| s.entries.into_iter().map(|e| (e.source, e.destination, e.sha256, e.size)).collect()).unwrap_or_default(),
+            files: staged
+                .map(|s| {
+                    s.entries
+                        .into_iter()
+                        .map(|e| (e.source, e.destination, e.sha256, e.size))
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -278,7 +317,10 @@ impl Validator {
     }
 }
 
-fn file_source<'a>(root: &'a Option<PathBuf>, package: &'a Option<PathBuf>) -> PyResult<Option<FileSource<'a>>> {
+fn file_source<'a>(
+    root: &'a Option<PathBuf>,
+    package: &'a Option<PathBuf>,
+) -> PyResult<Option<FileSource<'a>>> {
     match (root, package) {
         (Some(_), Some(_)) => Err(PyValueError::new_err("give root= or package=, not both")),
         (Some(r), None) => Ok(Some(FileSource::Root(r))),
@@ -312,7 +354,13 @@ impl Staging {
     }
 
     fn __repr__(&self) -> String {
-        format!("Staging(ok={}, directory={:?}, reused={}, files={})", self.report.get().inner.ok() && self.directory.is_some(), self.directory, self.reused, self.files.len())
+        format!(
+            "Staging(ok={}, directory={:?}, reused={}, files={})",
+            self.report.get().inner.ok() && self.directory.is_some(),
+            self.directory,
+            self.reused,
+            self.files.len()
+        )
     }
 }
 

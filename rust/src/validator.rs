@@ -45,24 +45,44 @@ impl Validator {
     /// Checks a spec-bundle together with its supporting files, from a producer root or
     /// a package (whose own bundle is checked when `input` is `None`). `Err` when the
     /// root cannot be opened at all: that is a usage error, not a verdict.
-    pub fn check_files(&self, input: Option<&[u8]>, kind: Option<Kind>, admission: &Admission, source: FileSource<'_>) -> Result<Verified, String> {
+    pub fn check_files(
+        &self,
+        input: Option<&[u8]>,
+        kind: Option<Kind>,
+        admission: &Admission,
+        source: FileSource<'_>,
+    ) -> Result<Verified, String> {
         match source {
             FileSource::Root(dir) => {
-                let input = input.ok_or("a document is needed to verify against a producer root")?;
-                let dir_handle = root::RootDir::open(dir).map_err(|e| format!("the producer root {} cannot be opened: {e}", dir.display()))?;
+                let input =
+                    input.ok_or("a document is needed to verify against a producer root")?;
+                let dir_handle = root::RootDir::open(dir).map_err(|e| {
+                    format!("the producer root {} cannot be opened: {e}", dir.display())
+                })?;
                 let (kind, mut violations, declared) = self.check_declared(input, kind, admission);
                 let mut found = Vec::new();
                 if kind == Some(Kind::SpecBundle) {
-                    let (v, f) = root::verify(&dir_handle, &declared, self.config.package.max_bytes);
+                    let (v, f) =
+                        root::verify(&dir_handle, &declared, self.config.package.max_bytes);
                     violations.extend(v);
                     found = f;
                 }
-                Ok(Verified { report: Report::new(kind, violations), declared, found })
+                Ok(Verified {
+                    report: Report::new(kind, violations),
+                    declared,
+                    found,
+                })
             }
             FileSource::Package(path) => {
                 let contents = match package::read(path, &self.config.package) {
                     Ok(c) => c,
-                    Err(e) => return Ok(Verified { report: Report::new(kind, vec![e.into_violation()]), declared: Vec::new(), found: Vec::new() }),
+                    Err(e) => {
+                        return Ok(Verified {
+                            report: Report::new(kind, vec![e.into_violation()]),
+                            declared: Vec::new(),
+                            found: Vec::new(),
+                        })
+                    }
                 };
                 let document = match (input, &contents.bundle) {
                     (Some(doc), _) => doc,
@@ -71,13 +91,21 @@ impl Validator {
                         let v = Violation {
                             rule: "json.syntax",
                             field: String::new(),
-                            message: format!("the package {} holds no bundle.json or bundle.yaml at its root", path.display()),
+                            message: format!(
+                                "the package {} holds no bundle.json or bundle.yaml at its root",
+                                path.display()
+                            ),
                             severity: Severity::Error,
                         };
-                        return Ok(Verified { report: Report::new(kind, vec![v]), declared: Vec::new(), found: Vec::new() });
+                        return Ok(Verified {
+                            report: Report::new(kind, vec![v]),
+                            declared: Vec::new(),
+                            found: Vec::new(),
+                        });
                     }
                 };
-                let (kind, mut violations, declared) = self.check_declared(document, kind, admission);
+                let (kind, mut violations, declared) =
+                    self.check_declared(document, kind, admission);
                 let mut found = Vec::new();
                 if kind == Some(Kind::SpecBundle) {
                     let sources: Vec<String> = declared.iter().map(|d| d.source.clone()).collect();
@@ -85,19 +113,35 @@ impl Validator {
                     violations.extend(v);
                     found = f;
                 }
-                Ok(Verified { report: Report::new(kind, violations), declared, found })
+                Ok(Verified {
+                    report: Report::new(kind, violations),
+                    declared,
+                    found,
+                })
             }
         }
     }
 
     /// Verifies, then stages the closed set under `job_dir` (SPEC §3). Nothing is
     /// written unless verification passes.
-    pub fn stage(&self, input: Option<&[u8]>, source: FileSource<'_>, job_dir: &std::path::Path) -> Result<(Report, Option<Staged>), String> {
-        let verified = self.check_files(input, Some(Kind::SpecBundle), &Admission::default(), source)?;
+    pub fn stage(
+        &self,
+        input: Option<&[u8]>,
+        source: FileSource<'_>,
+        job_dir: &std::path::Path,
+    ) -> Result<(Report, Option<Staged>), String> {
+        let verified =
+            self.check_files(input, Some(Kind::SpecBundle), &Admission::default(), source)?;
         if !verified.report.ok() {
             return Ok((verified.report, None));
         }
-        match staging::stage(&verified.declared, &verified.found, source, job_dir, &self.config.package) {
+        match staging::stage(
+            &verified.declared,
+            &verified.found,
+            source,
+            job_dir,
+            &self.config.package,
+        ) {
             Ok(staged) => Ok((verified.report, Some(staged))),
             Err(v) => {
                 let mut violations = verified.report.violations;
@@ -108,7 +152,12 @@ impl Validator {
     }
 
     /// The document's own report, its kind, and its well-formed supporting-file entries.
-    fn check_declared(&self, input: &[u8], kind: Option<Kind>, admission: &Admission) -> (Option<Kind>, Vec<Violation>, Vec<Declared>) {
+    fn check_declared(
+        &self,
+        input: &[u8],
+        kind: Option<Kind>,
+        admission: &Admission,
+    ) -> (Option<Kind>, Vec<Violation>, Vec<Declared>) {
         let result = document::with_document(input, &self.config.limits, |root| {
             let mut ctx = Ctx::new();
             document::duplicate_keys(root, &mut ctx.out);
@@ -117,7 +166,11 @@ impl Validator {
                 Some(k) => kinds::check(k, root, &self.config, admission, &mut ctx),
                 None => ctx.out.push(unknown_kind()),
             }
-            let declared = if kind == Some(Kind::SpecBundle) { files::declared(root) } else { Vec::new() };
+            let declared = if kind == Some(Kind::SpecBundle) {
+                files::declared(root)
+            } else {
+                Vec::new()
+            };
             (kind, ctx.out, declared)
         });
         match result {

@@ -128,7 +128,7 @@ CASES = [
     C("tao.best_rec.not_best", BEST, {"/best/rec_id": "rec_009"}, [("tao.best_rec.not_best", "/best/rec_id")]),
 ]
 
-# Rules that need files on disk or a package, verified by the supporting-files layer.
+# Rules that need files on disk or a package: their cases are in tests/files/.
 FILE_RULES = {
     "tao.supporting_file.missing", "tao.supporting_file.not_regular", "tao.supporting_file.escape",
     "tao.supporting_file.sha256_mismatch", "tao.supporting_file.undeclared",
@@ -137,8 +137,12 @@ FILE_RULES = {
 
 
 def test_every_catalogued_rule_has_a_case():
+    from pathlib import Path
+
     catalogue = {r["rule"] for r in jobgate.rules()}
     assert catalogue - FILE_RULES == {c.rule for c in CASES}
+    file_tests = "".join(p.read_text() for p in (Path(__file__).parents[1] / "files").glob("test_*.py"))
+    assert {r for r in FILE_RULES if f'"{r}"' not in file_tests} == set()
 
 
 _validators: dict[str, jobgate.Validator] = {}

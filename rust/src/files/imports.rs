@@ -26,9 +26,16 @@ pub fn sibling_imports(source: &str) -> Vec<String> {
                     (1, true) => {
                         // `from . import a, b as c`: each name may be a sibling module.
                         if let Some(pos) = statement.find(" import ") {
-                            let names = statement[pos + 8..].trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace());
+                            let names = statement[pos + 8..]
+                                .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace());
                             for item in names.split(',') {
-                                push(&mut out, item.split_whitespace().next().unwrap_or("").trim_matches(|c| c == '(' || c == ')'));
+                                push(
+                                    &mut out,
+                                    item.split_whitespace()
+                                        .next()
+                                        .unwrap_or("")
+                                        .trim_matches(|c| c == '(' || c == ')'),
+                                );
                             }
                         }
                     }
@@ -42,7 +49,10 @@ pub fn sibling_imports(source: &str) -> Vec<String> {
 }
 
 fn push(out: &mut Vec<String>, name: &str) {
-    let ok = !name.is_empty() && name != "*" && name.chars().all(|c| c.is_alphanumeric() || c == '_') && !name.starts_with(|c: char| c.is_ascii_digit());
+    let ok = !name.is_empty()
+        && name != "*"
+        && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
     if ok && !out.iter().any(|n| n == name) {
         out.push(name.to_string());
     }
@@ -69,7 +79,10 @@ fn statements(source: &str) -> Vec<String> {
                     None => break,
                 }
             }
-            let triple = ["\"\"\"", "'''"].iter().filter_map(|q| rest.find(q).map(|p| (p, *q))).min();
+            let triple = ["\"\"\"", "'''"]
+                .iter()
+                .filter_map(|q| rest.find(q).map(|p| (p, *q)))
+                .min();
             let hash = rest.find('#');
             match (triple, hash) {
                 (Some((p, q)), h) if h.is_none_or(|h| p < h) => {
@@ -116,6 +129,9 @@ mod tests {
     #[test]
     fn reads_the_import_forms() {
         let src = "import os, helper_a as a\nfrom helper_b.sub import x\nfrom . import helper_c, helper_d as d\nfrom .helper_e import y\nfrom .. import parent\nfrom pkg import (\n    one,\n    two,\n)\n# import commented\n\"\"\"\nimport in_docstring\n\"\"\"\nx = 1; import helper_f\n";
-        assert_eq!(sibling_imports(src), ["os", "helper_a", "helper_b", "helper_c", "helper_d", "helper_e", "pkg", "helper_f"]);
+        assert_eq!(
+            sibling_imports(src),
+            ["os", "helper_a", "helper_b", "helper_c", "helper_d", "helper_e", "pkg", "helper_f"]
+        );
     }
 }

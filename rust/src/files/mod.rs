@@ -34,7 +34,9 @@ impl Declared {
 /// already reported by the document rules (`schema.pattern`, `tao.supporting_file.path`)
 /// and are not touched on disk.
 pub fn declared(bundle: Value<'_, '_>) -> Vec<Declared> {
-    let Some(files) = bundle.at(&["execution", "supporting_files"]) else { return Vec::new() };
+    let Some(files) = bundle.at(&["execution", "supporting_files"]) else {
+        return Vec::new();
+    };
     files
         .items()
         .enumerate()
@@ -42,9 +44,21 @@ pub fn declared(bundle: Value<'_, '_>) -> Vec<Declared> {
             let source = f.get_str("source")?;
             let destination = f.get_str("destination")?;
             let sha256 = f.get_str("sha256")?;
-            let lowercase_hex = sha256.len() == 64 && sha256.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
-            let ok = lowercase_hex && !source.is_empty() && !destination.is_empty() && supporting_path(source).is_ok() && supporting_path(destination).is_ok();
-            ok.then(|| Declared { index, source: source.into(), destination: destination.into(), sha256: sha256.into() })
+            let lowercase_hex = sha256.len() == 64
+                && sha256
+                    .bytes()
+                    .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+            let ok = lowercase_hex
+                && !source.is_empty()
+                && !destination.is_empty()
+                && supporting_path(source).is_ok()
+                && supporting_path(destination).is_ok();
+            ok.then(|| Declared {
+                index,
+                source: source.into(),
+                destination: destination.into(),
+                sha256: sha256.into(),
+            })
         })
         .collect()
 }
@@ -57,7 +71,12 @@ pub struct Found {
 }
 
 pub(crate) fn violation(field: String, rule: &'static str, message: String) -> Violation {
-    Violation { rule, field, message, severity: Severity::Error }
+    Violation {
+        rule,
+        field,
+        message,
+        severity: Severity::Error,
+    }
 }
 
 /// The comparison every source makes once its bytes are hashed.
@@ -66,7 +85,10 @@ pub(crate) fn compare(d: &Declared, found: &Found, out: &mut Vec<Violation>) {
         out.push(violation(
             d.field("sha256"),
             "tao.supporting_file.sha256_mismatch",
-            format!("{} hashes to {} but the bundle declares {}; re-declare it or restore the file", d.source, found.sha256, d.sha256),
+            format!(
+                "{} hashes to {} but the bundle declares {}; re-declare it or restore the file",
+                d.source, found.sha256, d.sha256
+            ),
         ));
     }
 }

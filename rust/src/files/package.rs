@@ -30,7 +30,10 @@ pub struct PackageLimits {
 
 impl Default for PackageLimits {
     fn default() -> Self {
-        PackageLimits { max_bytes: 1 << 30, max_members: 100_000 }
+        PackageLimits {
+            max_bytes: 1 << 30,
+            max_members: 100_000,
+        }
     }
 }
 
@@ -71,21 +74,39 @@ pub enum PackageError {
 impl PackageError {
     pub fn into_violation(self) -> Violation {
         match self {
-            PackageError::Size(m) => Violation { rule: "limits.size", field: String::new(), message: m, severity: Severity::Error },
-            PackageError::Unreadable(m) => Violation { rule: "json.syntax", field: String::new(), message: m, severity: Severity::Error },
+            PackageError::Size(m) => Violation {
+                rule: "limits.size",
+                field: String::new(),
+                message: m,
+                severity: Severity::Error,
+            },
+            PackageError::Unreadable(m) => Violation {
+                rule: "json.syntax",
+                field: String::new(),
+                message: m,
+                severity: Severity::Error,
+            },
         }
     }
 }
 
 fn unreadable(path: &Path, e: impl std::fmt::Display) -> PackageError {
-    PackageError::Unreadable(format!("the package {} cannot be read: {e}", path.display()))
+    PackageError::Unreadable(format!(
+        "the package {} cannot be read: {e}",
+        path.display()
+    ))
 }
 
 /// Called for every member but directories: its raw name, kind, declared size and content.
-pub type Visitor<'v> = dyn FnMut(&str, MemberKind, u64, &mut dyn Read) -> Result<(), PackageError> + 'v;
+pub type Visitor<'v> =
+    dyn FnMut(&str, MemberKind, u64, &mut dyn Read) -> Result<(), PackageError> + 'v;
 
 /// Streams every member of the archive at `path` through `visit`, once, in order.
-pub fn visit(path: &Path, limits: &PackageLimits, visit: &mut Visitor<'_>) -> Result<(), PackageError> {
+pub fn visit(
+    path: &Path,
+    limits: &PackageLimits,
+    visit: &mut Visitor<'_>,
+) -> Result<(), PackageError> {
     let mut file = File::open(path).map_err(|e| unreadable(path, e))?;
     let mut magic = [0u8; 262];
     let n = read_up_to(&mut file, &mut magic).map_err(|e| unreadable(path, e))?;
@@ -98,23 +119,39 @@ pub fn visit(path: &Path, limits: &PackageLimits, visit: &mut Visitor<'_>) -> Re
     if magic.starts_with(&[0x1f, 0x8b]) {
         visit_tar(path, flate2::read::GzDecoder::new(reader), visit)
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        let decoder = zstd::stream::read::Decoder::with_buffer(reader).map_err(|e| unreadable(path, e))?;
+        let decoder =
+            zstd::stream::read::Decoder::with_buffer(reader).map_err(|e| unreadable(path, e))?;
         visit_tar(path, decoder, visit)
     } else if magic.len() >= 262 && &magic[257..262] == b"ustar" {
         visit_tar(path, reader, visit)
     } else {
-        Err(PackageError::Unreadable(format!("{} is not a tar, tar.gz, tar.zst or zip archive", path.display())))
+        Err(PackageError::Unreadable(format!(
+            "{} is not a tar, tar.gz, tar.zst or zip archive",
+            path.display()
+        )))
     }
 }
 
 pub fn read(path: &Path, limits: &PackageLimits) -> Result<Contents, PackageError> {
-    let mut c = Collector { contents: Contents::default(), seen: HashMap::new(), total: 0, limits };
+    let mut c = Collector {
+        contents: Contents::default(),
+        seen: HashMap::new(),
+        total: 0,
+        limits,
+    };
     visit(path, limits, &mut |raw, kind, size, reader| {
-        let Some(name) = c.admit(raw, size)? else { return Ok(()) };
+        let Some(name) = c.admit(raw, size)? else {
+            return Ok(());
+        };
         match kind {
             MemberKind::Regular => c.regular(name, reader, size),
             kind => {
-                c.contents.members.push(Member { name, kind, found: None, text: None });
+                c.contents.members.push(Member {
+                    name,
+                    kind,
+                    found: None,
+                    text: None,
+                });
                 Ok(())
             }
         }
@@ -150,20 +187,34 @@ struct Collector<'a> {
 impl Collector<'_> {
     fn admit(&mut self, raw: &str, declared_size: u64) -> Result<Option<String>, PackageError> {
         if self.contents.members.len() + self.contents.violations.len() >= self.limits.max_members {
-            return Err(PackageError::Size(format!("the package holds more than {} members", self.limits.max_members)));
+            return Err(PackageError::Size(format!(
+                "the package holds more than {} members",
+                self.limits.max_members
+            )));
         }
         self.total = self.total.saturating_add(declared_size);
         if self.total > self.limits.max_bytes {
-            return Err(PackageError::Size(format!("the package's members hold more than {} bytes; refused before inflating them", self.limits.max_bytes)));
+            return Err(PackageError::Size(format!(
+                "the package's members hold more than {} bytes; refused before inflating them",
+                self.limits.max_bytes
+            )));
         }
         let name = match member_name(raw) {
             Ok(n) => n,
             Err(why) => {
-                self.contents.violations.push(violation("/execution/supporting_files".into(), "tao.supporting_file.path", why));
+                self.contents.violations.push(violation(
+                    "/execution/supporting_files".into(),
+                    "tao.supporting_file.path",
+                    why,
+                ));
                 return Ok(None);
             }
         };
-        if self.seen.insert(name.clone(), self.contents.members.len()).is_some() {
+        if self
+            .seen
+            .insert(name.clone(), self.contents.members.len())
+            .is_some()
+        {
             self.contents.violations.push(violation(
                 "/execution/supporting_files".into(),
                 "tao.supporting_file.undeclared",
@@ -174,22 +225,43 @@ impl Collector<'_> {
         Ok(Some(name))
     }
 
-    fn regular(&mut self, name: String, reader: &mut dyn Read, size_limit: u64) -> Result<(), PackageError> {
+    fn regular(
+        &mut self,
+        name: String,
+        reader: &mut dyn Read,
+        size_limit: u64,
+    ) -> Result<(), PackageError> {
         if BUNDLE_NAMES.contains(&name.as_str()) {
             let mut data = Vec::new();
-            reader.take(size_limit + 1).read_to_end(&mut data).map_err(|e| PackageError::Unreadable(format!("the package's {name} cannot be read: {e}")))?;
+            reader
+                .take(size_limit + 1)
+                .read_to_end(&mut data)
+                .map_err(|e| {
+                    PackageError::Unreadable(format!("the package's {name} cannot be read: {e}"))
+                })?;
             self.contents.bundle = Some((name, data));
             return Ok(());
         }
         let is_python = name.ends_with(".py");
         let mut text = Vec::new();
         let sink: Option<&mut dyn io::Write> = if is_python { Some(&mut text) } else { None };
-        let (sha256, size) = sha256_reader(reader, size_limit, sink).map_err(|e| match e.kind() {
-            io::ErrorKind::InvalidData => PackageError::Size(format!("the package member {name} holds more than it declares")),
-            _ => PackageError::Unreadable(format!("the package member {name} cannot be read: {e}")),
-        })?;
-        let text = (is_python && size <= MAX_SCANNED_HELPER).then(|| String::from_utf8_lossy(&text).into_owned());
-        self.contents.members.push(Member { name, kind: MemberKind::Regular, found: Some(Found { sha256, size }), text });
+        let (sha256, size) =
+            sha256_reader(reader, size_limit, sink).map_err(|e| match e.kind() {
+                io::ErrorKind::InvalidData => PackageError::Size(format!(
+                    "the package member {name} holds more than it declares"
+                )),
+                _ => PackageError::Unreadable(format!(
+                    "the package member {name} cannot be read: {e}"
+                )),
+            })?;
+        let text = (is_python && size <= MAX_SCANNED_HELPER)
+            .then(|| String::from_utf8_lossy(&text).into_owned());
+        self.contents.members.push(Member {
+            name,
+            kind: MemberKind::Regular,
+            found: Some(Found { sha256, size }),
+            text,
+        });
         Ok(())
     }
 }
@@ -199,7 +271,12 @@ fn visit_tar(path: &Path, reader: impl Read, visit: &mut Visitor<'_>) -> Result<
     for entry in archive.entries().map_err(|e| unreadable(path, e))? {
         let mut entry = entry.map_err(|e| unreadable(path, e))?;
         let t = entry.header().entry_type();
-        if t.is_dir() || t.is_pax_global_extensions() || t.is_pax_local_extensions() || t.is_gnu_longname() || t.is_gnu_longlink() {
+        if t.is_dir()
+            || t.is_pax_global_extensions()
+            || t.is_pax_local_extensions()
+            || t.is_gnu_longname()
+            || t.is_gnu_longlink()
+        {
             continue;
         }
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
@@ -218,8 +295,14 @@ fn visit_tar(path: &Path, reader: impl Read, visit: &mut Visitor<'_>) -> Result<
     Ok(())
 }
 
-fn visit_zip(path: &Path, file: File, limits: &PackageLimits, visit: &mut Visitor<'_>) -> Result<(), PackageError> {
-    let mut archive = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| unreadable(path, e))?;
+fn visit_zip(
+    path: &Path,
+    file: File,
+    limits: &PackageLimits,
+    visit: &mut Visitor<'_>,
+) -> Result<(), PackageError> {
+    let mut archive =
+        zip::ZipArchive::new(BufReader::new(file)).map_err(|e| unreadable(path, e))?;
     // The central directory states every size: a bomb is refused before one byte inflates.
     let mut declared_total = 0u64;
     for i in 0..archive.len() {
@@ -248,13 +331,25 @@ fn visit_zip(path: &Path, file: File, limits: &PackageLimits, visit: &mut Visito
 
 /// Compares the package's members with the declared set: every source present, a
 /// regular file with its declared digest, nothing undeclared, imports closed.
-pub fn compare_members(contents: &Contents, declared: &[Declared], all_sources: &[String]) -> (Vec<Violation>, Vec<Option<Found>>) {
+pub fn compare_members(
+    contents: &Contents,
+    declared: &[Declared],
+    all_sources: &[String],
+) -> (Vec<Violation>, Vec<Option<Found>>) {
     let mut out = contents.violations.clone();
-    let by_name: HashMap<&str, &Member> = contents.members.iter().map(|m| (m.name.as_str(), m)).collect();
+    let by_name: HashMap<&str, &Member> = contents
+        .members
+        .iter()
+        .map(|m| (m.name.as_str(), m))
+        .collect();
     let mut found = Vec::with_capacity(declared.len());
     for d in declared {
         let Some(m) = by_name.get(normalize(&d.source).as_str()) else {
-            out.push(violation(d.field("source"), "tao.supporting_file.missing", format!("{} is declared but the package does not hold it", d.source)));
+            out.push(violation(
+                d.field("source"),
+                "tao.supporting_file.missing",
+                format!("{} is declared but the package does not hold it", d.source),
+            ));
             found.push(None);
             continue;
         };
@@ -269,7 +364,14 @@ pub fn compare_members(contents: &Contents, declared: &[Declared], all_sources: 
                     MemberKind::Device => "a device or FIFO",
                     _ => "not a regular file",
                 };
-                out.push(violation(d.field("source"), "tao.supporting_file.not_regular", format!("{} is {what} in the package, not a regular file; links are never followed", d.source)));
+                out.push(violation(
+                    d.field("source"),
+                    "tao.supporting_file.not_regular",
+                    format!(
+                        "{} is {what} in the package, not a regular file; links are never followed",
+                        d.source
+                    ),
+                ));
                 found.push(None);
                 continue;
             }
@@ -277,10 +379,22 @@ pub fn compare_members(contents: &Contents, declared: &[Declared], all_sources: 
         if let Some(text) = &m.text {
             let dir = d.source.rfind('/').map_or("", |p| &d.source[..=p]);
             for module in sibling_imports(text) {
-                for rel in [format!("{dir}{module}.py"), format!("{dir}{module}/__init__.py")] {
+                for rel in [
+                    format!("{dir}{module}.py"),
+                    format!("{dir}{module}/__init__.py"),
+                ] {
                     let rel = normalize(&rel);
-                    if by_name.contains_key(rel.as_str()) && !all_sources.iter().any(|s| normalize(s) == rel) {
-                        out.push(violation(d.field("source"), "tao.supporting_file.undeclared_import", format!("{} imports {module}, and {rel} is in the package but not declared", d.source)));
+                    if by_name.contains_key(rel.as_str())
+                        && !all_sources.iter().any(|s| normalize(s) == rel)
+                    {
+                        out.push(violation(
+                            d.field("source"),
+                            "tao.supporting_file.undeclared_import",
+                            format!(
+                                "{} imports {module}, and {rel} is in the package but not declared",
+                                d.source
+                            ),
+                        ));
                     }
                 }
             }
@@ -292,7 +406,10 @@ pub fn compare_members(contents: &Contents, declared: &[Declared], all_sources: 
             out.push(violation(
                 "/execution/supporting_files".into(),
                 "tao.supporting_file.undeclared",
-                format!("the package holds {}, which is neither the bundle nor a declared source", m.name),
+                format!(
+                    "the package holds {}, which is neither the bundle nor a declared source",
+                    m.name
+                ),
             ));
         }
     }

@@ -34,16 +34,29 @@ pub enum OpenError {
 
 impl RootDir {
     pub fn open(path: &Path) -> io::Result<RootDir> {
-        let fd = rustix::fs::open(path, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+        let fd = rustix::fs::open(
+            path,
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
         Ok(RootDir { fd })
     }
 
     /// Opens `rel` for reading without leaving the root; refuses anything not a regular file.
     pub fn open_file(&self, rel: &str) -> Result<File, OpenError> {
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-        let fd = openat2(&self.fd, rel, flags, Mode::empty(), ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS).map_err(|e| match e {
+        let fd = openat2(
+            &self.fd,
+            rel,
+            flags,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| match e {
             rustix::io::Errno::NOENT => OpenError::Missing("it does not exist".into()),
-            rustix::io::Errno::NOTDIR => OpenError::Missing("a parent of it is not a directory".into()),
+            rustix::io::Errno::NOTDIR => {
+                OpenError::Missing("a parent of it is not a directory".into())
+            }
             rustix::io::Errno::XDEV => OpenError::Escape,
             rustix::io::Errno::LOOP => OpenError::Missing("its symlinks loop".into()),
             e => OpenError::Io(e.into()),
@@ -54,7 +67,9 @@ impl RootDir {
             FileType::Directory => return Err(OpenError::NotRegular("a directory")),
             FileType::Fifo => return Err(OpenError::NotRegular("a FIFO")),
             FileType::Socket => return Err(OpenError::NotRegular("a socket")),
-            FileType::CharacterDevice | FileType::BlockDevice => return Err(OpenError::NotRegular("a device")),
+            FileType::CharacterDevice | FileType::BlockDevice => {
+                return Err(OpenError::NotRegular("a device"))
+            }
             _ => return Err(OpenError::NotRegular("not a regular file")),
         }
         // Reading blocks normally from here on; NONBLOCK only kept a FIFO from hanging the open.
@@ -64,7 +79,14 @@ impl RootDir {
 
     /// Whether `rel` exists (as anything) beneath the root.
     pub fn exists(&self, rel: &str) -> bool {
-        openat2(&self.fd, rel, OFlags::PATH | OFlags::CLOEXEC, Mode::empty(), ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS).is_ok()
+        openat2(
+            &self.fd,
+            rel,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+        .is_ok()
     }
 }
 
@@ -80,8 +102,15 @@ pub fn open_violation(d: &Declared, e: OpenError) -> Violation {
 
 /// Verifies every declared file in parallel; returns the violations and, per declared
 /// entry, what was found (`None` where it could not be hashed).
-pub fn verify(root: &RootDir, declared: &[Declared], max_file_bytes: u64) -> (Vec<Violation>, Vec<Option<Found>>) {
-    let results: Vec<(Vec<Violation>, Option<Found>)> = declared.par_iter().map(|d| verify_one(root, d, declared, max_file_bytes)).collect();
+pub fn verify(
+    root: &RootDir,
+    declared: &[Declared],
+    max_file_bytes: u64,
+) -> (Vec<Violation>, Vec<Option<Found>>) {
+    let results: Vec<(Vec<Violation>, Option<Found>)> = declared
+        .par_iter()
+        .map(|d| verify_one(root, d, declared, max_file_bytes))
+        .collect();
     let mut violations = Vec::new();
     let mut found = Vec::with_capacity(results.len());
     for (v, f) in results {
@@ -91,7 +120,12 @@ pub fn verify(root: &RootDir, declared: &[Declared], max_file_bytes: u64) -> (Ve
     (violations, found)
 }
 
-fn verify_one(root: &RootDir, d: &Declared, all: &[Declared], max_file_bytes: u64) -> (Vec<Violation>, Option<Found>) {
+fn verify_one(
+    root: &RootDir,
+    d: &Declared,
+    all: &[Declared],
+    max_file_bytes: u64,
+) -> (Vec<Violation>, Option<Found>) {
     let mut out = Vec::new();
     let mut file = match root.open_file(&d.source) {
         Ok(f) => f,
@@ -102,7 +136,16 @@ fn verify_one(root: &RootDir, d: &Declared, all: &[Declared], max_file_bytes: u6
     let sink: Option<&mut dyn io::Write> = if is_python { Some(&mut text) } else { None };
     let (sha256, size) = match sha256_reader(&mut file, max_file_bytes, sink) {
         Ok(r) => r,
-        Err(e) => return (vec![violation(d.field("source"), "tao.supporting_file.missing", format!("{} cannot be read: {e}", d.source))], None),
+        Err(e) => {
+            return (
+                vec![violation(
+                    d.field("source"),
+                    "tao.supporting_file.missing",
+                    format!("{} cannot be read: {e}", d.source),
+                )],
+                None,
+            )
+        }
     };
     let found = Found { sha256, size };
     compare(d, &found, &mut out);
@@ -112,7 +155,13 @@ fn verify_one(root: &RootDir, d: &Declared, all: &[Declared], max_file_bytes: u6
     (out, Some(found))
 }
 
-fn undeclared_imports(root: &RootDir, d: &Declared, all: &[Declared], text: &str, out: &mut Vec<Violation>) {
+fn undeclared_imports(
+    root: &RootDir,
+    d: &Declared,
+    all: &[Declared],
+    text: &str,
+    out: &mut Vec<Violation>,
+) {
     let dir = match d.source.rfind('/') {
         Some(p) => &d.source[..=p],
         None => "",
@@ -136,5 +185,8 @@ fn undeclared_imports(root: &RootDir, d: &Declared, all: &[Declared], text: &str
 
 /// `a//b/./c` and `a/b/c` name the same file.
 pub fn normalize(path: &str) -> String {
-    path.split('/').filter(|s| !s.is_empty() && *s != ".").collect::<Vec<_>>().join("/")
+    path.split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect::<Vec<_>>()
+        .join("/")
 }

@@ -46,11 +46,17 @@ pub struct Staged {
 }
 
 fn conflict(message: String) -> Violation {
-    violation("/execution/supporting_files".into(), "tao.staging.conflict", message)
+    violation(
+        "/execution/supporting_files".into(),
+        "tao.staging.conflict",
+        message,
+    )
 }
 
 fn io_violation(what: &str, e: io::Error) -> Violation {
-    conflict(format!("staging failed while {what}: {e}; nothing was staged"))
+    conflict(format!(
+        "staging failed while {what}: {e}; nothing was staged"
+    ))
 }
 
 pub fn manifest_json(entries: &[ManifestEntry]) -> String {
@@ -100,18 +106,34 @@ fn listing(dir: &Path) -> io::Result<BTreeSet<String>> {
 }
 
 /// Stages the verified set (`found[i]` for `declared[i]`, all present) under `job_dir`.
-pub fn stage(declared: &[Declared], found: &[Option<Found>], source: FileSource<'_>, job_dir: &Path, limits: &PackageLimits) -> Result<Staged, Violation> {
+pub fn stage(
+    declared: &[Declared],
+    found: &[Option<Found>],
+    source: FileSource<'_>,
+    job_dir: &Path,
+    limits: &PackageLimits,
+) -> Result<Staged, Violation> {
     let mut entries: Vec<ManifestEntry> = declared
         .iter()
         .zip(found)
         .map(|(d, f)| {
-            let f = f.as_ref().ok_or_else(|| conflict(format!("{} was not verified; nothing was staged", d.source)))?;
-            Ok(ManifestEntry { destination: normalize(&d.destination), source: d.source.clone(), sha256: f.sha256.clone(), size: f.size })
+            let f = f.as_ref().ok_or_else(|| {
+                conflict(format!("{} was not verified; nothing was staged", d.source))
+            })?;
+            Ok(ManifestEntry {
+                destination: normalize(&d.destination),
+                source: d.source.clone(),
+                sha256: f.sha256.clone(),
+                size: f.size,
+            })
         })
         .collect::<Result<_, Violation>>()?;
     entries.sort();
     if let Some(e) = entries.iter().find(|e| e.destination == MANIFEST) {
-        return Err(conflict(format!("the destination {} is reserved for the staging manifest", e.destination)));
+        return Err(conflict(format!(
+            "the destination {} is reserved for the staging manifest",
+            e.destination
+        )));
     }
     let inputs = job_dir.join("inputs");
     let target = inputs.join(STAGING_DIR);
@@ -122,11 +144,18 @@ pub fn stage(declared: &[Declared], found: &[Option<Found>], source: FileSource<
     clean_stale_temporaries(&inputs);
     let temp = inputs.join(format!("{TEMP_PREFIX}{}-{}", std::process::id(), nanos()));
     let result = write_all(&temp, &entries, declared, source, limits).and_then(|()| {
-        fs::rename(&temp, &target).map_err(|e| io_violation("moving the staged files into place", e))?;
-        File::open(&inputs).and_then(|d| d.sync_all()).map_err(|e| io_violation("syncing the inputs directory", e))
+        fs::rename(&temp, &target)
+            .map_err(|e| io_violation("moving the staged files into place", e))?;
+        File::open(&inputs)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_violation("syncing the inputs directory", e))
     });
     match result {
-        Ok(()) => Ok(Staged { directory: target, reused: false, entries }),
+        Ok(()) => Ok(Staged {
+            directory: target,
+            reused: false,
+            entries,
+        }),
         Err(v) => {
             let _ = fs::remove_dir_all(&temp);
             // Someone else staged first: judge what is there now.
@@ -140,34 +169,64 @@ pub fn stage(declared: &[Declared], found: &[Option<Found>], source: FileSource<
 
 fn reuse(target: &Path, entries: Vec<ManifestEntry>) -> Result<Staged, Violation> {
     let Some(existing) = read_manifest(target) else {
-        return Err(conflict(format!("{} already exists without a readable staging manifest; it was left untouched", target.display())));
+        return Err(conflict(format!(
+            "{} already exists without a readable staging manifest; it was left untouched",
+            target.display()
+        )));
     };
     if existing != entries {
-        return Err(conflict(format!("{} already holds a different bundle's supporting files; it was left untouched", target.display())));
+        return Err(conflict(format!(
+            "{} already holds a different bundle's supporting files; it was left untouched",
+            target.display()
+        )));
     }
-    let expected: BTreeSet<String> = entries.iter().map(|e| e.destination.clone()).chain([MANIFEST.to_string()]).collect();
-    let actual = listing(target).map_err(|e| conflict(format!("{} cannot be listed: {e}", target.display())))?;
+    let expected: BTreeSet<String> = entries
+        .iter()
+        .map(|e| e.destination.clone())
+        .chain([MANIFEST.to_string()])
+        .collect();
+    let actual = listing(target)
+        .map_err(|e| conflict(format!("{} cannot be listed: {e}", target.display())))?;
     if let Some(extra) = actual.difference(&expected).next() {
-        return Err(conflict(format!("{} holds {extra}, which is not in its manifest; it was left untouched", target.display())));
+        return Err(conflict(format!(
+            "{} holds {extra}, which is not in its manifest; it was left untouched",
+            target.display()
+        )));
     }
     if let Some(missing) = expected.difference(&actual).next() {
-        return Err(conflict(format!("{} lacks {missing}, which its manifest lists; it was left untouched", target.display())));
+        return Err(conflict(format!(
+            "{} lacks {missing}, which its manifest lists; it was left untouched",
+            target.display()
+        )));
     }
-    Ok(Staged { directory: target.to_path_buf(), reused: true, entries })
+    Ok(Staged {
+        directory: target.to_path_buf(),
+        reused: true,
+        entries,
+    })
 }
 
 fn nanos() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
 }
 
 /// Temporary directories left by a staging process that no longer runs.
 fn clean_stale_temporaries(inputs: &Path) {
-    let Ok(dir) = fs::read_dir(inputs) else { return };
+    let Ok(dir) = fs::read_dir(inputs) else {
+        return;
+    };
     for entry in dir.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(TEMP_PREFIX) else { continue };
+        let Some(rest) = name.strip_prefix(TEMP_PREFIX) else {
+            continue;
+        };
         let pid: Option<i32> = rest.split('-').next().and_then(|p| p.parse().ok());
-        let alive = pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists() && p != std::process::id() as i32 || p == std::process::id() as i32);
+        let alive = pid.is_some_and(|p| {
+            Path::new(&format!("/proc/{p}")).exists() && p != std::process::id() as i32
+                || p == std::process::id() as i32
+        });
         if !alive {
             let _ = fs::remove_dir_all(entry.path());
         }
@@ -178,26 +237,46 @@ fn create(path: &Path) -> io::Result<File> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)?;
     }
-    OpenOptions::new().write(true).create_new(true).mode(0o644).open(path)
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(path)
 }
 
-fn write_all(temp: &Path, entries: &[ManifestEntry], declared: &[Declared], source: FileSource<'_>, limits: &PackageLimits) -> Result<(), Violation> {
+fn write_all(
+    temp: &Path,
+    entries: &[ManifestEntry],
+    declared: &[Declared],
+    source: FileSource<'_>,
+    limits: &PackageLimits,
+) -> Result<(), Violation> {
     fs::create_dir(temp).map_err(|e| io_violation("creating a temporary directory", e))?;
-    let by_source: HashMap<String, &ManifestEntry> = entries.iter().map(|e| (normalize(&e.source), e)).collect();
+    let by_source: HashMap<String, &ManifestEntry> =
+        entries.iter().map(|e| (normalize(&e.source), e)).collect();
     let mut dirs: BTreeSet<PathBuf> = BTreeSet::from([temp.to_path_buf()]);
     let mut copy = |entry: &ManifestEntry, reader: &mut dyn io::Read| -> Result<(), Violation> {
         let dest = temp.join(&entry.destination);
-        let mut out = create(&dest).map_err(|e| io_violation(&format!("creating {}", entry.destination), e))?;
-        let (sha256, size) = sha256_reader(reader, entry.size, Some(&mut out)).map_err(|e| io_violation(&format!("copying {}", entry.source), e))?;
+        let mut out = create(&dest)
+            .map_err(|e| io_violation(&format!("creating {}", entry.destination), e))?;
+        let (sha256, size) = sha256_reader(reader, entry.size, Some(&mut out))
+            .map_err(|e| io_violation(&format!("copying {}", entry.source), e))?;
         if sha256 != entry.sha256 || size != entry.size {
-            let index = declared.iter().find(|d| d.source == entry.source).map_or(0, |d| d.index);
+            let index = declared
+                .iter()
+                .find(|d| d.source == entry.source)
+                .map_or(0, |d| d.index);
             return Err(violation(
                 format!("/execution/supporting_files/{index}/sha256"),
                 "tao.supporting_file.sha256_mismatch",
-                format!("{} changed while it was staged: it now hashes to {sha256}; nothing was staged", entry.source),
+                format!(
+                    "{} changed while it was staged: it now hashes to {sha256}; nothing was staged",
+                    entry.source
+                ),
             ));
         }
-        out.sync_all().map_err(|e| io_violation(&format!("syncing {}", entry.destination), e))?;
+        out.sync_all()
+            .map_err(|e| io_violation(&format!("syncing {}", entry.destination), e))?;
         if let Some(parent) = dest.parent() {
             dirs.insert(parent.to_path_buf());
         }
@@ -205,10 +284,22 @@ fn write_all(temp: &Path, entries: &[ManifestEntry], declared: &[Declared], sour
     };
     match source {
         FileSource::Root(root) => {
-            let root = RootDir::open(root).map_err(|e| io_violation("opening the producer root", e))?;
+            let root =
+                RootDir::open(root).map_err(|e| io_violation("opening the producer root", e))?;
             for entry in entries {
-                let d = declared.iter().find(|d| d.source == entry.source).cloned().unwrap_or(Declared { index: 0, source: entry.source.clone(), destination: entry.destination.clone(), sha256: entry.sha256.clone() });
-                let mut file = root.open_file(&entry.source).map_err(|e| open_violation(&d, e))?;
+                let d = declared
+                    .iter()
+                    .find(|d| d.source == entry.source)
+                    .cloned()
+                    .unwrap_or(Declared {
+                        index: 0,
+                        source: entry.source.clone(),
+                        destination: entry.destination.clone(),
+                        sha256: entry.sha256.clone(),
+                    });
+                let mut file = root
+                    .open_file(&entry.source)
+                    .map_err(|e| open_violation(&d, e))?;
                 copy(entry, &mut file)?;
             }
         }
@@ -228,14 +319,21 @@ fn write_all(temp: &Path, entries: &[ManifestEntry], declared: &[Declared], sour
             .map_err(|e| e.into_violation())?;
             result?;
             if staged != entries.len() {
-                return Err(conflict("the package changed while it was staged; nothing was staged".into()));
+                return Err(conflict(
+                    "the package changed while it was staged; nothing was staged".into(),
+                ));
             }
         }
     }
-    fs::write(temp.join(MANIFEST), manifest_json(entries)).map_err(|e| io_violation("writing the manifest", e))?;
-    File::open(temp.join(MANIFEST)).and_then(|f| f.sync_all()).map_err(|e| io_violation("syncing the manifest", e))?;
+    fs::write(temp.join(MANIFEST), manifest_json(entries))
+        .map_err(|e| io_violation("writing the manifest", e))?;
+    File::open(temp.join(MANIFEST))
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io_violation("syncing the manifest", e))?;
     for dir in dirs.iter().rev() {
-        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_violation("syncing a directory", e))?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_violation("syncing a directory", e))?;
     }
     Ok(())
 }

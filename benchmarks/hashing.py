@@ -1,0 +1,142 @@
+"""Supporting-file hashing: SHA-256 on one core against `openssl speed -evp sha256`,
+many files on every core, and package verification against extraction + hashlib.
+
+Each measurement runs in a fresh process with RAYON_NUM_THREADS set, so the thread
+count is exact; files are read once first so the page cache serves every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+VERIFY = """
+import json, sys, time, jobgate
+doc = json.load(open(sys.argv[1]))
+v = jobgate.Validator({"limits": {"max_document_bytes": 64 << 20, "max_package_bytes": 8 << 30}})
+kw = {"root": sys.argv[2]} if sys.argv[3] == "root" else {"package": sys.argv[2]}
+times = []
+for _ in range(int(sys.argv[4])):
+    t = time.perf_counter()
+    r = v.check(doc if sys.argv[3] == "root" else None, **kw)
+    times.append(time.perf_counter() - t)
+    assert r.ok, r.violations
+print(json.dumps(times))
+"""
+
+
+def openssl_sha256_mb_s() -> float | None:
+    """OpenSSL's single-core SHA-256 rate on 16 KiB blocks, in MB/s."""
+    if not shutil.which("openssl"):
+        return None
+    out = subprocess.run(["openssl", "speed", "-evp", "sha256", "-bytes", "16384", "-seconds", "3"], capture_output=True, text=True).stdout
+    m = re.search(r"^sha256\s+([\d.]+)k", out, re.M)
+    return float(m.group(1)) * 1000 / 1e6 if m else None
+
+
+def bundle(files: list[tuple[str, str]]) -> dict:
+    return {
+        "network_arch": "bench", "action": "verify", "image": "nvcr.io/x/y:1", "mode": "args", "command": "run", "args": [],
+        "declared_inputs": [], "declared_outputs": [{"spec_key": "results_dir", "type": "folder"}],
+        "compute_shape": {"gpus": 0, "nodes": 1},
+        "execution": {"supporting_files": [{"source": s, "destination": s, "sha256": h} for s, h in files]},
+    }
+
+
+def verify_times(doc_path: Path, target: Path, mode: str, threads: int, repeats: int) -> float:
+    env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
+    out = subprocess.run([sys.executable, "-c", VERIFY, str(doc_path), str(target), mode, str(repeats)], env=env, capture_output=True, text=True, check=True).stdout
+    return statistics.median(json.loads(out))
+
+
+def make_files(root: Path, count: int, size: int) -> list[tuple[str, str]]:
+    files = []
+    block = os.urandom(size)
+    for i in range(count):
+        data = block[i % 97:] + block[: i % 97]
+        (root / f"f{i}.bin").write_bytes(data)
+        files.append((f"f{i}.bin", hashlib.sha256(data).hexdigest()))
+    return files
+
+
+def run(quick: bool) -> dict:
+    repeats = 3 if quick else 7
+    rows, targets = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        # one large file: single-core hashing rate
+        big_root = tmp / "big"
+        big_root.mkdir()
+        size = (256 if quick else 512) << 20
+        big = make_files(big_root, 1, size)
+        (tmp / "big.json").write_text(json.dumps(bundle(big)))
+        t_one = verify_times(tmp / "big.json", big_root, "root", 1, repeats)
+        jobgate_mb_s = size / t_one / 1e6
+        openssl = openssl_sha256_mb_s()
+        rows.append({"bench": f"SHA-256, one {size >> 20} MiB file, 1 core", "impl": "jobgate (root verification)", "mb_s": jobgate_mb_s})
+        if openssl:
+            rows.append({"bench": f"SHA-256, one {size >> 20} MiB file, 1 core", "impl": "openssl speed -evp sha256 (16 KiB)", "mb_s": openssl})
+            targets.append({"target": "1 core >= 0.95 x openssl speed", "ratio": jobgate_mb_s / openssl, "goal": 0.95, "ok": jobgate_mb_s / openssl >= 0.95, "how": "jobgate MB/s / openssl MB/s"})
+
+        # many files: scaling over cores
+        many_root = tmp / "many"
+        many_root.mkdir()
+        count, each = (256, 1 << 20) if quick else (512, 1 << 20)
+        many = make_files(many_root, count, each)
+        (tmp / "many.json").write_text(json.dumps(bundle(many)))
+        t1 = verify_times(tmp / "many.json", many_root, "root", 1, repeats)
+        t2 = verify_times(tmp / "many.json", many_root, "root", 2, repeats)
+        total = count * each
+        rows += [
+            {"bench": f"{count} files of 1 MiB", "impl": "jobgate, 1 thread", "mb_s": total / t1 / 1e6},
+            {"bench": f"{count} files of 1 MiB", "impl": "jobgate, 2 threads", "mb_s": total / t2 / 1e6},
+        ]
+        targets.append({"target": "many files on 2 cores >= 1.8 x 1 core", "ratio": t1 / t2, "goal": 1.8, "ok": t1 / t2 >= 1.8, "how": f"1-thread time / 2-thread time ({os.cpu_count()} cores here)"})
+
+        # a package: streaming verification against extract + hashlib
+        pkg = tmp / "pkg.tar"
+        with tarfile.open(pkg, "w") as tar:
+            tar.add(tmp / "many.json", arcname="bundle.json")
+            for name, _ in many:
+                tar.add(many_root / name, arcname=name)
+        t_pkg = verify_times(tmp / "many.json", pkg, "package", 2, repeats)
+
+        def extract_and_hash() -> None:
+            out = tmp / "extracted"
+            with tarfile.open(pkg) as tar:
+                tar.extractall(out, filter="data")
+            for name, digest in many:
+                assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
+            shutil.rmtree(out)
+
+        samples = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            extract_and_hash()
+            samples.append(time.perf_counter() - t)
+        t_py = statistics.median(samples)
+        rows += [
+            {"bench": f"package (tar, {total >> 20} MiB)", "impl": "jobgate (streamed, nothing extracted)", "mb_s": total / t_pkg / 1e6},
+            {"bench": f"package (tar, {total >> 20} MiB)", "impl": "tarfile.extractall + hashlib", "mb_s": total / t_py / 1e6},
+        ]
+    return {"rows": rows, "targets": targets}
+
+
+def print_table(result: dict) -> None:
+    bench = None
+    for r in result["rows"]:
+        if r["bench"] != bench:
+            bench = r["bench"]
+            base = r["mb_s"]
+            print(f"{bench}  (median throughput; x = relative to the first row)")
+        print(f"  {r['impl']:<50} {r['mb_s']:9.0f} MB/s   {r['mb_s'] / base:7.2f}x")
