@@ -22,24 +22,38 @@ import orjson
 from benchmarks import documents
 
 
-def per_call(fn: Callable[[], object], *, repeats: int, min_batch_s: float = 0.02) -> float:
-    """Median seconds per call over `repeats` batches, each long enough to time well."""
+def calibrate(fn: Callable[[], object], min_batch_s: float) -> int:
+    """How many calls make one batch long enough to time well."""
     fn()
     batch = 1
     while True:
         t = time.perf_counter()
         for _ in range(batch):
             fn()
-        if time.perf_counter() - t >= min_batch_s:
-            break
+        if time.perf_counter() - t >= min_batch_s or batch >= 1 << 20:
+            return batch
         batch *= 2
-    samples = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        samples.append((time.perf_counter() - t) / batch)
-    return statistics.median(samples)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], *, rounds: int, min_batch_s: float = 0.01) -> dict[str, list[float]]:
+    """Seconds per call of each function, per round. Every round times every function
+    once, one after the other, so a noisy neighbour slows all of them alike and the
+    per-round ratios stay meaningful on a shared machine."""
+    batches = {name: calibrate(fn, min_batch_s) for name, fn in fns.items()}
+    out: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            n = batches[name]
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            out[name].append((time.perf_counter() - t) / n)
+    return out
+
+
+def ratio(samples: dict[str, list[float]], num: str, den: str) -> float:
+    """The median of the per-round ratios num/den."""
+    return statistics.median(a / b for a, b in zip(samples[num], samples[den], strict=True))
 
 
 def machine() -> dict[str, str]:
@@ -59,29 +73,36 @@ def fmt_time(s: float) -> str:
 
 
 def run(quick: bool) -> dict:
-    repeats = 5 if quick else 15
+    rounds = 7 if quick else 21
     v = jobgate.Validator()
     rows: list[dict] = []
     targets: list[dict] = []
 
+    def add_rows(bench: str, samples: dict[str, list[float]]) -> None:
+        for name, times in samples.items():
+            rows.append({"bench": bench, "impl": name, "per_call_s": statistics.median(times)})
+
     # ---- JobSpec, one thread
+    from starforge.contract.spec import JobSpec
+
     js = documents.jobspec()
     js_dict = orjson.loads(js)
     assert v.check(js).ok
-    from starforge.contract.spec import JobSpec
-
-    t_check = per_call(lambda: v.check(js), repeats=repeats)
-    t_orjson = per_call(lambda: orjson.loads(js), repeats=repeats)
-    t_sf = per_call(lambda: JobSpec.from_dict(js_dict), repeats=repeats)
-    t_sf_bytes = per_call(lambda: JobSpec.from_dict(orjson.loads(js)), repeats=repeats)
-    rows += [
-        {"bench": f"jobspec {len(js)} B", "impl": "jobgate check (bytes, all rules)", "per_call_s": t_check},
-        {"bench": f"jobspec {len(js)} B", "impl": "orjson.loads (parse only)", "per_call_s": t_orjson},
-        {"bench": f"jobspec {len(js)} B", "impl": "starforge-core JobSpec.from_dict (dict)", "per_call_s": t_sf},
-        {"bench": f"jobspec {len(js)} B", "impl": "orjson.loads + from_dict (bytes)", "per_call_s": t_sf_bytes},
-    ]
-    targets.append({"target": "check <= 0.5 x orjson.loads (2 KB JobSpec)", "ratio": t_check / t_orjson, "goal": 0.5, "ok": t_check / t_orjson <= 0.5, "how": "check time / orjson.loads time"})
-    targets.append({"target": ">= 50x starforge-core from_dict", "ratio": t_sf / t_check, "goal": 50, "ok": t_sf / t_check >= 50, "how": "from_dict time / check time"})
+    CHECK = "jobgate check (bytes, all rules)"
+    s = interleaved(
+        {
+            CHECK: lambda: v.check(js),
+            "orjson.loads (parse only)": lambda: orjson.loads(js),
+            "starforge-core JobSpec.from_dict (dict)": lambda: JobSpec.from_dict(js_dict),
+            "orjson.loads + from_dict (bytes)": lambda: JobSpec.from_dict(orjson.loads(js)),
+        },
+        rounds=rounds,
+    )
+    add_rows(f"jobspec {len(js)} B", s)
+    r = ratio(s, CHECK, "orjson.loads (parse only)")
+    targets.append({"target": "check <= 0.5 x orjson.loads (2 KB JobSpec)", "ratio": r, "goal": 0.5, "ok": r <= 0.5, "how": "median per-round check time / orjson.loads time"})
+    r = ratio(s, "starforge-core JobSpec.from_dict (dict)", CHECK)
+    targets.append({"target": ">= 50x starforge-core from_dict", "ratio": r, "goal": 50, "ok": r >= 50, "how": "median per-round from_dict time / check time"})
 
     # ---- spec-bundle, one thread
     import fastjsonschema
@@ -98,34 +119,31 @@ def run(quick: bool) -> dict:
     fast = fastjsonschema.compile(schema)
     assert v.check(sb).ok and rs.is_valid(sb_dict) and py.is_valid(sb_dict)
     SpecBundle.model_validate(sb_dict)
-    t_sb = per_call(lambda: v.check(sb), repeats=repeats)
-    t_rs = per_call(lambda: rs.is_valid(sb_dict), repeats=repeats)
-    t_py = per_call(lambda: py.is_valid(sb_dict), repeats=max(3, repeats // 3))
-    t_fast = per_call(lambda: fast(sb_dict), repeats=repeats)
-    t_pyd = per_call(lambda: SpecBundle.model_validate(sb_dict), repeats=repeats)
-    t_sb_orjson = per_call(lambda: orjson.loads(sb), repeats=repeats)
-    b = f"spec_bundle {len(sb)} B"
-    rows += [
-        {"bench": b, "impl": "jobgate check (bytes, schema + semantic rules)", "per_call_s": t_sb},
-        {"bench": b, "impl": "jsonschema-rs is_valid (pre-parsed dict)", "per_call_s": t_rs},
-        {"bench": b, "impl": "fastjsonschema (pre-parsed dict)", "per_call_s": t_fast},
-        {"bench": b, "impl": "pydantic model_validate (pre-parsed dict)", "per_call_s": t_pyd},
-        {"bench": b, "impl": "jsonschema is_valid (pre-parsed dict)", "per_call_s": t_py},
-        {"bench": b, "impl": "orjson.loads (parse only)", "per_call_s": t_sb_orjson},
-    ]
-    targets.append({"target": ">= 1.5x jsonschema-rs on spec-bundles", "ratio": t_rs / t_sb, "goal": 1.5, "ok": t_rs / t_sb >= 1.5, "how": "jsonschema-rs time / check time"})
+    CHECK_SB = "jobgate check (bytes, schema + semantic rules)"
+    RS = "jsonschema-rs is_valid (pre-parsed dict)"
+    s = interleaved(
+        {
+            CHECK_SB: lambda: v.check(sb),
+            RS: lambda: rs.is_valid(sb_dict),
+            "fastjsonschema (pre-parsed dict)": lambda: fast(sb_dict),
+            "pydantic model_validate (pre-parsed dict)": lambda: SpecBundle.model_validate(sb_dict),
+            "jsonschema is_valid (pre-parsed dict)": lambda: py.is_valid(sb_dict),
+            "orjson.loads (parse only)": lambda: orjson.loads(sb),
+        },
+        rounds=rounds,
+    )
+    add_rows(f"spec_bundle {len(sb)} B", s)
+    r = ratio(s, RS, CHECK_SB)
+    targets.append({"target": ">= 1.5x jsonschema-rs on spec-bundles", "ratio": r, "goal": 1.5, "ok": r >= 1.5, "how": "median per-round jsonschema-rs time / check time"})
 
     # ---- check_many scaling
     n = 20_000 if quick else 100_000
     batch = [js] * (n // 2) + [sb] * (n // 2)
-    t1 = per_call(lambda: v.check_many(batch, threads=1), repeats=max(3, repeats // 3), min_batch_s=0)
-    t2 = per_call(lambda: v.check_many(batch, threads=2), repeats=max(3, repeats // 3), min_batch_s=0)
-    rows += [
-        {"bench": f"check_many {n} docs", "impl": "threads=1", "per_call_s": t1 / n},
-        {"bench": f"check_many {n} docs", "impl": "threads=2", "per_call_s": t2 / n},
-    ]
+    s = interleaved({"threads=1": lambda: v.check_many(batch, threads=1), "threads=2": lambda: v.check_many(batch, threads=2)}, rounds=max(5, rounds // 3), min_batch_s=0)
+    add_rows(f"check_many {n} docs (time per batch)", s)
     cores = os.cpu_count() or 1
-    targets.append({"target": "check_many on 2 cores >= 1.8x one core", "ratio": t1 / t2, "goal": 1.8, "ok": t1 / t2 >= 1.8, "how": f"threads=1 time / threads=2 time ({cores} cores here)"})
+    r = ratio(s, "threads=1", "threads=2")
+    targets.append({"target": "check_many on 2 cores >= 1.8x one core", "ratio": r, "goal": 1.8, "ok": r >= 1.8, "how": f"median per-round threads=1 time / threads=2 time ({cores} cores here)"})
     return {"machine": machine(), "rows": rows, "targets": targets}
 
 
@@ -138,7 +156,8 @@ def print_table(result: dict) -> None:
         if r["bench"] != bench:
             bench = r["bench"]
             base = r["per_call_s"]
-            print(f"{bench}  (median per document; x = relative to jobgate's first row)")
+            unit = "per batch" if "per batch" in bench else "per document"
+            print(f"{bench}  (median {unit}; x = relative to jobgate's first row)")
         print(f"  {r['impl']:<50} {fmt_time(r['per_call_s'])}   {r['per_call_s'] / base:7.2f}x")
 
 def print_targets(result: dict) -> None:
