@@ -94,7 +94,7 @@ class Validator:
         ``tao.staging.conflict`` and left untouched. Nothing is written unless the report passes.
         """
     def check_many(
-        self, documents: Iterable[Document], kind: Kind | None = None, *, threads: int | None = None
+        self, documents: Iterable[Document], kind: Kind | None = None, *, threads: int | None = None, owner: str | None = None
     ) -> list[Report]:
         """Checks many documents with the GIL released, on every core (or ``threads``)."""
 

@@ -96,8 +96,46 @@ class Quota(_Model):
     projects: dict[str, int] = {}
 
 
+class Server(_Model):
+    """How the gRPC service listens and whom it lets in."""
+
+    listen: str = "127.0.0.1:50051"
+    # account -> "sha256:<hex of the token>"; plaintext tokens never appear in the file.
+    tokens: dict[str, str] = {}
+    # Local demos only: a caller without a token is the account "anonymous".
+    allow_anonymous: bool = False
+    max_message_bytes: int = Field(16 << 20, gt=0)
+
+    @field_validator("tokens")
+    @classmethod
+    def _hashed(cls, tokens: dict[str, str]) -> dict[str, str]:
+        for account, digest in tokens.items():
+            hexpart = digest.removeprefix("sha256:")
+            if not digest.startswith("sha256:") or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+                raise ValueError(f"the token of {account!r} must be given as sha256:<64 lowercase hex>, the hash of the token")
+        return tokens
+
+
+class Jobs(_Model):
+    """What admission writes into each job record."""
+
+    results_root: str = "./results"
+    platform: str = Field("local", pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")
+    storage_tier: Literal["A", "B", "C"] = "A"
+
+
+class Store(_Model):
+    """Where job records live: SQLite by default, PostgreSQL by URL."""
+
+    path: str = "./.jobgate"
+    url: str | None = None
+
+
 class Config(_Model):
     limits: Limits = Limits()
+    server: Server = Server()
+    jobs: Jobs = Jobs()
+    store: Store = Store()
     registry: Registry = Registry()
     gpus: Gpus = Gpus()
     quota: Quota = Quota()

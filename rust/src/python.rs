@@ -278,13 +278,14 @@ impl Validator {
     }
 
     /// Checks many documents on every core (or `threads` of them) with the GIL released.
-    #[pyo3(signature = (documents, kind=None, *, threads=None))]
+    #[pyo3(signature = (documents, kind=None, *, threads=None, owner=None))]
     fn check_many(
         &self,
         py: Python<'_>,
         documents: &Bound<'_, PyAny>,
         kind: Option<&str>,
         threads: Option<usize>,
+        owner: Option<String>,
     ) -> PyResult<Vec<Report>> {
         let kind = parse_kind(kind)?;
         if threads == Some(0) {
@@ -294,14 +295,17 @@ impl Validator {
             .try_iter()?
             .map(|d| Document::extract(&d?))
             .collect::<PyResult<_>>()?;
+        let admission = Admission {
+            owner,
+            ..Default::default()
+        };
         let reports = if docs.iter().any(|d| matches!(d, Document::Unreadable(_))) {
-            let admission = Admission::default();
             docs.iter()
                 .map(|d| d.check(&self.core, kind, &admission))
                 .collect()
         } else {
             let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
-            py.detach(|| self.core.check_many(&slices, kind, threads))
+            py.detach(|| self.core.check_many(&slices, kind, threads, &admission))
         };
         Ok(reports.into_iter().map(Report::wrap).collect())
     }

@@ -185,18 +185,18 @@ impl Validator {
         inputs: &[D],
         kind: Option<Kind>,
         threads: Option<usize>,
+        admission: &Admission,
     ) -> Vec<Report> {
-        let admission = Admission::default();
         let run = || {
             inputs
                 .par_iter()
-                .map(|d| self.check(d.as_ref(), kind, &admission))
+                .map(|d| self.check(d.as_ref(), kind, admission))
                 .collect()
         };
         match threads {
             Some(1) => inputs
                 .iter()
-                .map(|d| self.check(d.as_ref(), kind, &admission))
+                .map(|d| self.check(d.as_ref(), kind, admission))
                 .collect(),
             Some(n) => pool(n).install(run),
             None => run(),

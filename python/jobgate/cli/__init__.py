@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from jobgate import __version__
-from jobgate.cli import check, demo, stage
+from jobgate.cli import check, demo, serve, stage, submit
 from jobgate.config import ConfigError
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     check.add_parser(sub)
     stage.add_parser(sub)
+    serve.add_parser(sub)
+    submit.add_parser(sub)
     demo.add_parser(sub)
     return parser
 

@@ -1,0 +1,47 @@
+"""`jobgate serve`: the admission service. Without --config it runs the embedded demo
+deployment on 127.0.0.1:50051 with anonymous access and a SQLite store in ./.jobgate."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+
+from jobgate import load_config, samples
+from jobgate.config import Config, Server
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the gRPC admission service", description=__doc__)
+    p.add_argument("--config", metavar="FILE", help="jobgate.toml (default: the embedded demo deployment)")
+    p.add_argument("--listen", metavar="HOST:PORT", help="override server.listen")
+    p.set_defaults(run=run)
+
+
+def embedded_default() -> Config:
+    demo = load_config(samples.path(samples.DEMO_CONFIG))
+    return demo.model_copy(update={"server": Server(listen="127.0.0.1:50051", allow_anonymous=True)})
+
+
+def is_loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    from jobgate.cli import UsageError
+    from jobgate.server import serve
+    from jobgate.server.app import StartupError
+
+    config = load_config(args.config) if args.config else embedded_default()
+    listen = args.listen or config.server.listen
+    if config.server.allow_anonymous and not is_loopback(listen):
+        raise UsageError(f"server.allow_anonymous is for local demos: refusing to listen on {listen} without authentication")
+    try:
+        return serve(config, listen)
+    except StartupError as e:
+        raise UsageError(str(e)) from None

@@ -1,0 +1,71 @@
+"""`jobgate submit PATH... --server ADDR`: send documents to a running service and
+print each verdict, its violations and the job id."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import grpc
+
+from jobgate.cli import formats, sources
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("submit", help="send documents to a running service", description=__doc__)
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--server", metavar="ADDR", default="127.0.0.1:50051")
+    p.add_argument("--dry-run", action="store_true", help="check only: open no record")
+    p.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token (default: $JOBGATE_TOKEN)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+    p.set_defaults(run=run)
+
+
+class _Shown:
+    """A report received over the wire, shaped like jobgate.Report for the formatters."""
+
+    def __init__(self, message) -> None:
+        self.kind, self.verdict = message.kind, message.verdict
+        self.violations = list(message.violations)
+        self.ok = message.verdict == "pass"
+        self.errors = sum(1 for v in self.violations if v.severity == "error")
+        self.warnings = len(self.violations) - self.errors
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
+    from jobgate.v1 import admission_pb2, admission_pb2_grpc
+
+    try:
+        docs = [sources.read(n) for n in sources.expand(args.paths)]
+    except OSError as e:
+        raise UsageError(str(e)) from None
+    metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
+    results, ids = [], []
+    with grpc.insecure_channel(args.server) as channel:
+        stub = admission_pb2_grpc.AdmissionServiceStub(channel)
+        for d in docs:
+            try:
+                response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=d.data), dry_run=args.dry_run), metadata=metadata, timeout=args.timeout)
+            except grpc.RpcError as e:
+                raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
+            results.append((d.name, _Shown(response.report)))
+            ids.append(response.job_id)
+    if args.format == "json":
+        out = formats.as_json(results)
+        for result, job_id in zip(out["results"], ids, strict=True):
+            result["job_id"] = job_id
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        text = formats.text(results).splitlines()
+        for (source, report), job_id in zip(results, ids, strict=True):
+            if job_id:
+                text.insert(len(text) - 1, f"{source}: admitted as job {job_id}")
+        print("\n".join(text))
+    return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL

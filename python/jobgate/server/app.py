@@ -1,0 +1,93 @@
+"""Building and running the server: `create_server` (tests bind port 0) is kept apart
+from `serve` (signals, logs, the foreground process)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from jobgate.config import Config
+from jobgate.server.auth import Authenticator
+from jobgate.server.gate import Gate
+from jobgate.server.service import AdmissionService, JobService
+from jobgate.store import SqliteStore
+from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+
+SERVICE_NAMES = (
+    admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"].full_name,
+    jobs_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
+)
+log = logging.getLogger("jobgate.server")
+
+
+class StartupError(Exception):
+    """The server cannot start as configured; the message says why."""
+
+
+def check_store_location(config: Config) -> None:
+    store = Path(config.store.path).resolve()
+    results = Path(config.jobs.results_root).resolve()
+    if store == results or results in store.parents:
+        raise StartupError(f"the store {store} lies inside results_root {results}; records must live outside every results tree (store.path)")
+
+
+def create_server(config: Config, address: str | None = None, *, store=None, max_workers: int = 32) -> tuple[grpc.Server, int, Gate]:
+    """A configured, started server on `address` (port 0 picks a free port)."""
+    check_store_location(config)
+    store = store or SqliteStore(config.store.path)
+    gate = Gate(config, store)
+    auth = Authenticator(config.server.tokens, config.server.allow_anonymous)
+    limit = config.server.max_message_bytes
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="jobgate-rpc"),
+        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", 1)],
+    )
+    admission_pb2_grpc.add_AdmissionServiceServicer_to_server(AdmissionService(config, gate, auth), server)
+    jobs_pb2_grpc.add_JobServiceServicer_to_server(JobService(store, auth), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for name in ("", *SERVICE_NAMES):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = server.add_insecure_port(address or config.server.listen)
+    if port == 0:
+        raise StartupError(f"cannot listen on {address or config.server.listen}")
+    server.start()
+    return server, port, gate
+
+
+class JsonLogFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"ts": self.formatTime(record), "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
+        entry.update(getattr(record, "fields", {}))
+        return json.dumps(entry)
+
+
+def serve(config: Config, address: str | None = None, grace: float = 10.0) -> int:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    server, port, gate = create_server(config, address)
+    host = (address or config.server.listen).rsplit(":", 1)[0]
+    log.info("serving", extra={"fields": {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}})
+    stopped = threading.Event()
+
+    def stop(signum, _frame) -> None:
+        log.info("stopping: finishing in-flight calls", extra={"fields": {"signal": signal.Signals(signum).name, "grace_s": grace}})
+        server.stop(grace).wait()
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    stopped.wait()
+    log.info("stopped")
+    return 0

@@ -1,0 +1,146 @@
+"""The servicers: map messages to the gate and the store, and failures to status codes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import grpc
+import orjson
+from google.protobuf import json_format
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from jobgate.config import Config
+from jobgate.server import recipes
+from jobgate.server.auth import Authenticator
+from jobgate.server.gate import KIND_NAMES, Gate
+from jobgate.store import JobNotFound, JobStore, TerminalState
+from jobgate.store.base import TERMINAL
+from jobgate.v1 import admission_pb2, admission_pb2_grpc, job_pb2, jobs_pb2, jobs_pb2_grpc, report_pb2
+
+
+def bad_request(context: grpc.ServicerContext, field: str, description: str) -> None:
+    """INVALID_ARGUMENT with google.rpc.BadRequest details naming the field."""
+    detail = error_details_pb2.BadRequest(field_violations=[error_details_pb2.BadRequest.FieldViolation(field=field, description=description)])
+    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=f"{field}: {description}")
+    status.details.add().Pack(detail)
+    context.abort_with_status(rpc_status.to_status(status))
+
+
+def report_message(report) -> report_pb2.Report:
+    return report_pb2.Report(
+        kind=report.kind,
+        verdict=report.verdict,
+        violations=[report_pb2.Violation(rule=v.rule, field=v.field, message=v.message, severity=v.severity) for v in report.violations],
+    )
+
+
+def document_bytes(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> tuple[bytes, str | None]:
+    """The bytes the core checks: raw bytes as sent, or the typed message's JSON form."""
+    kind = KIND_NAMES.get(document.kind)
+    which = document.WhichOneof("body")
+    if which == "raw":
+        return document.raw, kind
+    if which == "jobspec":
+        return orjson.dumps(json_format.MessageToDict(document.jobspec)), kind or "jobspec"
+    if which == "spec_bundle":
+        return orjson.dumps(json_format.MessageToDict(document.spec_bundle)), kind or "spec_bundle"
+    bad_request(context, f"{field}.body", "a document needs raw bytes, a jobspec or a spec_bundle")
+    raise AssertionError("unreachable")
+
+
+class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
+    def __init__(self, config: Config, gate: Gate, auth: Authenticator) -> None:
+        self.config, self.gate, self.auth = config, gate, auth
+
+    def Admit(self, request, context):  # noqa: N802 - gRPC method names
+        account = self.auth.account(context)
+        data, kind = document_bytes(request.document, context, "document")
+        result = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+        return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
+
+    def AdmitBatch(self, request, context):  # noqa: N802
+        account = self.auth.account(context)
+        limit = self.config.limits.max_batch
+        if len(request.documents) > limit:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the batch holds {len(request.documents)} documents; at most {limit} per call (limits.max_batch)")
+        items = [document_bytes(d, context, f"documents[{i}]") for i, d in enumerate(request.documents)]
+        kinds = {k for _, k in items}
+        if request.dry_run and len(kinds) <= 1:
+            reports = self.gate.check_many([d for d, _ in items], next(iter(kinds), None), account)
+            return admission_pb2.AdmitBatchResponse(results=[admission_pb2.AdmitResponse(report=report_message(r)) for r in reports])
+        # Item by item: quota is consumed in item order.
+        results = []
+        for data, kind in items:
+            r = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+            results.append(admission_pb2.AdmitResponse(report=report_message(r.report), job_id=r.job_id))
+        return admission_pb2.AdmitBatchResponse(results=results)
+
+    def AdmitStream(self, request_iterator, context):  # noqa: N802
+        account = self.auth.account(context)
+        for request in request_iterator:
+            data, kind = document_bytes(request.document, context, "document")
+            r = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+            yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
+
+    def RecipeStatus(self, request, context):  # noqa: N802
+        self.auth.account(context)
+        status, message, catalog = recipes.status(self.config, request.lock, request.core_version)
+        return admission_pb2.RecipeStatusResponse(status=status, message=message, **catalog)
+
+
+def record_message(record: dict) -> job_pb2.JobRecord:
+    clean = {k: v for k, v in record.items() if not k.startswith("_")}
+    return json_format.ParseDict(clean, job_pb2.JobRecord())
+
+
+class JobService(jobs_pb2_grpc.JobServiceServicer):
+    def __init__(self, store: JobStore, auth: Authenticator) -> None:
+        self.store, self.auth = store, auth
+
+    def GetJob(self, request, context):  # noqa: N802
+        self.auth.account(context)
+        try:
+            return jobs_pb2.GetJobResponse(job=record_message(self.store.get(request.job_id)))
+        except JobNotFound:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+
+    def ListJobs(self, request, context):  # noqa: N802
+        self.auth.account(context)
+        size = request.page_size or 50
+        if not 0 < size <= 1000:
+            bad_request(context, "page_size", "must be between 1 and 1000")
+        if request.page_token and not request.page_token.isdigit():
+            bad_request(context, "page_token", "is not a token this server issued")
+        terminal = request.terminal if request.HasField("terminal") else None
+        rows = self.store.list(state=request.state, project=request.project, owner=request.owner, terminal=terminal, limit=size + 1, after=request.page_token)
+        token = str(rows[size - 1]["_seq"]) if len(rows) > size else ""
+        return jobs_pb2.ListJobsResponse(jobs=[record_message(r) for r in rows[:size]], next_page_token=token)
+
+    def MarkJob(self, request, context):  # noqa: N802
+        self.auth.account(context)
+        try:
+            record = self.store.mark(request.job_id, request.state, request.message, request.source or "agent", request.backend_ref, request.err_class)
+        except JobNotFound:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+        except TerminalState as e:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except ValueError as e:
+            bad_request(context, "state" if "state" in str(e) else "source" if "source" in str(e) else "err_class", str(e))
+        return jobs_pb2.MarkJobResponse(job=record_message(record))
+
+    def WatchJob(self, request, context) -> Iterator[job_pb2.Transition]:  # noqa: N802
+        self.auth.account(context)
+        try:
+            self.store.get(request.job_id)
+        except JobNotFound:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+        seen = 0
+        while context.is_active():
+            for n, t in self.store.transitions(request.job_id, after=seen):
+                seen = n
+                yield job_pb2.Transition(**t)
+                if t["state"] in TERMINAL:
+                    return
+            time.sleep(0.1)

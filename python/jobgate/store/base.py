@@ -1,0 +1,80 @@
+"""The store interface: what admission and the JobService need from any backend."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+STATES = ("PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN")
+TERMINAL = ("COMPLETE", "ERROR", "CANCELED")
+SOURCES = ("agent", "poller", "backend-hook")
+ERR_CLASSES = ("ERR_INFRA", "ERR_PROGRAM")
+
+
+class JobNotFound(LookupError):
+    """No record has this id."""
+
+
+class TerminalState(ValueError):
+    """A transition out of a terminal state."""
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """Everything a record is opened with; the store adds the id and the timestamps."""
+
+    id_prefix: str
+    project: str
+    owner: str
+    gpus: int
+    image: str
+    network_arch: str
+    action: str
+    platform: str
+    storage_tier: str
+    results_root: str
+    document: bytes
+    upload_excludes: list[str] = field(default_factory=list)
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+# The credential shapes of tao.record.secret, replaced before anything is stored.
+_REDACT = [
+    (re.compile(r"(?<![A-Za-z0-9_])(hf_|ghp_)[A-Za-z0-9]{8,}"), r"\1***"),
+    (re.compile(r"(?<![A-Za-z0-9_])(nvapi-|sk-)[A-Za-z0-9_-]{8,}"), r"\1***"),
+    (re.compile(r"(?<![A-Za-z0-9_])AKIA[0-9A-Z]{16}"), "AKIA***"),
+    (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1***@"),
+    (re.compile(r"(?i)\b([A-Za-z0-9_-]*(?:SECRET|PASSWORD|TOKEN|API[_-]?KEY))=(?![\"']?\$)(\"[^\"]*\"|'[^']*'|[^\s;&]+)"), r"\1=***"),
+]
+
+
+def redact(text: str) -> str:
+    for pattern, replacement in _REDACT:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class JobStore(Protocol):
+    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        """Atomically: reads the project's GPUs in unfinished jobs, calls `decide(in_use)`,
+        and opens the record (one PENDING transition) only when it returns True."""
+
+    def gpus_in_use(self, project: str) -> int: ...
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        """The record as exported (job_record.schema.json); raises JobNotFound."""
+
+    def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]: ...
+
+    def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
+        """Appends a transition; raises JobNotFound or TerminalState."""
+
+    def transitions(self, job_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,217 @@
+"""SQLite, the embedded default: one file in WAL mode, versioned migrations, and one
+write transaction (BEGIN IMMEDIATE) per admission, so quota checks and inserts are
+atomic across threads and processes."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from jobgate.store.base import ERR_CLASSES, SOURCES, STATES, TERMINAL, JobNotFound, NewJob, TerminalState, now, redact
+
+MIGRATIONS = [
+    # 1: records and their transitions
+    """
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        project TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        gpus INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        terminal INTEGER NOT NULL DEFAULT 0,
+        record TEXT NOT NULL,
+        document BLOB NOT NULL
+    );
+    CREATE INDEX jobs_project_open ON jobs (project, terminal);
+    CREATE TABLE transitions (
+        job_id TEXT NOT NULL REFERENCES jobs (id),
+        n INTEGER NOT NULL,
+        ts TEXT NOT NULL,
+        state TEXT NOT NULL,
+        message TEXT NOT NULL,
+        source TEXT NOT NULL,
+        PRIMARY KEY (job_id, n)
+    );
+    """,
+]
+
+
+class SqliteStore:
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / "jobs.sqlite3"
+        self._local = threading.local()
+        self._migrate()
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA busy_timeout=30000")
+            self._local.db = db
+        return db
+
+    def _migrate(self) -> None:
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+            done = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
+            for version, sql in enumerate(MIGRATIONS, start=1):
+                if version not in done:
+                    for statement in filter(str.strip, sql.split(";")):
+                        db.execute(statement)
+                    db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, now()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def gpus_in_use(self, project: str) -> int:
+        row = self._db().execute("SELECT COALESCE(SUM(gpus), 0) FROM jobs WHERE project = ? AND terminal = 0", (project,)).fetchone()
+        return int(row[0])
+
+    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            in_use = int(db.execute("SELECT COALESCE(SUM(gpus), 0) FROM jobs WHERE project = ? AND terminal = 0", (job.project,)).fetchone()[0])
+            if not decide(in_use):
+                db.execute("ROLLBACK")
+                return None
+            seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0])
+            while True:
+                job_id = f"{job.id_prefix}-{secrets.token_hex(6)}"
+                if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
+                    break
+            ts = now()
+            record = {
+                "schema_version": 1,
+                "id": job_id,
+                "platform": job.platform,
+                "backend_ref": None,
+                "image": job.image,
+                "network_arch": job.network_arch,
+                "action": job.action,
+                "results_dir": f"{job.results_root.rstrip('/')}/{job_id}",
+                "storage_tier": job.storage_tier,
+                "upload_excludes": job.upload_excludes,
+                "submitted_at": ts,
+                "terminal_state": None,
+                "redacted": True,
+                "owner": job.owner,
+                "project": job.project,
+                "gpus": job.gpus,
+            }
+            db.execute(
+                "INSERT INTO jobs (id, seq, project, owner, gpus, state, terminal, record, document) VALUES (?, ?, ?, ?, ?, 'PENDING', 0, ?, ?)",
+                (job_id, seq, job.project, job.owner, job.gpus, json.dumps(record), job.document),
+            )
+            db.execute("INSERT INTO transitions VALUES (?, 1, ?, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
+            db.execute("COMMIT")
+            return job_id
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _export(self, db: sqlite3.Connection, row: tuple) -> dict[str, Any]:
+        job_id, record_json = row
+        record = json.loads(record_json)
+        for private in ("owner", "project", "gpus"):
+            record.pop(private, None)
+        record["transitions"] = [
+            {"ts": ts, "state": state, "message": message, "source": source}
+            for ts, state, message, source in db.execute("SELECT ts, state, message, source FROM transitions WHERE job_id = ? ORDER BY n", (job_id,))
+        ]
+        return record
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        db = self._db()
+        row = db.execute("SELECT id, record FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return self._export(db, row)
+
+    def document(self, job_id: str) -> bytes:
+        row = self._db().execute("SELECT document FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return bytes(row[0])
+
+    def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]:
+        clauses, args = ["seq > ?"], [int(after or 0)]
+        for column, value in (("state", state), ("project", project), ("owner", owner)):
+            if value:
+                clauses.append(f"{column} = ?")
+                args.append(value)
+        if terminal is not None:
+            clauses.append("terminal = ?")
+            args.append(int(terminal))
+        db = self._db()
+        rows = db.execute(f"SELECT id, record, seq FROM jobs WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
+        out = []
+        for job_id, record, seq in rows:
+            exported = self._export(db, (job_id, record))
+            exported["_seq"] = seq
+            out.append(exported)
+        return out
+
+    def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
+        if state not in STATES:
+            raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+        if source not in SOURCES:
+            raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+        if err_class and err_class not in ERR_CLASSES:
+            raise ValueError(f"err_class {err_class!r} is not one of {', '.join(ERR_CLASSES)}")
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT record, state, terminal FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFound(job_id)
+            record, current, terminal = json.loads(row[0]), row[1], bool(row[2])
+            if terminal:
+                if state != current:
+                    raise TerminalState(f"job {job_id} is {current}, a terminal state; it cannot become {state}")
+                # The same terminal state again may only fill in what was missing.
+                if backend_ref and record.get("backend_ref") is None:
+                    record["backend_ref"] = backend_ref
+                if err_class and record.get("err_class") is None:
+                    record["err_class"] = err_class
+                db.execute("UPDATE jobs SET record = ? WHERE id = ?", (json.dumps(record), job_id))
+            else:
+                n = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = ?", (job_id,)).fetchone()[0]) + 1
+                db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?)", (job_id, n, now(), state, redact(message), source))
+                if backend_ref:
+                    record["backend_ref"] = backend_ref
+                if state in TERMINAL:
+                    record["terminal_state"] = state
+                    record["terminal_write_by"] = source
+                    if err_class:
+                        record["err_class"] = err_class
+                db.execute("UPDATE jobs SET record = ?, state = ?, terminal = ? WHERE id = ?", (json.dumps(record), state, int(state in TERMINAL), job_id))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return self.get(job_id)
+
+    def transitions(self, job_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        db = self._db()
+        for n, ts, state, message, source in db.execute("SELECT n, ts, state, message, source FROM transitions WHERE job_id = ? AND n > ? ORDER BY n", (job_id, after)):
+            yield n, {"ts": ts, "state": state, "message": message, "source": source}
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
