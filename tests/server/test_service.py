@@ -1,0 +1,283 @@
+"""The service on a real server: every RPC, auth, malformed and oversized requests,
+quota atomicity under parallel clients, health, reflection, graceful shutdown."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import jsonschema
+import pytest
+from google.protobuf import json_format
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
+
+import jobgate
+from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
+from tests.conftest import EXAMPLES, UPSTREAM, example, mutate, sample, schema
+from tests.server.conftest import Running, config_for
+
+JOBSPEC = sample("jobspec.valid.json")
+BUNDLE = example("spec_bundle.config_mode.dino_train.valid.json")
+
+
+def raw(doc) -> admission_pb2.Document:
+    return admission_pb2.Document(raw=json.dumps(doc).encode())
+
+
+def pairs(report) -> list[tuple[str, str]]:
+    return [(v.rule, v.field) for v in report.violations]
+
+
+def test_admit_opens_a_record_with_the_stamped_owner(running):
+    r = running.admission.Admit(admission_pb2.AdmitRequest(document=raw({**JOBSPEC, "metadata": {**JOBSPEC["metadata"], "owner": "mallory"}})), metadata=running.auth)
+    assert r.report.verdict == "pass"
+    assert pairs(r.report) == [("forge.owner_overridden", "/metadata/owner")]
+    assert r.job_id.startswith("grpo-my-grpo-")
+    record = json_format.MessageToDict(running.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=r.job_id), metadata=running.auth).job)
+    jsonschema.validate(record, schema("job_record"))
+    assert jobgate.Validator().check(record, kind="job_record").verdict == "pass"
+    assert record["results_dir"] == f"{running.config.jobs.results_root}/{r.job_id}"
+    assert [t["state"] for t in record["transitions"]] == ["PENDING"]
+    stored = json.loads(running.gate.store.document(r.job_id))
+    assert stored["metadata"]["owner"] == "alice"
+
+
+def test_a_refused_document_is_a_normal_response_and_leaves_no_record(running):
+    bad = mutate(JOBSPEC, {"/metadata/name": "../x"})
+    r = running.admission.Admit(admission_pb2.AdmitRequest(document=raw(bad)), metadata=running.auth)
+    assert r.report.verdict == "fail" and r.job_id == ""
+    assert pairs(r.report) == [("forge.name", "/metadata/name")]
+    assert running.gate.store.list() == []
+
+
+def test_dry_run_opens_nothing(running):
+    r = running.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC), dry_run=True), metadata=running.auth)
+    assert r.report.verdict == "pass" and r.job_id == ""
+    assert running.gate.store.list() == []
+
+
+def test_every_entry_point_gives_the_same_report(running):
+    docs = [JOBSPEC, BUNDLE, mutate(BUNDLE, {"/spec/a.b": 1, "/command": "x"}), mutate(JOBSPEC, {"/spec/source/entrypoint": "x.py"})]
+    local = jobgate.Validator(running.config)
+    expected = [local.check(json.dumps(d).encode(), owner="alice").to_dict() for d in docs]
+    def as_dict(report):
+        return json_format.MessageToDict(report, always_print_fields_with_no_presence=True)
+    single = [as_dict(running.admission.Admit(admission_pb2.AdmitRequest(document=raw(d), dry_run=True), metadata=running.auth).report) for d in docs]
+    batch = running.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(d) for d in docs], dry_run=True), metadata=running.auth)
+    stream = list(running.admission.AdmitStream(iter(admission_pb2.AdmitStreamRequest(request_id=f"r{i}", document=raw(d), dry_run=True) for i, d in enumerate(docs)), metadata=running.auth))
+    assert single == expected
+    assert [as_dict(x.report) for x in batch.results] == expected
+    assert [x.request_id for x in stream] == ["r0", "r1", "r2", "r3"]
+    assert [as_dict(x.report) for x in stream] == expected
+
+
+def test_the_typed_path_matches_the_bytes_path(running):
+    typed_js = json_format.ParseDict(JOBSPEC, jobspec_pb2.JobSpec())
+    typed_sb = json_format.ParseDict(BUNDLE, tao_pb2.SpecBundle())
+    for typed, doc in ((admission_pb2.Document(jobspec=typed_js), JOBSPEC), (admission_pb2.Document(spec_bundle=typed_sb), BUNDLE)):
+        a = running.admission.Admit(admission_pb2.AdmitRequest(document=typed, dry_run=True), metadata=running.auth)
+        b = running.admission.Admit(admission_pb2.AdmitRequest(document=raw(doc), dry_run=True), metadata=running.auth)
+        assert a.report == b.report and a.report.verdict == "pass"
+
+
+def test_auth_failures(tmp_path):
+    r = Running(config_for(tmp_path))
+    try:
+        request = admission_pb2.AdmitRequest(document=raw(JOBSPEC), dry_run=True)
+        for metadata in ([], [("authorization", "Bearer wrong")], [("authorization", "Basic abc")]):
+            with pytest.raises(grpc.RpcError) as e:
+                r.admission.Admit(request, metadata=metadata)
+            assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.RpcError) as e:
+            r.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="x"))
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        r.close()
+
+
+def test_anonymous_when_allowed(tmp_path):
+    r = Running(config_for(tmp_path, allow_anonymous=True))
+    try:
+        resp = r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)))
+        assert resp.job_id
+        assert json.loads(r.gate.store.document(resp.job_id))["metadata"]["owner"] == "anonymous"
+    finally:
+        r.close()
+
+
+def test_malformed_request_is_invalid_argument_with_details(running):
+    with pytest.raises(grpc.RpcError) as e:
+        running.admission.Admit(admission_pb2.AdmitRequest(), metadata=running.auth)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    status = rpc_status.from_call(e.value)
+    detail = error_details_pb2.BadRequest()
+    status.details[0].Unpack(detail)
+    assert detail.field_violations[0].field == "document.body"
+
+
+def test_oversized_batch_and_message(tmp_path):
+    cfg = config_for(tmp_path)
+    cfg = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"max_batch": 3}), "server": cfg.server.model_copy(update={"max_message_bytes": 64 * 1024})})
+    r = Running(cfg)
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC)] * 4, dry_run=True), metadata=r.auth)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "at most 3" in e.value.details()
+        with pytest.raises(grpc.RpcError) as e:
+            r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=b"x" * 100_000)), metadata=r.auth)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        r.close()
+
+
+def test_project_quota_is_atomic_under_parallel_clients(tmp_path):
+    cfg = config_for(tmp_path)
+    cfg = cfg.model_copy(update={"quota": cfg.quota.model_copy(update={"projects": {"my-lab": 20}})})
+    r = Running(cfg)
+    try:
+        def admit(_):
+            return r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=r.auth)
+
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(admit, range(24)))
+        admitted = [x for x in results if x.job_id]
+        assert len(admitted) == 2  # 8 GPUs each against a quota of 20
+        refused = [x for x in results if not x.job_id]
+        assert all(pairs(x.report) == [("forge.quota.project", "/spec/resources")] for x in refused)
+        assert r.gate.store.gpus_in_use("my-lab") == 16
+    finally:
+        r.close()
+
+
+def test_quota_is_consumed_in_batch_order(tmp_path):
+    cfg = config_for(tmp_path)
+    cfg = cfg.model_copy(update={"quota": cfg.quota.model_copy(update={"projects": {"my-lab": 16}})})
+    r = Running(cfg)
+    try:
+        batch = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC)] * 3), metadata=r.auth)
+        assert [bool(x.job_id) for x in batch.results] == [True, True, False]
+    finally:
+        r.close()
+
+
+def test_mark_get_list_and_watch(running):
+    job_id = running.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=running.auth).job_id
+    watched = []
+    watcher = threading.Thread(target=lambda: watched.extend(running.jobs.WatchJob(jobs_pb2.WatchJobRequest(job_id=job_id), metadata=running.auth, timeout=20)))
+    watcher.start()
+    mark = running.jobs.MarkJob
+    mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="RUNNING", message="ImagePullBackOff cleared; token=abc123", source="poller"), metadata=running.auth)
+    done = mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="ERROR", message="NODE_FAIL", source="backend-hook"), metadata=running.auth).job
+    again = mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="ERROR", message="", source="agent", err_class="ERR_INFRA", backend_ref="4211337"), metadata=running.auth).job
+    watcher.join(20)
+    assert [t.state for t in watched] == ["PENDING", "RUNNING", "ERROR"]
+    assert json_format.MessageToDict(done)["terminal_state"] == "ERROR"
+    exported = json_format.MessageToDict(again)
+    assert exported["err_class"] == "ERR_INFRA" and exported["backend_ref"] == "4211337" and len(exported["transitions"]) == 3
+    assert "abc123" not in exported["transitions"][1]["message"]
+    assert jobgate.Validator().check(exported, kind="job_record").verdict == "pass"
+    with pytest.raises(grpc.RpcError) as e:
+        mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="RUNNING", source="agent"), metadata=running.auth)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    with pytest.raises(grpc.RpcError) as e:
+        mark(jobs_pb2.MarkJobRequest(job_id="nope", state="RUNNING", source="agent"), metadata=running.auth)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as e:
+        mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="QUEUED", source="agent"), metadata=running.auth)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    listed = running.jobs.ListJobs(jobs_pb2.ListJobsRequest(terminal=True), metadata=running.auth)
+    assert [j.id for j in listed.jobs] == [job_id]
+    assert running.jobs.ListJobs(jobs_pb2.ListJobsRequest(terminal=False), metadata=running.auth).jobs == []
+
+
+def test_list_pages(running):
+    ids = [running.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=running.auth).job_id for _ in range(5)]
+    seen, token = [], ""
+    while True:
+        page = running.jobs.ListJobs(jobs_pb2.ListJobsRequest(page_size=2, page_token=token), metadata=running.auth)
+        seen += [j.id for j in page.jobs]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == ids
+
+
+def test_recipe_status(running):
+    def status(lock: bytes, core: str = "") -> str:
+        return running.admission.RecipeStatus(admission_pb2.RecipeStatusRequest(lock=lock, core_version=core), metadata=running.auth).status
+
+    lock = json.loads((UPSTREAM / "starforge" / "recipe.lock.v3.nemo-rl-grpo.json").read_bytes())
+    assert status(json.dumps(lock).encode()) == "current"
+    assert status(json.dumps(mutate(lock, {"/recipe/version": "0.6.0"})).encode()) == "upgrade_advised"
+    assert status(json.dumps(mutate(lock, {"/recipe/digest": "sha256:00"})).encode()) == "compatible"
+    assert status(json.dumps(mutate(lock, {"/recipe/version": "0.9.0"})).encode()) == "incompatible"
+    assert status(json.dumps(lock).encode(), core="2.0.0") == "sdk_incompatible"
+    assert status(json.dumps(mutate(lock, {"/recipe/name": "verl/ppo"})).encode()) == "runtime_removed"
+    assert status(b"{not json") == "malformed"
+
+
+def test_health_and_reflection(running):
+    health = health_pb2_grpc.HealthStub(running.channel)
+    assert health.Check(health_pb2.HealthCheckRequest(service="jobgate.v1.AdmissionService")).status == health_pb2.HealthCheckResponse.SERVING
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+    services = set(ProtoReflectionDescriptorDatabase(running.channel).get_services())
+    assert {"jobgate.v1.AdmissionService", "jobgate.v1.JobService", "grpc.health.v1.Health"} <= services
+
+
+def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
+    r = Running(config_for(tmp_path))
+    docs = [raw(JOBSPEC)] * 2000
+    outcome = {}
+
+    def call():
+        outcome["response"] = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=docs), metadata=r.auth, timeout=60)
+
+    t = threading.Thread(target=call)
+    t.start()
+    import time
+
+    time.sleep(0.3)
+    r.server.stop(30).wait()
+    t.join(60)
+    assert len(outcome["response"].results) == 2000
+    r.channel.close()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("spec_bundle.*valid.json")))
+def test_typed_messages_round_trip_upstream_bundles(name):
+    doc = example(name)
+    back = json_format.MessageToDict(json_format.ParseDict(doc, tao_pb2.SpecBundle()))
+    assert back == doc
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("job_record.*valid.json")))
+def test_typed_messages_round_trip_upstream_records(name):
+    from jobgate.v1 import job_pb2
+
+    doc = example(name)
+    assert json_format.MessageToDict(json_format.ParseDict(doc, job_pb2.JobRecord())) == doc
+
+
+def test_typed_messages_round_trip_jobspecs():
+    for doc in (JOBSPEC, sample("jobspec.rejected.json")):
+        back = json_format.MessageToDict(json_format.ParseDict(doc, jobspec_pb2.JobSpec()))
+        # proto3 cannot tell an empty map from an absent one: {} labels/roles are equal to none.
+        expected = json.loads(json.dumps(doc))
+        if not expected["metadata"].get("labels"):
+            expected["metadata"].pop("labels", None)
+        assert back == expected
+
+
+def test_generated_code_matches_the_protos():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, str(root / "scripts" / "protos"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
