@@ -1,27 +1,54 @@
-"""`jobgate demo`: the gate at work on embedded sample documents and the demo catalog."""
+"""`jobgate demo`: the service at work. Starts the embedded demo deployment on a free
+loopback port, admits the sample documents through gRPC, and prints each verdict,
+its violations and the job ids; the records go to a temporary store."""
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 
-from jobgate import Validator, load_config, samples
+import grpc
+
+from jobgate import samples
 from jobgate.cli import formats
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="check the embedded sample documents against the demo catalog")
-    p.add_argument("--format", choices=formats.FORMATS, default="text")
+    p = sub.add_parser("demo", help="admit the embedded samples through a local service")
+    p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(samples.path(samples.DEMO_CONFIG))
-    validator = Validator(config)
-    results = []
-    for name in samples.DOCUMENTS:
-        data = samples.path(name).read_bytes()
-        results.append((f"samples/{name}", validator.check(data, owner="demo-user")))
-    print(formats.render(args.format, results))
+    from jobgate.cli.serve import embedded_default
+    from jobgate.cli.submit import _Shown
+    from jobgate.server import create_server
+    from jobgate.v1 import admission_pb2, admission_pb2_grpc
+
+    with tempfile.TemporaryDirectory(prefix="jobgate-demo-") as tmp:
+        base = embedded_default()
+        config = base.model_copy(
+            update={
+                "store": base.store.model_copy(update={"path": f"{tmp}/store"}),
+                "jobs": base.jobs.model_copy(update={"results_root": f"{tmp}/results"}),
+            }
+        )
+        server, port, _ = create_server(config, "127.0.0.1:0")
+        results, ids = [], []
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = admission_pb2_grpc.AdmissionServiceStub(channel)
+                for name in samples.DOCUMENTS:
+                    data = samples.path(name).read_bytes()
+                    response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=data)), timeout=30)
+                    results.append((f"samples/{name}", _Shown(response.report)))
+                    ids.append(response.job_id)
+        finally:
+            server.stop(None)
     if args.format == "text":
-        print("\nTwo documents admitted, two refused with their reasons. Check your own with: jobgate check FILE --config jobgate.toml")
+        print(f"jobgate demo: admitting the samples through a local service on 127.0.0.1:{port} (demo catalog, anonymous)\n")
+    print(formats.admissions(args.format, results, ids))
+    if args.format == "json":
+        return 0
+    print("\nRun the service yourself with `jobgate serve`, then `jobgate submit FILE` (or `jobgate check FILE` offline).")
     return 0

@@ -130,6 +130,20 @@ def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
     }
 
 
+def admissions(fmt: str, results: Sequence[tuple[str, Report]], job_ids: Sequence[str]) -> str:
+    """Reports from the service, with the job id each admitted document was given."""
+    if fmt == "json":
+        out = as_json(results)
+        for result, job_id in zip(out["results"], job_ids, strict=True):
+            result["job_id"] = job_id
+        return json.dumps(out, indent=2, ensure_ascii=False)
+    lines = text(results).splitlines()
+    for (source, _), job_id in zip(results, job_ids, strict=True):
+        if job_id:
+            lines.insert(len(lines) - 1, f"{source}: admitted as job {job_id}")
+    return "\n".join(lines)
+
+
 def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
     if fmt == "json":
         return json.dumps(as_json(results), indent=2, ensure_ascii=False)

@@ -37,8 +37,6 @@ class _Shown:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
 
@@ -57,15 +55,5 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
             results.append((d.name, _Shown(response.report)))
             ids.append(response.job_id)
-    if args.format == "json":
-        out = formats.as_json(results)
-        for result, job_id in zip(out["results"], ids, strict=True):
-            result["job_id"] = job_id
-        print(json.dumps(out, indent=2, ensure_ascii=False))
-    else:
-        text = formats.text(results).splitlines()
-        for (source, report), job_id in zip(results, ids, strict=True):
-            if job_id:
-                text.insert(len(text) - 1, f"{source}: admitted as job {job_id}")
-        print("\n".join(text))
+    print(formats.admissions(args.format, results, ids))
     return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL
