@@ -28,12 +28,7 @@ impl Validator {
     pub fn check(&self, input: &[u8], kind: Option<Kind>, admission: &Admission) -> Report {
         let result = document::with_document(input, &self.config.limits, |root| {
             let mut ctx = Ctx::new();
-            document::duplicate_keys(root, &mut ctx.out);
-            let kind = kind.or_else(|| Kind::detect(root));
-            match kind {
-                Some(k) => kinds::check(k, root, &self.config, admission, &mut ctx),
-                None => ctx.out.push(unknown_kind()),
-            }
+            let kind = self.apply_rules(root, kind, admission, &mut ctx);
             (kind, ctx.out)
         });
         match result {
@@ -151,6 +146,23 @@ impl Validator {
         }
     }
 
+    /// Every document rule: duplicate keys, then the kind's rules. Returns the kind.
+    fn apply_rules<'i>(
+        &self,
+        root: crate::node::Value<'_, 'i>,
+        kind: Option<Kind>,
+        admission: &Admission,
+        ctx: &mut Ctx<'i>,
+    ) -> Option<Kind> {
+        document::duplicate_keys(root, &mut ctx.out);
+        let kind = kind.or_else(|| Kind::detect(root));
+        match kind {
+            Some(k) => kinds::check(k, root, &self.config, admission, ctx),
+            None => ctx.out.push(unknown_kind()),
+        }
+        kind
+    }
+
     /// The document's own report, its kind, and its well-formed supporting-file entries.
     fn check_declared(
         &self,
@@ -160,12 +172,7 @@ impl Validator {
     ) -> (Option<Kind>, Vec<Violation>, Vec<Declared>) {
         let result = document::with_document(input, &self.config.limits, |root| {
             let mut ctx = Ctx::new();
-            document::duplicate_keys(root, &mut ctx.out);
-            let kind = kind.or_else(|| Kind::detect(root));
-            match kind {
-                Some(k) => kinds::check(k, root, &self.config, admission, &mut ctx),
-                None => ctx.out.push(unknown_kind()),
-            }
+            let kind = self.apply_rules(root, kind, admission, &mut ctx);
             let declared = if kind == Some(Kind::SpecBundle) {
                 files::declared(root)
             } else {
