@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import jobgate
 import orjson
 
+import jobgate
 from benchmarks import documents
 
 

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jobgate
 import pytest
+
+import jobgate
 from jobgate import samples
 from jobgate.cli import main as cli_main
 

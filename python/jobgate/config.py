@@ -105,6 +105,8 @@ class Server(_Model):
     # Local demos only: a caller without a token is the account "anonymous".
     allow_anonymous: bool = False
     max_message_bytes: int = Field(16 << 20, gt=0)
+    # host:port of the Prometheus /metrics endpoint; unset turns it off.
+    metrics_listen: str | None = None
 
     @field_validator("tokens")
     @classmethod

@@ -8,8 +8,8 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from jobgate.cli import main
 
+from jobgate.cli import main
 from tests.conftest import EXAMPLES, run_cli
 
 VALID = EXAMPLES / "spec_bundle.config_mode.dino_train.valid.json"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from jobgate.cli import main
-
 from tests.cli.test_check_cli import run_cli
 from tests.files.test_supporting_files import bundle, sha, tar_package
 

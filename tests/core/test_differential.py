@@ -12,7 +12,6 @@ import copy
 import json
 from typing import Any
 
-import jobgate
 import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 from starforge.contract.spec import JobSpec
 
+import jobgate
 from tests.conftest import EXAMPLES, sample, schema
 
 VALIDATOR = jobgate.Validator()

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-import jobgate
 import pytest
 import yaml
 
+import jobgate
 from tests.conftest import EXAMPLES, sample
 
 JOBSPEC = sample("jobspec.valid.json")

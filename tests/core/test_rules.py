@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import jobgate
 import pytest
 
+import jobgate
 from tests.conftest import DELETE, DEMO_CONFIG, example, mutate, run_cli, sample
 
 JOBSPEC = sample("jobspec.valid.json")

@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-import jobgate
 import pytest
 
+import jobgate
 from tests.files.test_supporting_files import bundle, pairs, tar_package
 
 V = jobgate.Validator()

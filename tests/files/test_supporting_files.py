@@ -12,10 +12,10 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-import jobgate
 import pytest
 import zstandard
 
+import jobgate
 from tests.conftest import example
 
 BASE = example("spec_bundle.config_mode.with_execution_lifecycle.valid.json")

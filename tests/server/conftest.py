@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import grpc
 import pytest
+
 from jobgate import load_config
 from jobgate.config import Server
 from jobgate.server import create_server
 from jobgate.server.auth import token_hash
 from jobgate.v1 import admission_pb2_grpc, jobs_pb2_grpc
-
 from tests.conftest import DEMO_CONFIG
 
 TOKEN = "s3cr3t-token-for-alice"

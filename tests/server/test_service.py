@@ -8,15 +8,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-import jobgate
 import jsonschema
 import pytest
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
-from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
 
+import jobgate
+from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
 from tests.conftest import EXAMPLES, UPSTREAM, example, mutate, sample, schema
 from tests.server.conftest import Running, config_for
 

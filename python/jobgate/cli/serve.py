@@ -14,6 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the gRPC admission service", description=__doc__)
     p.add_argument("--config", metavar="FILE", help="jobgate.toml (default: the embedded demo deployment)")
     p.add_argument("--listen", metavar="HOST:PORT", help="override server.listen")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="N processes sharing the port (SO_REUSEPORT) for multi-core throughput")
     p.set_defaults(run=run)
 
 
@@ -41,7 +42,37 @@ def run(args: argparse.Namespace) -> int:
     listen = args.listen or config.server.listen
     if config.server.allow_anonymous and not is_loopback(listen):
         raise UsageError(f"server.allow_anonymous is for local demos: refusing to listen on {listen} without authentication")
+    if args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if args.workers > 1:
+        return run_workers(args, listen)
     try:
-        return serve(config, listen)
+        return serve(config, listen, config_path=args.config)
     except StartupError as e:
         raise UsageError(str(e)) from None
+
+
+def run_workers(args: argparse.Namespace, listen: str) -> int:
+    """N copies of `jobgate serve` on one port; signals are passed on to each."""
+    import signal
+    import subprocess
+    import sys
+
+    from jobgate.cli import UsageError
+
+    if listen.endswith(":0"):
+        raise UsageError("--workers needs a fixed port to share")
+    command = [sys.executable, "-m", "jobgate.cli", "serve", "--listen", listen]
+    if args.config:
+        command += ["--config", args.config]
+    children = [subprocess.Popen(command) for _ in range(args.workers)]
+
+    def forward(signum, _frame) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    codes = [child.wait() for child in children]
+    return max(codes)

@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from jobgate.config import Config
 from jobgate.server.auth import Authenticator
 from jobgate.server.gate import Gate
+from jobgate.server.metrics import Metrics
 from jobgate.server.service import AdmissionService, JobService
 from jobgate.store import SqliteStore
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc
@@ -46,12 +47,14 @@ def create_server(config: Config, address: str | None = None, *, store=None, max
     store = store or SqliteStore(config.store.path)
     gate = Gate(config, store)
     auth = Authenticator(config.server.tokens, config.server.allow_anonymous)
+    metrics = Metrics()
+    gate.auth, gate.metrics = auth, metrics
     limit = config.server.max_message_bytes
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="jobgate-rpc"),
         options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", 1)],
     )
-    admission_pb2_grpc.add_AdmissionServiceServicer_to_server(AdmissionService(config, gate, auth), server)
+    admission_pb2_grpc.add_AdmissionServiceServicer_to_server(AdmissionService(config, gate, auth, metrics), server)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(JobService(store, auth), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -62,6 +65,8 @@ def create_server(config: Config, address: str | None = None, *, store=None, max
     if port == 0:
         raise StartupError(f"cannot listen on {address or config.server.listen}")
     server.start()
+    if config.server.metrics_listen:
+        gate.metrics_port = metrics.serve_http(config.server.metrics_listen)
     return server, port, gate
 
 
@@ -72,7 +77,7 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
-def serve(config: Config, address: str | None = None, grace: float = 10.0) -> int:
+def serve(config: Config, address: str | None = None, grace: float = 10.0, config_path: str | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
@@ -86,8 +91,24 @@ def serve(config: Config, address: str | None = None, grace: float = 10.0) -> in
         server.stop(grace).wait()
         stopped.set()
 
+    def reload(_signum, _frame) -> None:
+        if config_path is None:
+            log.info("SIGHUP: no configuration file to reload (the embedded default is in use)")
+            return
+        from jobgate.config import ConfigError, load_config
+
+        try:
+            fresh = load_config(config_path)
+            gate.reload(fresh)
+            gate.auth.reload(fresh.server.tokens, fresh.server.allow_anonymous)
+            log.info("configuration reloaded", extra={"fields": {"config": config_path}})
+        except (ConfigError, ValueError) as e:
+            log.error("configuration reload failed; keeping the last good one", extra={"fields": {"config": config_path, "error": str(e)}})
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, reload)
     stopped.wait()
+    gate.metrics.close()
     log.info("stopped")
     return 0

@@ -13,6 +13,9 @@ ANONYMOUS = "anonymous"
 
 class Authenticator:
     def __init__(self, tokens: dict[str, str], allow_anonymous: bool) -> None:
+        self.reload(tokens, allow_anonymous)
+
+    def reload(self, tokens: dict[str, str], allow_anonymous: bool) -> None:
         # hash -> account; compared in constant time below.
         self._by_hash = {digest.removeprefix("sha256:"): account for account, digest in tokens.items()}
         self.allow_anonymous = allow_anonymous

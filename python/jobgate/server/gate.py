@@ -62,6 +62,11 @@ class Gate:
         self.validator = jobgate.Validator(config)
         self.store = store
 
+    def reload(self, config: Config) -> None:
+        """Swaps in a new configuration; calls already running finish with the old one."""
+        validator = jobgate.Validator(config)
+        self.config, self.validator = config, validator
+
     def quota(self, project: str) -> int | None:
         return self.config.project_quota(project)
 

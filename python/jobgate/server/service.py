@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator
 
@@ -15,6 +16,7 @@ from jobgate.config import Config
 from jobgate.server import recipes
 from jobgate.server.auth import Authenticator
 from jobgate.server.gate import KIND_NAMES, Gate
+from jobgate.server.metrics import Metrics
 from jobgate.store import JobNotFound, JobStore, TerminalState
 from jobgate.store.base import TERMINAL
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, job_pb2, jobs_pb2, jobs_pb2_grpc, report_pb2
@@ -50,43 +52,81 @@ def document_bytes(document: admission_pb2.Document, context: grpc.ServicerConte
     raise AssertionError("unreachable")
 
 
-class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
-    def __init__(self, config: Config, gate: Gate, auth: Authenticator) -> None:
-        self.config, self.gate, self.auth = config, gate, auth
+def timed(rpc: str):
+    """Times a unary handler and counts it in flight, in the servicer's own metrics."""
 
+    def wrap(handler):
+        @functools.wraps(handler)
+        def inner(servicer, request, context):
+            metrics = servicer.metrics
+            gauge = metrics.in_flight.labels(rpc)
+            gauge.inc()
+            start = time.perf_counter()
+            try:
+                return handler(servicer, request, context)
+            finally:
+                metrics.latency.labels(rpc).observe(time.perf_counter() - start)
+                gauge.dec()
+
+        return inner
+
+    return wrap
+
+
+class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
+    def __init__(self, config: Config, gate: Gate, auth: Authenticator, metrics: Metrics | None = None) -> None:
+        self.config, self.gate, self.auth = config, gate, auth
+        self.metrics = metrics or Metrics()
+
+    @timed("Admit")
     def Admit(self, request, context):  # noqa: N802 - gRPC method names
         account = self.auth.account(context)
         data, kind = document_bytes(request.document, context, "document")
         result = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+        self.metrics.report("Admit", result.report)
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
+    @timed("AdmitBatch")
     def AdmitBatch(self, request, context):  # noqa: N802
         account = self.auth.account(context)
-        limit = self.config.limits.max_batch
+        limit = self.gate.config.limits.max_batch
         if len(request.documents) > limit:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the batch holds {len(request.documents)} documents; at most {limit} per call (limits.max_batch)")
+        self.metrics.batch_size.observe(len(request.documents))
         items = [document_bytes(d, context, f"documents[{i}]") for i, d in enumerate(request.documents)]
         kinds = {k for _, k in items}
         if request.dry_run and len(kinds) <= 1:
             reports = self.gate.check_many([d for d, _ in items], next(iter(kinds), None), account)
+            for r in reports:
+                self.metrics.report("AdmitBatch", r)
             return admission_pb2.AdmitBatchResponse(results=[admission_pb2.AdmitResponse(report=report_message(r)) for r in reports])
-        # Item by item: quota is consumed in item order.
+        # Item by item: quota is consumed in item order; a passed deadline stops the batch.
         results = []
         for data, kind in items:
+            if not context.is_active():
+                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
             r = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+            self.metrics.report("AdmitBatch", r.report)
             results.append(admission_pb2.AdmitResponse(report=report_message(r.report), job_id=r.job_id))
         return admission_pb2.AdmitBatchResponse(results=results)
 
     def AdmitStream(self, request_iterator, context):  # noqa: N802
         account = self.auth.account(context)
-        for request in request_iterator:
-            data, kind = document_bytes(request.document, context, "document")
-            r = self.gate.admit(data, kind, account, dry_run=request.dry_run)
-            yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
+        gauge = self.metrics.in_flight.labels("AdmitStream")
+        gauge.inc()
+        try:
+            for request in request_iterator:
+                data, kind = document_bytes(request.document, context, "document")
+                r = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+                self.metrics.report("AdmitStream", r.report)
+                yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
+        finally:
+            gauge.dec()
 
+    @timed("RecipeStatus")
     def RecipeStatus(self, request, context):  # noqa: N802
         self.auth.account(context)
-        status, message, catalog = recipes.status(self.config, request.lock, request.core_version)
+        status, message, catalog = recipes.status(self.gate.config, request.lock, request.core_version)
         return admission_pb2.RecipeStatusResponse(status=status, message=message, **catalog)
 
 

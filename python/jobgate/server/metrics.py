@@ -1,0 +1,37 @@
+"""Prometheus metrics on an HTTP port: admissions by verdict, violations by rule,
+RPC latency, batch sizes and calls in flight. One registry per server, so several
+servers in one process (tests) never collide."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+LATENCY_BUCKETS = (50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.admissions = Counter("jobgate_admissions_total", "Documents judged, by RPC and verdict", ["rpc", "verdict"], registry=self.registry)
+        self.violations = Counter("jobgate_violations_total", "Violations reported, by rule and severity", ["rule", "severity"], registry=self.registry)
+        self.latency = Histogram("jobgate_rpc_duration_seconds", "RPC handling time", ["rpc"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.batch_size = Histogram("jobgate_batch_documents", "Documents per AdmitBatch call", buckets=BATCH_BUCKETS, registry=self.registry)
+        self.in_flight = Gauge("jobgate_rpcs_in_flight", "RPCs being handled", ["rpc"], registry=self.registry)
+        self.http = None
+
+    def report(self, rpc: str, report) -> None:
+        self.admissions.labels(rpc, report.verdict).inc()
+        for v in report.violations:
+            self.violations.labels(v.rule, v.severity).inc()
+
+    def serve_http(self, listen: str) -> int:
+        """Starts the /metrics endpoint; returns its port."""
+        host, _, port = listen.rpartition(":")
+        self.http, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        return self.http.server_port
+
+    def close(self) -> None:
+        if self.http is not None:
+            self.http.shutdown()
+            self.http = None

@@ -1,0 +1,167 @@
+"""Operating the service: metrics, configuration reload on SIGHUP, several worker
+processes on one port, and a clean stop on SIGTERM. Real processes, real ports."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from jobgate.server.auth import token_hash
+from jobgate.v1 import admission_pb2, admission_pb2_grpc
+from tests.conftest import sample
+from tests.server.conftest import TOKEN, Running, config_for
+
+JOBSPEC = sample("jobspec.valid.json")
+AUTH = [("authorization", f"Bearer {TOKEN}")]
+
+
+def admit(stub, doc, dry_run=True):
+    return stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(doc).encode()), dry_run=dry_run), metadata=AUTH, timeout=10)
+
+
+def test_metrics_endpoint(tmp_path):
+    cfg = config_for(tmp_path)
+    cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"metrics_listen": "127.0.0.1:0"})})
+    r = Running(cfg)
+    try:
+        admit(r.admission, JOBSPEC)
+        admit(r.admission, {**JOBSPEC, "kind": "Nope"})
+        r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())] * 3, dry_run=True), metadata=AUTH)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{r.gate.metrics_port}/metrics", timeout=10).read().decode()
+        assert 'jobgate_admissions_total{rpc="Admit",verdict="pass"} 1.0' in text
+        assert 'jobgate_admissions_total{rpc="Admit",verdict="fail"} 1.0' in text
+        assert 'jobgate_admissions_total{rpc="AdmitBatch",verdict="pass"} 3.0' in text
+        assert 'jobgate_violations_total{rule="forge.kind",severity="error"} 1.0' in text
+        assert 'jobgate_rpc_duration_seconds_count{rpc="Admit"} 2.0' in text
+        assert "jobgate_batch_documents_count 1.0" in text
+    finally:
+        r.gate.metrics.close()
+        r.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config(path, tmp_path, catalog: bool) -> None:
+    lines = [
+        "[server]",
+        f'tokens = {{ alice = "{token_hash(TOKEN)}" }}',
+        "[store]",
+        f'path = "{tmp_path / "store"}"',
+        "[jobs]",
+        f'results_root = "{tmp_path / "results"}"',
+    ]
+    if catalog:
+        lines += [
+            "[[catalog]]",
+            'recipe = { name = "nemo-rl/grpo", version = "0.7.0", digest = "sha256:6527a24d50352ea67588604d4df476781a3b0f93cd1f0f2e9120c26d8f7ef509" }',
+            'framework = { kind = "nemo-rl", version = "0.7.0", runtime_id = "nemo-rl-0.7.0" }',
+        ]
+    else:
+        lines += ["[[catalog]]", 'recipe = { name = "trl/grpo", version = "1", digest = "d" }', 'framework = { runtime_id = "r" }']
+    path.write_text("\n".join(lines) + "\n")
+
+
+def wait_serving(port: int, timeout: float = 30) -> grpc.Channel:
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    health = health_pb2_grpc.HealthStub(channel)
+    deadline = time.time() + timeout
+    while True:
+        try:
+            if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                return channel
+        except grpc.RpcError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def rule_ids(response) -> list[str]:
+    return [v.rule for v in response.report.violations]
+
+
+def test_sighup_reloads_and_keeps_the_last_good_configuration(tmp_path):
+    cfg = tmp_path / "jobgate.toml"
+    write_config(cfg, tmp_path, catalog=False)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"], stderr=subprocess.PIPE, text=True)
+    try:
+        channel = wait_serving(port)
+        stub = admission_pb2_grpc.AdmissionServiceStub(channel)
+        assert rule_ids(admit(stub, JOBSPEC)) == ["forge.handshake.recipe_unknown"]
+        write_config(cfg, tmp_path, catalog=True)
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 20
+        while rule_ids(admit(stub, JOBSPEC)) and time.time() < deadline:
+            time.sleep(0.2)
+        assert admit(stub, JOBSPEC).report.verdict == "pass"
+        cfg.write_text("[limits]\nmax_depth = 'deep'\n")
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert admit(stub, JOBSPEC).report.verdict == "pass"  # the last good configuration stays
+        channel.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        logs = [json.loads(line) for line in proc.stderr.read().splitlines() if line.startswith("{")]
+        messages = [entry["message"] for entry in logs]
+        assert "configuration reloaded" in messages
+        failed = [e for e in logs if e["message"].startswith("configuration reload failed")]
+        assert failed and "limits.max_depth" in failed[0]["error"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_workers_share_one_port(tmp_path):
+    cfg = tmp_path / "jobgate.toml"
+    write_config(cfg, tmp_path, catalog=True)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}", "--workers", "2"], stderr=subprocess.DEVNULL)
+    try:
+        channel = wait_serving(port)
+        stub = admission_pb2_grpc.AdmissionServiceStub(channel)
+        ids = {admit(stub, JOBSPEC, dry_run=False).job_id for _ in range(10)}
+        assert len(ids) == 10 and "" not in ids
+        channel.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
+def test_serve_refuses_a_store_inside_results_root(tmp_path):
+    cfg = tmp_path / "jobgate.toml"
+    cfg.write_text(f'[store]\npath = "{tmp_path / "results" / "store"}"\n[jobs]\nresults_root = "{tmp_path / "results"}"\n')
+    result = subprocess.run([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "inside results_root" in result.stderr
+
+
+def test_anonymous_is_refused_off_loopback(tmp_path):
+    cfg = tmp_path / "jobgate.toml"
+    cfg.write_text("[server]\nallow_anonymous = true\n")
+    result = subprocess.run([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", "0.0.0.0:0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "allow_anonymous" in result.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM])
+def test_sigterm_stops_cleanly(tmp_path, signum):
+    cfg = tmp_path / "jobgate.toml"
+    write_config(cfg, tmp_path, catalog=True)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}"], stderr=subprocess.PIPE, text=True)
+    wait_serving(port).close()
+    proc.send_signal(signum)
+    assert proc.wait(30) == 0
+    assert "stopping: finishing in-flight calls" in proc.stderr.read()
