@@ -172,21 +172,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller batches")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    parser.add_argument("--only-core", action="store_true", help="skip the supporting-file hashing benchmarks")
+    parser.add_argument("sections", nargs="*", choices=("core", "files", "service", []), help="which to run (default: all)")
     args = parser.parse_args()
-    result = run(args.quick)
-    if not args.only_core:
-        from benchmarks import hashing
-
-        files = hashing.run(args.quick)
-        result["files"] = files["rows"]
-        result["targets"] += files["targets"]
+    sections = args.sections or ["core", "files", "service"]
+    result = run(args.quick) if "core" in sections else {"machine": machine(), "rows": [], "targets": []}
     print_table(result)
-    if "files" in result:
-        print()
-        from benchmarks import hashing
+    from benchmarks import hashing, service
 
-        hashing.print_table({"rows": result["files"]})
+    for name, module in (("files", hashing), ("service", service)):
+        if name in sections:
+            part = module.run(args.quick)
+            result[name] = part["rows"]
+            result["targets"] += part["targets"]
+            print()
+            module.print_table({"rows": part["rows"]})
     print_targets(result)
     out = Path(args.json) if args.json else Path(__file__).parent / "results" / "latest.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,117 @@
+"""The service over loopback: AdmitBatch dry-run throughput (256 documents per call)
+against in-process check_many, and Admit latency percentiles against an empty RPC
+(the standard health Check) on the same server; with --workers 1 and 2."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+import jobgate
+from benchmarks import documents
+from jobgate.v1 import admission_pb2, admission_pb2_grpc
+
+BATCH = 256
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(workers: int, tmp: Path) -> tuple[subprocess.Popen, int]:
+    cfg = tmp / f"jobgate-{workers}.toml"
+    cfg.write_text(f'[server]\nallow_anonymous = true\n[store]\npath = "{tmp / "store"}"\n[jobs]\nresults_root = "{tmp / "results"}"\n')
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}", "--workers", str(workers)], stderr=subprocess.DEVNULL)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    health = health_pb2_grpc.HealthStub(channel)
+    deadline = time.time() + 60
+    while True:
+        try:
+            health.Check(health_pb2.HealthCheckRequest(), timeout=1)
+            break
+        except grpc.RpcError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    channel.close()
+    return proc, port
+
+
+def percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def run(quick: bool) -> dict:
+    rows, targets = [], []
+    doc = documents.jobspec()
+    batch = [doc] * BATCH
+    v = jobgate.Validator()
+    calls = 20 if quick else 60
+    latency_calls = 2000 if quick else 10000
+    # in-process baseline, same documents
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        v.check_many(batch)
+        times.append(time.perf_counter() - t)
+    local_rate = BATCH / statistics.median(times)
+    rows.append({"bench": f"AdmitBatch dry run, {BATCH} JobSpecs per call", "impl": "in-process check_many", "value": local_rate, "unit": "docs/s"})
+    with tempfile.TemporaryDirectory() as tmp:
+        for workers in (1, 2):
+            proc, port = start(workers, Path(tmp))
+            try:
+                with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                    stub = admission_pb2_grpc.AdmissionServiceStub(channel)
+                    health = health_pb2_grpc.HealthStub(channel)
+                    request = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=doc)] * BATCH, dry_run=True)
+                    stub.AdmitBatch(request)
+                    times = []
+                    for _ in range(calls):
+                        t = time.perf_counter()
+                        stub.AdmitBatch(request)
+                        times.append(time.perf_counter() - t)
+                    rate = BATCH / statistics.median(times)
+                    rows.append({"bench": f"AdmitBatch dry run, {BATCH} JobSpecs per call", "impl": f"gRPC, --workers {workers}", "value": rate, "unit": "docs/s"})
+                    targets.append({"target": f"AdmitBatch >= 0.5 x check_many (--workers {workers})", "ratio": rate / local_rate, "goal": 0.5, "ok": rate / local_rate >= 0.5, "how": "gRPC docs/s / in-process docs/s"})
+                    one = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=doc), dry_run=True)
+                    empty = health_pb2.HealthCheckRequest()
+                    admit_t, empty_t = [], []
+                    for _ in range(latency_calls):  # interleaved, so both see the same noise
+                        t = time.perf_counter()
+                        stub.Admit(one)
+                        admit_t.append(time.perf_counter() - t)
+                        t = time.perf_counter()
+                        health.Check(empty)
+                        empty_t.append(time.perf_counter() - t)
+                    for name, samples in (("Admit (2 KB JobSpec, dry run)", admit_t), ("empty RPC (health Check)", empty_t)):
+                        rows.append({"bench": f"latency, --workers {workers}", "impl": name, "value": percentile(samples, 50) * 1e6, "unit": "µs p50", "p99": percentile(samples, 99) * 1e6})
+                    ratio = percentile(admit_t, 99) / percentile(empty_t, 99)
+                    targets.append({"target": f"Admit p99 <= 1.5 x empty RPC p99 (--workers {workers})", "ratio": ratio, "goal": 1.5, "ok": ratio <= 1.5, "how": "Admit p99 / health Check p99"})
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+    return {"rows": rows, "targets": targets, "cores": os.cpu_count()}
+
+
+def print_table(result: dict) -> None:
+    bench = None
+    for r in result["rows"]:
+        if r["bench"] != bench:
+            bench = r["bench"]
+            print(f"{bench}")
+        extra = f"   p99 {r['p99']:9.1f} µs" if "p99" in r else ""
+        print(f"  {r['impl']:<50} {r['value']:12.1f} {r['unit']}{extra}")
