@@ -96,9 +96,19 @@ class Quota(_Model):
     projects: dict[str, int] = {}
 
 
+class Tls(_Model):
+    """TLS for the service; with client_ca, mutual TLS: the account is the client
+    certificate's common name."""
+
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+
 class Server(_Model):
     """How the gRPC service listens and whom it lets in."""
 
+    tls: Tls | None = None
     listen: str = "127.0.0.1:50051"
     # account -> "sha256:<hex of the token>"; plaintext tokens never appear in the file.
     tokens: dict[str, str] = {}

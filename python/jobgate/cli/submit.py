@@ -19,6 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token (default: $JOBGATE_TOKEN)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
+    p.add_argument("--ca", metavar="FILE", help="TLS: the CA that signed the server's certificate")
+    p.add_argument("--cert", metavar="FILE", help="mutual TLS: this client's certificate")
+    p.add_argument("--key", metavar="FILE", help="mutual TLS: this client's private key")
     p.set_defaults(run=run)
 
 
@@ -36,6 +39,22 @@ class _Shown:
         return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}
 
 
+def channel_for(args: argparse.Namespace) -> grpc.Channel:
+    """A channel to --server: TLS when --ca is given, with a client certificate for mutual TLS."""
+    from pathlib import Path
+
+    from jobgate.cli import UsageError
+
+    if not args.ca:
+        return grpc.insecure_channel(args.server)
+    try:
+        read = lambda p: Path(p).read_bytes() if p else None  # noqa: E731
+        credentials = grpc.ssl_channel_credentials(read(args.ca), read(args.key), read(args.cert))
+    except OSError as e:
+        raise UsageError(f"cannot read {e.filename}: {e.strerror}") from None
+    return grpc.secure_channel(args.server, credentials)
+
+
 def run(args: argparse.Namespace) -> int:
     from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
@@ -46,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
     results, ids = [], []
-    with grpc.insecure_channel(args.server) as channel:
+    with channel_for(args) as channel:
         stub = admission_pb2_grpc.AdmissionServiceStub(channel)
         for d in docs:
             try:

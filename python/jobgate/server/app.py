@@ -61,7 +61,17 @@ def create_server(config: Config, address: str | None = None, *, store=None, max
     for name in ("", *SERVICE_NAMES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    port = server.add_insecure_port(address or config.server.listen)
+    tls = config.server.tls
+    if tls is None:
+        port = server.add_insecure_port(address or config.server.listen)
+    else:
+        try:
+            key, cert = Path(tls.key).read_bytes(), Path(tls.cert).read_bytes()
+            client_ca = Path(tls.client_ca).read_bytes() if tls.client_ca else None
+        except OSError as e:
+            raise StartupError(f"server.tls: cannot read {e.filename}: {e.strerror}") from None
+        credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None)
+        port = server.add_secure_port(address or config.server.listen, credentials)
     if port == 0:
         raise StartupError(f"cannot listen on {address or config.server.listen}")
     server.start()

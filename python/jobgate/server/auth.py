@@ -36,6 +36,11 @@ class Authenticator:
                 if hmac.compare_digest(known, digest):
                     return account
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "the bearer token is not known to this server")
+        # Mutual TLS: the verified client certificate names the account.
+        names = context.auth_context().get("x509_common_name") or []
+        if names:
+            name = names[0]
+            return name.decode() if isinstance(name, bytes) else name
         if self.allow_anonymous:
             return ANONYMOUS
         context.abort(grpc.StatusCode.UNAUTHENTICATED, "this server needs a bearer token in the authorization metadata")
