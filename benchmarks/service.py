@@ -99,6 +99,19 @@ def run(quick: bool) -> dict:
                         empty_t.append(time.perf_counter() - t)
                     for name, samples in (("Admit (2 KB JobSpec, dry run)", admit_t), ("empty RPC (health Check)", empty_t)):
                         rows.append({"bench": f"latency, --workers {workers}", "impl": name, "value": percentile(samples, 50) * 1e6, "unit": "µs p50", "p99": percentile(samples, 99) * 1e6})
+                    from google.protobuf import json_format
+
+                    from jobgate.v1 import jobspec_pb2
+
+                    typed = admission_pb2.AdmitRequest(document=admission_pb2.Document(jobspec=json_format.Parse(doc, jobspec_pb2.JobSpec())), dry_run=True)
+                    typed_t = []
+                    for _ in range(latency_calls // 4):
+                        t = time.perf_counter()
+                        stub.Admit(typed)
+                        typed_t.append(time.perf_counter() - t)
+                    rows.append({"bench": f"latency, --workers {workers}", "impl": "Admit, typed JobSpec message", "value": percentile(typed_t, 50) * 1e6, "unit": "µs p50", "p99": percentile(typed_t, 99) * 1e6})
+                    ratio_typed = percentile(typed_t, 50) / percentile(admit_t, 50)
+                    targets.append({"target": f"typed path <= 2 x bytes path (--workers {workers})", "ratio": ratio_typed, "goal": 2.0, "ok": ratio_typed <= 2.0, "how": "Admit p50, typed / bytes"})
                     ratio = percentile(admit_t, 99) / percentile(empty_t, 99)
                     targets.append({"target": f"Admit p99 <= 1.5 x empty RPC p99 (--workers {workers})", "ratio": ratio, "goal": 1.5, "ok": ratio <= 1.5, "how": "Admit p99 / health Check p99"})
             finally:

@@ -47,7 +47,7 @@ def pki(tmp_path):
     ca = issue("jobgate test CA", ca=True)
     other_ca = issue("someone else", ca=True)
     files = {}
-    for name, (cert, key, pem, key_pem) in {
+    for name, (_cert, _key, pem, key_pem) in {
         "ca": ca,
         "server": issue("localhost", (ca[0], ca[1]), server=True),
         "alice": issue("alice", (ca[0], ca[1])),
