@@ -19,9 +19,9 @@ from jobgate.config import Config
 from jobgate.server.auth import Authenticator
 from jobgate.server.gate import Gate
 from jobgate.server.metrics import Metrics
-from jobgate.server.service import AdmissionService, JobService
+from jobgate.server.service import AdmissionService, JobService, add_admission_service
 from jobgate.store import SqliteStore
-from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+from jobgate.v1 import admission_pb2, jobs_pb2, jobs_pb2_grpc
 
 SERVICE_NAMES = (
     admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"].full_name,
@@ -54,7 +54,7 @@ def create_server(config: Config, address: str | None = None, *, store=None, max
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="jobgate-rpc"),
         options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", 1)],
     )
-    admission_pb2_grpc.add_AdmissionServiceServicer_to_server(AdmissionService(config, gate, auth, metrics), server)
+    add_admission_service(AdmissionService(config, gate, auth, metrics), server)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(JobService(store, auth), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -25,6 +25,19 @@ class Metrics:
         for v in report.violations:
             self.violations.labels(v.rule, v.severity).inc()
 
+    def reports(self, rpc: str, reports) -> None:
+        """Counts a batch with one increment per label set, not one per document."""
+        verdicts: dict[str, int] = {}
+        rules: dict[tuple[str, str], int] = {}
+        for r in reports:
+            verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+            for v in r.violations if r.errors or r.warnings else ():
+                rules[(v.rule, v.severity)] = rules.get((v.rule, v.severity), 0) + 1
+        for verdict, n in verdicts.items():
+            self.admissions.labels(rpc, verdict).inc(n)
+        for (rule, severity), n in rules.items():
+            self.violations.labels(rule, severity).inc(n)
+
     def serve_http(self, listen: str) -> int:
         """Starts the /metrics endpoint; returns its port."""
         host, _, port = listen.rpartition(":")

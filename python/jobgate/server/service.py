@@ -38,6 +38,43 @@ def report_message(report) -> report_pb2.Report:
     )
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+class BatchEncoder:
+    """AdmitBatchResponse bytes without a message object per item: the response of a
+    clean report is the same for every document of its kind, so it is encoded once."""
+
+    def __init__(self) -> None:
+        self._clean: dict[tuple[str, str], bytes] = {}
+
+    def item(self, report, job_id: str = "") -> bytes:
+        if not report.violations and not job_id:
+            key = (report.kind, report.verdict)
+            cached = self._clean.get(key)
+            if cached is None:
+                cached = self._clean[key] = _field(1, admission_pb2.AdmitResponse(report=report_message(report)).SerializeToString())
+            return cached
+        return _field(1, admission_pb2.AdmitResponse(report=report_message(report), job_id=job_id).SerializeToString())
+
+    def response(self, reports) -> bytes:
+        return b"".join(self.item(r) for r in reports)
+
+
 def document_bytes(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> tuple[bytes, str | None]:
     """The bytes the core checks: raw bytes as sent, or the typed message's JSON form."""
     kind = KIND_NAMES.get(document.kind)
@@ -77,6 +114,7 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
     def __init__(self, config: Config, gate: Gate, auth: Authenticator, metrics: Metrics | None = None) -> None:
         self.config, self.gate, self.auth = config, gate, auth
         self.metrics = metrics or Metrics()
+        self.encoder = BatchEncoder()
 
     @timed("Admit")
     def Admit(self, request, context):  # noqa: N802 - gRPC method names
@@ -87,7 +125,7 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
     @timed("AdmitBatch")
-    def AdmitBatch(self, request, context):  # noqa: N802
+    def AdmitBatch(self, request, context):  # noqa: N802 - answers serialized bytes (see batch_handler)
         account = self.auth.account(context)
         limit = self.gate.config.limits.max_batch
         if len(request.documents) > limit:
@@ -97,9 +135,8 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         kinds = {k for _, k in items}
         if request.dry_run and len(kinds) <= 1:
             reports = self.gate.check_many([d for d, _ in items], next(iter(kinds), None), account)
-            for r in reports:
-                self.metrics.report("AdmitBatch", r)
-            return admission_pb2.AdmitBatchResponse(results=[admission_pb2.AdmitResponse(report=report_message(r)) for r in reports])
+            self.metrics.reports("AdmitBatch", reports)
+            return self.encoder.response(reports)
         # Item by item: quota is consumed in item order; a passed deadline stops the batch.
         results = []
         for data, kind in items:
@@ -107,8 +144,8 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
             r = self.gate.admit(data, kind, account, dry_run=request.dry_run)
             self.metrics.report("AdmitBatch", r.report)
-            results.append(admission_pb2.AdmitResponse(report=report_message(r.report), job_id=r.job_id))
-        return admission_pb2.AdmitBatchResponse(results=results)
+            results.append(self.encoder.item(r.report, r.job_id))
+        return b"".join(results)
 
     def AdmitStream(self, request_iterator, context):  # noqa: N802
         account = self.auth.account(context)
@@ -128,6 +165,22 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         self.auth.account(context)
         status, message, catalog = recipes.status(self.gate.config, request.lock, request.core_version)
         return admission_pb2.RecipeStatusResponse(status=status, message=message, **catalog)
+
+
+def add_admission_service(service: AdmissionService, server: grpc.Server) -> None:
+    """Registers AdmissionService as the generated code would, except that AdmitBatch
+    has a pass-through response serializer: the servicer answers the
+    AdmitBatchResponse already encoded, item by item (BatchEncoder)."""
+    m = admission_pb2
+    handlers = {
+        "Admit": grpc.unary_unary_rpc_method_handler(service.Admit, request_deserializer=m.AdmitRequest.FromString, response_serializer=m.AdmitResponse.SerializeToString),
+        "AdmitBatch": grpc.unary_unary_rpc_method_handler(service.AdmitBatch, request_deserializer=m.AdmitBatchRequest.FromString, response_serializer=bytes),
+        "AdmitStream": grpc.stream_stream_rpc_method_handler(service.AdmitStream, request_deserializer=m.AdmitStreamRequest.FromString, response_serializer=m.AdmitStreamResponse.SerializeToString),
+        "RecipeStatus": grpc.unary_unary_rpc_method_handler(service.RecipeStatus, request_deserializer=m.RecipeStatusRequest.FromString, response_serializer=m.RecipeStatusResponse.SerializeToString),
+    }
+    name = m.DESCRIPTOR.services_by_name["AdmissionService"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)
 
 
 def record_message(record: dict) -> job_pb2.JobRecord:
