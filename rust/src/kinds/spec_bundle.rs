@@ -210,9 +210,13 @@ static BUNDLE: ObjectShape = ObjectShape {
 
 /// `^\S+/\S+$`: a resolved registry/path:tag, never a versions.yaml key.
 fn image_uri(s: &str) -> Result<(), String> {
-    match s.split_once('/') {
-        Some((a, b)) if !a.is_empty() && !b.is_empty() && !s.chars().any(py_isspace) => Ok(()),
-        _ => Err("is not a resolved container URI (registry/path:tag, no whitespace); resolve the image key first".into()),
+    // Some '/' with at least one character on each side, and no whitespace anywhere:
+    // exactly what the pattern matches ("//0" does: "/" + "/" + "0").
+    let interior_slash = s.len() >= 3 && s[1..s.len() - 1].contains('/');
+    if interior_slash && !s.chars().any(py_isspace) {
+        Ok(())
+    } else {
+        Err("is not a resolved container URI (registry/path:tag, no whitespace); resolve the image key first".into())
     }
 }
 
@@ -751,6 +755,16 @@ mod tests {
             unknown_placeholders("x {foo} ${BAR} {foo} {0} {}"),
             vec!["foo"]
         );
+    }
+
+    #[test]
+    fn image_uris_as_the_pattern_reads_them() {
+        for ok in ["nvcr.io/nvidia/tao:1", "a/b", "//0", "a//"] {
+            assert!(image_uri(ok).is_ok(), "{ok}");
+        }
+        for bad in ["tao_toolkit.pyt", "/a", "a/", "/", "a /b", ""] {
+            assert!(image_uri(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
