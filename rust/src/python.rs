@@ -16,6 +16,21 @@ use crate::kinds::{Admission, Kind};
 use crate::report::{Report as CoreReport, Severity, Violation as CoreViolation};
 use crate::validator::Validator as CoreValidator;
 
+/// Runs `f`, turning a panic (a bug in jobgate) into a Python RuntimeError, so that
+/// no panic crosses into Python and a document is never admitted by accident.
+fn guarded<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "jobgate could not check this document (internal error: {what}); it was not admitted. Please report it with the document."
+        ))
+    })
+}
+
 /// Documents larger than this are checked with the GIL released; smaller ones finish
 /// faster than a GIL hand-off costs.
 const DETACH_ABOVE: usize = 16 * 1024;
@@ -220,7 +235,7 @@ impl Validator {
             }
             let bytes = doc.as_ref().map(Document::bytes);
             let verified = py
-                .detach(|| self.core.check_files(bytes, kind, &admission, source))
+                .detach(|| guarded(|| self.core.check_files(bytes, kind, &admission, source)))?
                 .map_err(PyFileNotFoundError::new_err)?;
             return Ok(Report::wrap(verified.report));
         }
@@ -231,9 +246,9 @@ impl Validator {
         let report = match &doc {
             Document::Unreadable(_) => doc.check(&self.core, kind, &admission),
             _ if bytes.len() > DETACH_ABOVE => {
-                py.detach(|| self.core.check(bytes, kind, &admission))
+                py.detach(|| guarded(|| self.core.check(bytes, kind, &admission)))?
             }
-            _ => self.core.check(bytes, kind, &admission),
+            _ => guarded(|| self.core.check(bytes, kind, &admission))?,
         };
         Ok(Report::wrap(report))
     }
@@ -258,7 +273,7 @@ impl Validator {
             .transpose()?;
         let bytes = doc.as_ref().map(Document::bytes);
         let (report, staged) = py
-            .detach(|| self.core.stage(bytes, source, &job_dir))
+            .detach(|| guarded(|| self.core.stage(bytes, source, &job_dir)))?
             .map_err(PyFileNotFoundError::new_err)?;
         Ok(Staging {
             report: Py::new(py, Report::wrap(report))?,
@@ -305,7 +320,7 @@ impl Validator {
                 .collect()
         } else {
             let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
-            py.detach(|| self.core.check_many(&slices, kind, threads, &admission))
+            py.detach(|| guarded(|| self.core.check_many(&slices, kind, threads, &admission)))?
         };
         Ok(reports.into_iter().map(Report::wrap).collect())
     }

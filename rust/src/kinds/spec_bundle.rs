@@ -212,7 +212,8 @@ static BUNDLE: ObjectShape = ObjectShape {
 fn image_uri(s: &str) -> Result<(), String> {
     // Some '/' with at least one character on each side, and no whitespace anywhere:
     // exactly what the pattern matches ("//0" does: "/" + "/" + "0").
-    let interior_slash = s.len() >= 3 && s[1..s.len() - 1].contains('/');
+    let b = s.as_bytes();
+    let interior_slash = b.len() >= 3 && b[1..b.len() - 1].contains(&b'/');
     if interior_slash && !s.chars().any(py_isspace) {
         Ok(())
     } else {
@@ -759,7 +760,7 @@ mod tests {
 
     #[test]
     fn image_uris_as_the_pattern_reads_them() {
-        for ok in ["nvcr.io/nvidia/tao:1", "a/b", "//0", "a//"] {
+        for ok in ["nvcr.io/nvidia/tao:1", "a/b", "//0", "a//", "5🅀ÌL𑊑/¦"] {
             assert!(image_uri(ok).is_ok(), "{ok}");
         }
         for bad in ["tao_toolkit.pyt", "/a", "a/", "/", "a /b", ""] {
