@@ -227,3 +227,51 @@ def test_arbitrary_bytes_never_crash(data):
     report = VALIDATOR.check(data)
     assert report.verdict in ("pass", "fail")
     assert all(v.rule and isinstance(v.field, str) for v in report.violations)
+
+
+def string_paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    if isinstance(doc, dict):
+        return [p for k, v in doc.items() for p in [prefix + (k,)] * isinstance(v, str) + string_paths(v, prefix + (k,))]
+    if isinstance(doc, list):
+        return [p for i, v in enumerate(doc) for p in [prefix + (i,)] * isinstance(v, str) + string_paths(v, prefix + (i,))]
+    return []
+
+
+ALL_BASES = [(k, d) for k, docs in TAO_BASES.items() for d in docs] + [("jobspec", d) for d in JOBSPEC_BASES]
+TRICKY_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
+    ["5🅀ÌL𑊑/¦", "é=x", "{é}", "hf_é1234567890", "a://é:é@é", "run/é/é@step=1", "a[é]", "a.é[0]", "/é", "é/..", "ı/İ"]
+)
+
+
+@SETTINGS
+@given(st.sampled_from(ALL_BASES).flatmap(lambda kd: st.tuples(st.just(kd), st.sampled_from(string_paths(kd[1])), TRICKY_TEXT)))
+def test_arbitrary_text_in_any_string_never_panics(case):
+    (kind, base), path, text = case
+    doc = copy.deepcopy(base)
+    node = doc
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = text
+    report = VALIDATOR.check(doc, kind=kind)  # a panic would raise RuntimeError here
+    assert report.verdict in ("pass", "fail")
+
+
+def object_paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix] if isinstance(doc, dict) else []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in items:
+        out += object_paths(v, prefix + (k,))
+    return out
+
+
+@SETTINGS
+@given(st.sampled_from(ALL_BASES).flatmap(lambda kd: st.tuples(st.just(kd), st.sampled_from(object_paths(kd[1])), TRICKY_TEXT, TRICKY_TEXT)))
+def test_arbitrary_keys_anywhere_never_panic(case):
+    (kind, base), path, key, value = case
+    doc = copy.deepcopy(base)
+    node = doc
+    for p in path:
+        node = node[p]
+    node[key] = value
+    assert VALIDATOR.check(doc, kind=kind).verdict in ("pass", "fail")
+    assert VALIDATOR.check(json.dumps(doc, ensure_ascii=False).encode(), kind=kind).verdict in ("pass", "fail")
