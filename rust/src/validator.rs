@@ -54,66 +54,59 @@ impl Validator {
                 let dir_handle = root::RootDir::open(dir).map_err(|e| {
                     format!("the producer root {} cannot be opened: {e}", dir.display())
                 })?;
-                let (kind, mut violations, declared) = self.check_declared(input, kind, admission);
-                let mut found = Vec::new();
-                if kind == Some(Kind::SpecBundle) {
-                    let (v, f) =
-                        root::verify(&dir_handle, &declared, self.config.package.max_bytes);
-                    violations.extend(v);
-                    found = f;
-                }
-                Ok(Verified {
-                    report: Report::new(kind, violations),
-                    declared,
-                    found,
-                })
+                Ok(self.verify_with(input, kind, admission, |declared| {
+                    root::verify(&dir_handle, declared, self.config.package.max_bytes)
+                }))
             }
             FileSource::Package(path) => {
                 let contents = match package::read(path, &self.config.package) {
                     Ok(c) => c,
-                    Err(e) => {
-                        return Ok(Verified {
-                            report: Report::new(kind, vec![e.into_violation()]),
-                            declared: Vec::new(),
-                            found: Vec::new(),
-                        })
-                    }
+                    Err(e) => return Ok(Verified::refused(kind, e.into_violation())),
                 };
                 let document = match (input, &contents.bundle) {
                     (Some(doc), _) => doc,
                     (None, Some((_, doc))) => doc.as_slice(),
                     (None, None) => {
+                        let message = format!(
+                            "the package {} holds no bundle.json or bundle.yaml at its root",
+                            path.display()
+                        );
                         let v = Violation {
                             rule: "json.syntax",
                             field: String::new(),
-                            message: format!(
-                                "the package {} holds no bundle.json or bundle.yaml at its root",
-                                path.display()
-                            ),
+                            message,
                             severity: Severity::Error,
                         };
-                        return Ok(Verified {
-                            report: Report::new(kind, vec![v]),
-                            declared: Vec::new(),
-                            found: Vec::new(),
-                        });
+                        return Ok(Verified::refused(kind, v));
                     }
                 };
-                let (kind, mut violations, declared) =
-                    self.check_declared(document, kind, admission);
-                let mut found = Vec::new();
-                if kind == Some(Kind::SpecBundle) {
-                    let sources: Vec<String> = declared.iter().map(|d| d.source.clone()).collect();
-                    let (v, f) = package::compare_members(&contents, &declared, &sources);
-                    violations.extend(v);
-                    found = f;
-                }
-                Ok(Verified {
-                    report: Report::new(kind, violations),
-                    declared,
-                    found,
-                })
+                Ok(self.verify_with(document, kind, admission, |declared| {
+                    package::compare_members(&contents, declared)
+                }))
             }
+        }
+    }
+
+    /// The document's report plus what `verify` finds of its declared files (only for
+    /// spec-bundles).
+    fn verify_with(
+        &self,
+        input: &[u8],
+        kind: Option<Kind>,
+        admission: &Admission,
+        verify: impl FnOnce(&[Declared]) -> (Vec<Violation>, Vec<Option<Found>>),
+    ) -> Verified {
+        let (kind, mut violations, declared) = self.check_declared(input, kind, admission);
+        let mut found = Vec::new();
+        if kind == Some(Kind::SpecBundle) {
+            let (v, f) = verify(&declared);
+            violations.extend(v);
+            found = f;
+        }
+        Verified {
+            report: Report::new(kind, violations),
+            declared,
+            found,
         }
     }
 
@@ -217,6 +210,17 @@ pub struct Verified {
     pub declared: Vec<Declared>,
     /// Per declared entry: the digest and size found, where it could be read.
     pub found: Vec<Option<Found>>,
+}
+
+impl Verified {
+    /// A document refused before its files could be looked at.
+    fn refused(kind: Option<Kind>, violation: Violation) -> Verified {
+        Verified {
+            report: Report::new(kind, vec![violation]),
+            declared: Vec::new(),
+            found: Vec::new(),
+        }
+    }
 }
 
 fn unknown_kind() -> Violation {

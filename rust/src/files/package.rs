@@ -334,8 +334,8 @@ fn visit_zip(
 pub fn compare_members(
     contents: &Contents,
     declared: &[Declared],
-    all_sources: &[String],
 ) -> (Vec<Violation>, Vec<Option<Found>>) {
+    let all_sources: Vec<String> = declared.iter().map(|d| d.source.clone()).collect();
     let mut out = contents.violations.clone();
     let by_name: HashMap<&str, &Member> = contents
         .members
