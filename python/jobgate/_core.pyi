@@ -80,6 +80,9 @@ class Validator:
         warns ``forge.owner_overridden`` when the document names another);
         ``project_gpus_in_use`` and ``project_quota`` apply ``forge.quota.project``.
         """
+    def facts(self, document: Document, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
+        """Project, GPU count, id parts and image of a document, and with ``owner`` the
+        document rewritten with that owner; ``None`` when it cannot be read."""
     def stage(
         self,
         document: Document | None,
@@ -97,6 +100,19 @@ class Validator:
         self, documents: Iterable[Document], kind: Kind | None = None, *, threads: int | None = None, owner: str | None = None
     ) -> list[Report]:
         """Checks many documents with the GIL released, on every core (or ``threads``)."""
+
+class Facts:
+    """What admission needs besides the verdict, read from the core's own parse."""
+
+    kind: str
+    project: str
+    gpus: int
+    network_arch: str
+    action: str
+    image: str
+    upload_excludes: list[str]
+    stamped: bytes | None
+    """The document with the authenticated owner stamped in, when an owner was given."""
 
 class Staging:
     """What ``Validator.stage`` did."""

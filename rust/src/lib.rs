@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod document;
+pub mod facts;
 pub mod files;
 pub mod kinds;
 pub mod node;

@@ -253,6 +253,33 @@ impl Validator {
         Ok(Report::wrap(report))
     }
 
+    /// What admission needs besides the verdict (project, GPU count, id parts, image),
+    /// read from the core's own parse; with `owner`, also the document rewritten with
+    /// that owner. `None` when the document cannot be read.
+    #[pyo3(signature = (document, kind=None, *, owner=None))]
+    fn facts(
+        &self,
+        py: Python<'_>,
+        document: &Bound<'_, PyAny>,
+        kind: Option<&str>,
+        owner: Option<String>,
+    ) -> PyResult<Option<Facts>> {
+        let kind = parse_kind(kind)?;
+        let doc = Document::extract(document)?;
+        let bytes = doc.bytes();
+        let found = guarded(|| self.core.facts(bytes, kind, owner.as_deref()))?;
+        Ok(found.map(|(f, stamped)| Facts {
+            kind: f.kind.map_or("unknown", Kind::as_str),
+            project: f.project,
+            gpus: f.gpus,
+            network_arch: f.network_arch,
+            action: f.action,
+            image: f.image,
+            upload_excludes: f.upload_excludes,
+            stamped: stamped.map(|b| PyBytes::new(py, &b).unbind()),
+        }))
+    }
+
     /// Verifies a spec-bundle's supporting files and stages them under
     /// `<job_dir>/inputs/action-helpers/`, atomically. Nothing is written unless the
     /// report passes.
@@ -346,6 +373,20 @@ fn file_source<'a>(
         (None, Some(p)) => Ok(Some(FileSource::Package(p))),
         (None, None) => Ok(None),
     }
+}
+
+/// What `Validator.facts` read from a document.
+#[pyclass(module = "jobgate._core", frozen, get_all)]
+pub struct Facts {
+    kind: &'static str,
+    project: String,
+    gpus: u64,
+    network_arch: String,
+    action: String,
+    image: String,
+    upload_excludes: Vec<String>,
+    /// The document with the owner stamped in, when an owner was given.
+    stamped: Option<Py<PyBytes>>,
 }
 
 /// The outcome of `Validator.stage`: the verification report and, when it passed,
@@ -576,6 +617,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Report>()?;
     m.add_class::<Violation>()?;
     m.add_class::<Staging>()?;
+    m.add_class::<Facts>()?;
     m.add_function(wrap_pyfunction!(rules, m)?)?;
     Ok(())
 }

@@ -37,6 +37,23 @@ impl Validator {
         }
     }
 
+    /// What admission needs besides the verdict, and (with `owner`) the document
+    /// rewritten with that owner; `None` when the document cannot be read.
+    pub fn facts(
+        &self,
+        input: &[u8],
+        kind: Option<Kind>,
+        owner: Option<&str>,
+    ) -> Option<(crate::facts::Facts, Option<Vec<u8>>)> {
+        document::with_document(input, &self.config.limits, |root| {
+            (
+                crate::facts::facts(root, kind),
+                owner.map(|o| crate::facts::stamp_owner(root, o)),
+            )
+        })
+        .ok()
+    }
+
     /// Checks a spec-bundle together with its supporting files, from a producer root or
     /// a package (whose own bundle is checked when `input` is `None`). `Err` when the
     /// root cannot be opened at all: that is a usage error, not a verdict.

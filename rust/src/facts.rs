@@ -1,0 +1,188 @@
+//! What admission needs to know about a document besides its verdict: the project and
+//! GPU count for the quota, the parts of the job id, the record's image, network and
+//! action, and the document rewritten with the authenticated owner. Read from the same
+//! tape the rules walk, so the service never turns a document into Python objects.
+
+use std::io::Write;
+
+use crate::kinds::Kind;
+use crate::node::{Type, Value};
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Facts {
+    pub kind: Option<Kind>,
+    pub project: String,
+    pub gpus: u64,
+    pub network_arch: String,
+    pub action: String,
+    pub image: String,
+    pub upload_excludes: Vec<String>,
+}
+
+fn text(v: Option<Value<'_, '_>>) -> String {
+    v.and_then(|v| v.as_str())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn count(v: Option<Value<'_, '_>>, default: u64) -> u64 {
+    match v {
+        None => default,
+        Some(v) => v
+            .as_schema_int()
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(0),
+    }
+}
+
+pub fn facts(root: Value<'_, '_>, kind: Option<Kind>) -> Facts {
+    let kind = kind.or_else(|| Kind::detect(root));
+    let mut f = Facts {
+        kind,
+        ..Default::default()
+    };
+    match kind {
+        Some(Kind::JobSpec) => {
+            f.project = text(root.at(&["metadata", "project"]));
+            let spec = root.get("spec");
+            let pools = spec.and_then(|s| s.at(&["resources", "pools"]));
+            f.gpus = pools
+                .map(|p| {
+                    p.items()
+                        .map(|pool| {
+                            count(pool.get("nodes"), 1)
+                                .saturating_mul(count(pool.get("gpus_per_node"), 1))
+                        })
+                        .fold(0u64, u64::saturating_add)
+                })
+                .unwrap_or(0);
+            let recipe = text(spec.and_then(|s| s.at(&["recipe", "name"])));
+            let version = text(spec.and_then(|s| s.at(&["recipe", "version"])));
+            f.network_arch = recipe.rsplit('/').next().unwrap_or("").to_string();
+            let exp = text(spec.and_then(|s| s.at(&["source", "exp"])));
+            f.action = exp
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or("")
+                .to_string();
+            f.image = text(spec.and_then(|s| s.at(&["framework", "image"])));
+            if f.image.is_empty() {
+                f.image = format!("recipe:{recipe}@{version}");
+            }
+        }
+        Some(Kind::SpecBundle) => {
+            f.network_arch = text(root.get("network_arch"));
+            f.action = text(root.get("action"));
+            f.image = text(root.get("image"));
+            f.gpus = count(root.at(&["compute_shape", "gpus"]), 0)
+                .saturating_mul(count(root.at(&["compute_shape", "nodes"]), 1));
+            if let Some(ex) = root.get("upload_excludes") {
+                f.upload_excludes = ex
+                    .items()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect();
+            }
+        }
+        _ => {}
+    }
+    f
+}
+
+/// The document as JSON with `/metadata/owner` set to `owner` (JobSpecs; other kinds
+/// are written back unchanged).
+pub fn stamp_owner(root: Value<'_, '_>, owner: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let stamp = Kind::detect(root) == Some(Kind::JobSpec);
+    write(root, &mut out, if stamp { Some(owner) } else { None }, 0);
+    out
+}
+
+/// `owner_at`: the owner to stamp when this value is the root (depth 0) or `metadata` (depth 1).
+fn write(v: Value<'_, '_>, out: &mut Vec<u8>, owner: Option<&str>, depth: usize) {
+    match v.ty() {
+        Type::Object(_) => {
+            out.push(b'{');
+            let mut first = true;
+            let mut stamped = false;
+            for (key, value) in v.entries() {
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
+                match (owner, depth, key) {
+                    (Some(o), 0, "metadata") if value.is_object() => write(value, out, Some(o), 1),
+                    (Some(o), 1, "owner") => {
+                        let _ = serde_json::to_writer(&mut *out, o);
+                        stamped = true;
+                    }
+                    _ => write(value, out, None, depth + 1),
+                }
+            }
+            if let (Some(o), 1, false) = (owner, depth, stamped) {
+                if !first {
+                    out.push(b',');
+                }
+                let _ = write!(out, "\"owner\":");
+                let _ = serde_json::to_writer(&mut *out, o);
+            }
+            out.push(b'}');
+        }
+        Type::Array(_) => {
+            out.push(b'[');
+            for (i, item) in v.items().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write(item, out, None, depth + 1);
+            }
+            out.push(b']');
+        }
+        Type::Str(s) => {
+            let _ = serde_json::to_writer(&mut *out, s);
+        }
+        _ => out.extend_from_slice(v.describe().as_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::{with_document, Limits};
+
+    #[test]
+    fn reads_facts_and_stamps_the_owner() {
+        let doc = br#"{"apiVersion":"forge/v2","metadata":{"name":"n","project":"lab","owner":"mallory"},"spec":{"recipe":{"name":"nemo-rl/grpo","version":"1"},"source":{"exp":"experiments/x/"},"resources":{"pools":[{"name":"a","nodes":2,"gpus_per_node":8},{"name":"b"}]}}}"#;
+        with_document(doc, &Limits::default(), |root| {
+            let f = facts(root, None);
+            assert_eq!(
+                (
+                    f.project.as_str(),
+                    f.gpus,
+                    f.network_arch.as_str(),
+                    f.action.as_str()
+                ),
+                ("lab", 17, "grpo", "x")
+            );
+            assert_eq!(f.image, "recipe:nemo-rl/grpo@1");
+            let stamped: serde_json::Value =
+                serde_json::from_slice(&stamp_owner(root, "alice")).unwrap();
+            assert_eq!(stamped["metadata"]["owner"], "alice");
+            assert_eq!(stamped["spec"]["resources"]["pools"][0]["nodes"], 2);
+        })
+        .unwrap();
+        with_document(
+            br#"{"apiVersion":"forge/v2","metadata":{"name":"n"},"x":1.5}"#,
+            &Limits::default(),
+            |root| {
+                let stamped: serde_json::Value =
+                    serde_json::from_slice(&stamp_owner(root, "bob")).unwrap();
+                assert_eq!(stamped["metadata"]["owner"], "bob");
+                assert_eq!(stamped["x"], 1.5);
+            },
+        )
+        .unwrap();
+    }
+}
