@@ -66,6 +66,7 @@ class Validator:
         owner: str | None = None,
         project_gpus_in_use: int | None = None,
         project_quota: int | None = None,
+        release_gil: bool = False,
     ) -> Report:
         """Checks one document (JSON or YAML ``bytes``/``str``, or a parsed ``dict``).
 
@@ -76,7 +77,9 @@ class Validator:
         package's own ``bundle.json``/``bundle.yaml`` is checked. Raises
         ``FileNotFoundError`` when the root cannot be opened.
 
-        ``kind`` skips detection. ``owner`` is the authenticated account (the report
+        ``kind`` skips detection. The GIL is released for documents over 16 KiB, or
+        always with ``release_gil=True`` (a hand-off costs more than checking a small
+        document, so single-threaded callers keep it). ``owner`` is the authenticated account (the report
         warns ``forge.owner_overridden`` when the document names another);
         ``project_gpus_in_use`` and ``project_quota`` apply ``forge.quota.project``.
         """

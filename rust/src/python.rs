@@ -202,7 +202,7 @@ impl Validator {
 
     /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`;
     /// with `root` or `package`, also its supporting files.
-    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None))]
+    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None, release_gil=false))]
     #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
@@ -214,6 +214,7 @@ impl Validator {
         owner: Option<String>,
         project_gpus_in_use: Option<u64>,
         project_quota: Option<u64>,
+        release_gil: bool,
     ) -> PyResult<Report> {
         let kind = parse_kind(kind)?;
         let admission = Admission {
@@ -245,7 +246,7 @@ impl Validator {
         let bytes = doc.bytes();
         let report = match &doc {
             Document::Unreadable(_) => doc.check(&self.core, kind, &admission),
-            _ if bytes.len() > DETACH_ABOVE => {
+            _ if release_gil || bytes.len() > DETACH_ABOVE => {
                 py.detach(|| guarded(|| self.core.check(bytes, kind, &admission)))?
             }
             _ => guarded(|| self.core.check(bytes, kind, &admission))?,

@@ -58,9 +58,10 @@ class Gate:
         quota = self.quota(facts.project) if facts is not None and facts.kind == "jobspec" else None
 
         def check(in_use: int | None) -> jobgate.Report:
+            # The service's RPC threads keep running Python while the core checks.
             if quota is None or in_use is None:
-                return self.validator.check(data, kind, owner=account)
-            return self.validator.check(data, kind, owner=account, project_gpus_in_use=in_use, project_quota=quota)
+                return self.validator.check(data, kind, owner=account, release_gil=True)
+            return self.validator.check(data, kind, owner=account, project_gpus_in_use=in_use, project_quota=quota, release_gil=True)
 
         if dry_run or self.store is None or facts is None:
             in_use = self.store.gpus_in_use(facts.project) if (self.store is not None and quota is not None) else None
