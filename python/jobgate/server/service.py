@@ -131,7 +131,11 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         if len(request.documents) > limit:
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the batch holds {len(request.documents)} documents; at most {limit} per call (limits.max_batch)")
         self.metrics.batch_size.observe(len(request.documents))
-        items = [document_bytes(d, context, f"documents[{i}]") for i, d in enumerate(request.documents)]
+        raws = [d.raw for d in request.documents]
+        if all(raws) and not any(d.kind for d in request.documents):
+            items = [(raw, None) for raw in raws]  # the gateway case: raw bytes, kinds detected
+        else:
+            items = [document_bytes(d, context, f"documents[{i}]") for i, d in enumerate(request.documents)]
         kinds = {k for _, k in items}
         if request.dry_run and len(kinds) <= 1:
             reports = self.gate.check_many([d for d, _ in items], next(iter(kinds), None), account)
