@@ -1,0 +1,168 @@
+"""`jobgate jobs list|show|mark`: the job records, in the local store or through a
+running service (--server)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from jobgate import load_config
+from jobgate.store.base import ERR_CLASSES, SOURCES, STATES
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("jobs", help="list, show and mark job records", description=__doc__)
+    jobs = p.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        where = q.add_mutually_exclusive_group()
+        where.add_argument("--store", metavar="DIR", help="the local store directory (default: store.path of --config, or ./.jobgate)")
+        where.add_argument("--server", metavar="ADDR", help="a running service instead of the local store")
+        q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path)")
+        q.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token for --server (default: $JOBGATE_TOKEN)")
+
+    ls = jobs.add_parser("list", help="records, oldest first")
+    common(ls)
+    ls.add_argument("--state", choices=STATES)
+    ls.add_argument("--project")
+    ls.add_argument("--owner")
+    done = ls.add_mutually_exclusive_group()
+    done.add_argument("--terminal", action="store_true", help="only finished jobs")
+    done.add_argument("--active", action="store_true", help="only unfinished jobs")
+    ls.add_argument("--limit", type=int, default=50)
+    ls.add_argument("--format", choices=("text", "json"), default="text")
+    ls.set_defaults(run=run_list)
+
+    show = jobs.add_parser("show", help="one record")
+    common(show)
+    show.add_argument("job_id", metavar="ID")
+    show.add_argument("--format", choices=("job-record", "text"), default="job-record", help="job-record: the TAO job-record JSON (default)")
+    show.set_defaults(run=run_show)
+
+    mark = jobs.add_parser("mark", help="append a transition")
+    common(mark)
+    mark.add_argument("job_id", metavar="ID")
+    mark.add_argument("state", choices=STATES)
+    mark.add_argument("--message", default="")
+    mark.add_argument("--source", choices=SOURCES, default="agent")
+    mark.add_argument("--backend-ref", default="")
+    mark.add_argument("--err-class", choices=ERR_CLASSES, default="")
+    mark.set_defaults(run=run_mark)
+
+
+class Local:
+    def __init__(self, args: argparse.Namespace) -> None:
+        from jobgate.store import SqliteStore
+
+        path = args.store or (load_config(args.config).store.path if args.config else "./.jobgate")
+        self.store = SqliteStore(path)
+
+    def list(self, args) -> list[dict[str, Any]]:
+        terminal = True if args.terminal else False if args.active else None
+        rows = self.store.list(state=args.state or "", project=args.project or "", owner=args.owner or "", terminal=terminal, limit=args.limit)
+        return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+
+    def show(self, job_id: str) -> dict[str, Any]:
+        return self.store.get(job_id)
+
+    def mark(self, args) -> dict[str, Any]:
+        return self.store.mark(args.job_id, args.state, args.message, args.source, args.backend_ref, args.err_class)
+
+
+class Remote:
+    def __init__(self, args: argparse.Namespace) -> None:
+        import grpc
+
+        from jobgate.v1 import jobs_pb2_grpc
+
+        self.channel = grpc.insecure_channel(args.server)
+        self.stub = jobs_pb2_grpc.JobServiceStub(self.channel)
+        self.metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
+
+    @staticmethod
+    def _dict(message) -> dict[str, Any]:
+        from google.protobuf import json_format
+
+        return json_format.MessageToDict(message)
+
+    def list(self, args) -> list[dict[str, Any]]:
+        from jobgate.v1 import jobs_pb2
+
+        request = jobs_pb2.ListJobsRequest(state=args.state or "", project=args.project or "", owner=args.owner or "", page_size=min(args.limit, 1000))
+        if args.terminal or args.active:
+            request.terminal = bool(args.terminal)
+        return [self._dict(j) for j in self.stub.ListJobs(request, metadata=self.metadata, timeout=30).jobs]
+
+    def show(self, job_id: str) -> dict[str, Any]:
+        from jobgate.v1 import jobs_pb2
+
+        return self._dict(self.stub.GetJob(jobs_pb2.GetJobRequest(job_id=job_id), metadata=self.metadata, timeout=30).job)
+
+    def mark(self, args) -> dict[str, Any]:
+        from jobgate.v1 import jobs_pb2
+
+        request = jobs_pb2.MarkJobRequest(job_id=args.job_id, state=args.state, message=args.message, source=args.source, backend_ref=args.backend_ref, err_class=args.err_class)
+        return self._dict(self.stub.MarkJob(request, metadata=self.metadata, timeout=30).job)
+
+
+def _backend(args: argparse.Namespace):
+    return Remote(args) if args.server else Local(args)
+
+
+def _errors(fn):
+    """Store and RPC failures as one line and exit code 2 (unknown id, terminal state)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from jobgate.cli import UsageError
+        from jobgate.store import JobNotFound, TerminalState
+
+        try:
+            return fn(args)
+        except JobNotFound as e:
+            raise UsageError(f"no job {e.args[0]!r}") from None
+        except (TerminalState, ValueError) as e:
+            raise UsageError(str(e)) from None
+        except Exception as e:
+            import grpc
+
+            if isinstance(e, grpc.RpcError):
+                raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
+            raise
+
+    return run
+
+
+def _line(r: dict[str, Any]) -> str:
+    last = r["transitions"][-1] if r.get("transitions") else {}
+    return f"{r['id']}  {last.get('state', '?'):<9} {r.get('submitted_at', '')}  {r.get('network_arch', '')}/{r.get('action', '')}  {last.get('message', '')}"
+
+
+@_errors
+def run_list(args: argparse.Namespace) -> int:
+    rows = _backend(args).list(args)
+    if args.format == "json":
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        print("\n".join(_line(r) for r in rows) if rows else "no jobs")
+    return 0
+
+
+@_errors
+def run_show(args: argparse.Namespace) -> int:
+    record = _backend(args).show(args.job_id)
+    if args.format == "job-record":
+        print(json.dumps(record, indent=2, ensure_ascii=False))
+    else:
+        print(_line(record))
+        for t in record["transitions"]:
+            print(f"  {t['ts']}  {t['state']:<9} {t['source']:<12} {t['message']}")
+    return 0
+
+
+@_errors
+def run_mark(args: argparse.Namespace) -> int:
+    record = _backend(args).mark(args)
+    print(_line(record))
+    return 0

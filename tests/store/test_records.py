@@ -1,0 +1,131 @@
+"""Job records in the SQLite store: the jobs CLI, exports that validate, marks that are
+never lost under concurrency, and records that are whole or absent after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import jsonschema
+import pytest
+
+import jobgate
+from jobgate.cli import main
+from jobgate.config import Config
+from jobgate.server.gate import Gate
+from jobgate.store import SqliteStore
+from tests.conftest import sample, schema
+
+JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
+
+
+@pytest.fixture
+def gate(tmp_path):
+    config = Config.model_validate({"store": {"path": str(tmp_path / "store")}, "jobs": {"results_root": str(tmp_path / "results")}})
+    return Gate(config, SqliteStore(config.store.path))
+
+
+def test_jobs_cli_list_show_mark(gate, tmp_path, capsys):
+    job_id = gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id
+    store = ["--store", str(tmp_path / "store")]
+    capsys.readouterr()
+    assert main(["jobs", "list", *store]) == 0
+    assert job_id in capsys.readouterr().out
+    assert main(["jobs", "mark", job_id, "RUNNING", "--message", "pulled; HF_TOKEN=hf_AbCdEf1234567890", "--source", "poller", *store]) == 0
+    assert main(["jobs", "mark", job_id, "COMPLETE", *store]) == 0
+    capsys.readouterr()
+    assert main(["jobs", "show", job_id, *store]) == 0
+    record = json.loads(capsys.readouterr().out)
+    jsonschema.validate(record, schema("job_record"))
+    assert jobgate.Validator().check(record, kind="job_record").verdict == "pass"
+    assert [t["state"] for t in record["transitions"]] == ["PENDING", "RUNNING", "COMPLETE"]
+    assert "hf_AbCdEf" not in record["transitions"][1]["message"]
+    assert main(["jobs", "mark", job_id, "RUNNING", *store]) == 2
+    assert "terminal" in capsys.readouterr().err
+    assert main(["jobs", "list", "--active", "--format", "json", *store]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_refused_document_leaves_no_record(gate):
+    bad = json.dumps({**sample("jobspec.valid.json"), "kind": "Nope"}).encode()
+    assert gate.admit(bad, None, "alice", dry_run=False).job_id == ""
+    assert gate.store.list() == []
+
+
+def test_concurrent_marks_from_threads_lose_nothing(gate):
+    job_id = gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id
+    store = gate.store
+
+    def worker(i):
+        for j in range(25):
+            store.mark(job_id, "RUNNING", f"t{i}-{j}", "poller")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    messages = [t["message"] for t in store.get(job_id)["transitions"]]
+    assert len(messages) == 1 + 8 * 25
+    assert sorted(messages[1:]) == sorted(f"t{i}-{j}" for i in range(8) for j in range(25))
+
+
+MARKER = """
+import sys
+from jobgate.store import SqliteStore
+store = SqliteStore(sys.argv[1])
+for j in range(int(sys.argv[3])):
+    store.mark(sys.argv[2], "RUNNING", f"{sys.argv[4]}-{j}", "poller")
+"""
+
+
+def test_concurrent_marks_from_two_processes_lose_nothing(gate):
+    job_id = gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id
+    procs = [subprocess.Popen([sys.executable, "-c", MARKER, str(gate.store.directory), job_id, "60", name]) for name in ("p1", "p2")]
+    assert [p.wait(60) for p in procs] == [0, 0]
+    messages = [t["message"] for t in gate.store.get(job_id)["transitions"][1:]]
+    assert sorted(messages) == sorted([f"p1-{j}" for j in range(60)] + [f"p2-{j}" for j in range(60)])
+
+
+ADMITTER = """
+import json, sys
+from jobgate.config import Config
+from jobgate.server.gate import Gate
+from jobgate.store import SqliteStore
+config = Config.model_validate({"store": {"path": sys.argv[1]}, "jobs": {"results_root": sys.argv[2]}})
+gate = Gate(config, SqliteStore(config.store.path))
+doc = open(sys.argv[3], "rb").read()
+while True:
+    gate.admit(doc, None, "alice", dry_run=False)
+"""
+
+
+def test_sigkill_during_admissions_leaves_records_whole_or_absent(tmp_path):
+    doc = tmp_path / "job.json"
+    doc.write_bytes(JOBSPEC)
+    store_dir = tmp_path / "store"
+    rng = random.Random(11)
+    for _ in range(5):
+        proc = subprocess.Popen([sys.executable, "-c", ADMITTER, str(store_dir), str(tmp_path / "results"), str(doc)])
+        time.sleep(rng.uniform(0.8, 2.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    db = sqlite3.connect(store_dir / "jobs.sqlite3")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    jobs = db.execute("SELECT id, record FROM jobs").fetchall()
+    assert jobs, "no admission completed before the kills"
+    for job_id, record in jobs:
+        transitions = db.execute("SELECT n, state FROM transitions WHERE job_id = ? ORDER BY n", (job_id,)).fetchall()
+        assert transitions == [(1, "PENDING")]
+        assert json.loads(record)["results_dir"].endswith(job_id)
+    orphans = db.execute("SELECT COUNT(*) FROM transitions WHERE job_id NOT IN (SELECT id FROM jobs)").fetchone()[0]
+    assert orphans == 0
+    store = SqliteStore(store_dir)
+    for job_id, _ in jobs[:20]:
+        assert jobgate.Validator().check(store.get(job_id), kind="job_record").verdict == "pass"
