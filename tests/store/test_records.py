@@ -13,27 +13,24 @@ import threading
 import time
 
 import jsonschema
-import pytest
 
 import jobgate
 from jobgate.cli import main
-from jobgate.config import Config
-from jobgate.server.gate import Gate
 from jobgate.store import SqliteStore
 from tests.conftest import sample, schema
 
 JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
 
 
-@pytest.fixture
-def gate(tmp_path):
-    config = Config.model_validate({"store": {"path": str(tmp_path / "store")}, "jobs": {"results_root": str(tmp_path / "results")}})
-    return Gate(config, SqliteStore(config.store.path))
-
-
-def test_jobs_cli_list_show_mark(gate, tmp_path, capsys):
+def test_jobs_cli_list_show_mark(gate, backend, tmp_path, capsys):
     job_id = gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id
-    store = ["--store", str(tmp_path / "store")]
+    path, url = backend
+    if url:
+        cfg = tmp_path / "jobgate.toml"
+        cfg.write_text(f'[store]\nurl = "{url}"\n')
+        store = ["--config", str(cfg)]
+    else:
+        store = ["--store", path]
     capsys.readouterr()
     assert main(["jobs", "list", *store]) == 0
     assert job_id in capsys.readouterr().out
@@ -78,16 +75,17 @@ def test_concurrent_marks_from_threads_lose_nothing(gate):
 
 MARKER = """
 import sys
-from jobgate.store import SqliteStore
-store = SqliteStore(sys.argv[1])
-for j in range(int(sys.argv[3])):
-    store.mark(sys.argv[2], "RUNNING", f"{sys.argv[4]}-{j}", "poller")
+from jobgate.store import open_store
+store = open_store(sys.argv[1], sys.argv[2] or None)
+for j in range(int(sys.argv[4])):
+    store.mark(sys.argv[3], "RUNNING", f"{sys.argv[5]}-{j}", "poller")
 """
 
 
-def test_concurrent_marks_from_two_processes_lose_nothing(gate):
+def test_concurrent_marks_from_two_processes_lose_nothing(gate, backend):
     job_id = gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id
-    procs = [subprocess.Popen([sys.executable, "-c", MARKER, str(gate.store.directory), job_id, "60", name]) for name in ("p1", "p2")]
+    path, url = backend
+    procs = [subprocess.Popen([sys.executable, "-c", MARKER, path, url or "", job_id, "60", name]) for name in ("p1", "p2")]
     assert [p.wait(60) for p in procs] == [0, 0]
     messages = [t["message"] for t in gate.store.get(job_id)["transitions"][1:]]
     assert sorted(messages) == sorted([f"p1-{j}" for j in range(60)] + [f"p2-{j}" for j in range(60)])
@@ -129,3 +127,39 @@ def test_sigkill_during_admissions_leaves_records_whole_or_absent(tmp_path):
     store = SqliteStore(store_dir)
     for job_id, _ in jobs[:20]:
         assert jobgate.Validator().check(store.get(job_id), kind="job_record").verdict == "pass"
+
+
+SERVER = """
+import sys
+from jobgate.cli import main
+sys.exit(main(["serve", "--config", sys.argv[1], "--listen", sys.argv[2]]))
+"""
+
+
+def test_two_replicas_sharing_postgres_never_oversubscribe(fresh_postgres, tmp_path):
+    """Two server processes, one PostgreSQL: parallel admissions against a quota of 20
+    GPUs admit exactly two 8-GPU jobs, whichever replica they reach."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jobgate.v1 import admission_pb2, admission_pb2_grpc
+    from tests.server.test_operations import free_port, wait_serving
+
+    cfg = tmp_path / "jobgate.toml"
+    cfg.write_text(f'[server]\nallow_anonymous = true\n[store]\nurl = "{fresh_postgres}"\n[jobs]\nresults_root = "{tmp_path / "results"}"\n[quota]\nprojects = {{ my-lab = 20 }}\n')
+    ports = [free_port(), free_port()]
+    procs = [subprocess.Popen([sys.executable, "-c", SERVER, str(cfg), f"127.0.0.1:{p}"], stderr=subprocess.DEVNULL) for p in ports]
+    try:
+        channels = [wait_serving(p) for p in ports]
+        stubs = [admission_pb2_grpc.AdmissionServiceStub(c) for c in channels]
+        request = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=JOBSPEC))
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(lambda i: stubs[i % 2].Admit(request, timeout=30), range(24)))
+        assert sum(1 for r in results if r.job_id) == 2
+        assert all([v.rule for v in r.report.violations] == ["forge.quota.project"] for r in results if not r.job_id)
+        for c in channels:
+            c.close()
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(30)

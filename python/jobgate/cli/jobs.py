@@ -54,10 +54,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 class Local:
     def __init__(self, args: argparse.Namespace) -> None:
-        from jobgate.store import SqliteStore
+        from jobgate.store import open_store
 
-        path = args.store or (load_config(args.config).store.path if args.config else "./.jobgate")
-        self.store = SqliteStore(path)
+        config = load_config(args.config) if args.config else None
+        path = args.store or (config.store.path if config else "./.jobgate")
+        self.store = open_store(path, None if args.store else config.store.url if config else None)
 
     def list(self, args) -> list[dict[str, Any]]:
         terminal = True if args.terminal else False if args.active else None

@@ -20,7 +20,7 @@ from jobgate.server.auth import Authenticator
 from jobgate.server.gate import Gate
 from jobgate.server.metrics import Metrics
 from jobgate.server.service import AdmissionService, JobService, add_admission_service
-from jobgate.store import SqliteStore
+from jobgate.store import open_store
 from jobgate.v1 import admission_pb2, jobs_pb2, jobs_pb2_grpc
 
 SERVICE_NAMES = (
@@ -35,6 +35,8 @@ class StartupError(Exception):
 
 
 def check_store_location(config: Config) -> None:
+    if config.store.url:
+        return  # a database server lives in no results tree
     store = Path(config.store.path).resolve()
     results = Path(config.jobs.results_root).resolve()
     if store == results or results in store.parents:
@@ -44,7 +46,7 @@ def check_store_location(config: Config) -> None:
 def create_server(config: Config, address: str | None = None, *, store=None, max_workers: int = 32) -> tuple[grpc.Server, int, Gate]:
     """A configured, started server on `address` (port 0 picks a free port)."""
     check_store_location(config)
-    store = store or SqliteStore(config.store.path)
+    store = store or open_store(config.store.path, config.store.url)
     gate = Gate(config, store)
     auth = Authenticator(config.server.tokens, config.server.allow_anonymous)
     metrics = Metrics()

@@ -7,8 +7,13 @@ Owns persistence only: ids, transitions, quota accounting. Must not judge docume
 from jobgate.store.base import JobNotFound, JobStore, NewJob, TerminalState
 from jobgate.store.sqlite import SqliteStore
 
-__all__ = ["JobNotFound", "JobStore", "NewJob", "SqliteStore", "TerminalState"]
+__all__ = ["JobNotFound", "JobStore", "NewJob", "SqliteStore", "TerminalState", "open_store"]
 
 
-def open_store(path: str) -> JobStore:
+def open_store(path: str, url: str | None = None) -> JobStore:
+    """PostgreSQL when a URL is configured (several replicas), else SQLite in `path`."""
+    if url:
+        from jobgate.store.postgres import PostgresStore
+
+        return PostgresStore(url)
     return SqliteStore(path)

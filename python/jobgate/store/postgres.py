@@ -1,0 +1,194 @@
+"""PostgreSQL, for several service replicas sharing state (psycopg 3). The quota check
+and the insert run in one transaction under a per-project advisory lock, so two
+replicas never oversubscribe a project; marks lock the job's row."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+
+from jobgate.store.base import ERR_CLASSES, SOURCES, STATES, TERMINAL, JobNotFound, NewJob, TerminalState, now, redact
+
+MIGRATIONS = [
+    # 1: records and their transitions
+    """
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        seq BIGSERIAL UNIQUE,
+        project TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        gpus BIGINT NOT NULL,
+        state TEXT NOT NULL,
+        terminal BOOLEAN NOT NULL DEFAULT FALSE,
+        record JSONB NOT NULL,
+        document BYTEA NOT NULL
+    );
+    CREATE INDEX jobs_project_open ON jobs (project) WHERE NOT terminal;
+    CREATE TABLE transitions (
+        job_id TEXT NOT NULL REFERENCES jobs (id),
+        n INTEGER NOT NULL,
+        ts TEXT NOT NULL,
+        state TEXT NOT NULL,
+        message TEXT NOT NULL,
+        source TEXT NOT NULL,
+        PRIMARY KEY (job_id, n)
+    );
+    """,
+]
+
+
+class PostgresStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._local = threading.local()
+        self._migrate()
+
+    def _db(self) -> psycopg.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None or db.closed:
+            db = psycopg.connect(self.url, autocommit=False)
+            self._local.db = db
+        return db
+
+    def _migrate(self) -> None:
+        db = self._db()
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
+            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+            done = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
+            for version, sql in enumerate(MIGRATIONS, start=1):
+                if version not in done:
+                    db.execute(sql)
+                    db.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (version, now()))
+
+    def gpus_in_use(self, project: str) -> int:
+        db = self._db()
+        with db.transaction():
+            return int(db.execute("SELECT COALESCE(SUM(gpus), 0) FROM jobs WHERE project = %s AND NOT terminal", (project,)).fetchone()[0])
+
+    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        db = self._db()
+        with db.transaction() as tx:
+            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobgate.quota:{job.project}",))
+            in_use = int(db.execute("SELECT COALESCE(SUM(gpus), 0) FROM jobs WHERE project = %s AND NOT terminal", (job.project,)).fetchone()[0])
+            if not decide(in_use):
+                raise psycopg.Rollback(tx)
+            job_id = f"{job.id_prefix}-{secrets.token_hex(6)}"
+            ts = now()
+            record = {
+                "schema_version": 1,
+                "id": job_id,
+                "platform": job.platform,
+                "backend_ref": None,
+                "image": job.image,
+                "network_arch": job.network_arch,
+                "action": job.action,
+                "results_dir": f"{job.results_root.rstrip('/')}/{job_id}",
+                "storage_tier": job.storage_tier,
+                "upload_excludes": job.upload_excludes,
+                "submitted_at": ts,
+                "terminal_state": None,
+                "redacted": True,
+            }
+            db.execute(
+                "INSERT INTO jobs (id, project, owner, gpus, state, record, document) VALUES (%s, %s, %s, %s, 'PENDING', %s, %s)",
+                (job_id, job.project, job.owner, job.gpus, json.dumps(record), job.document),
+            )
+            db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
+            return job_id
+        return None
+
+    def _export(self, db: psycopg.Connection, job_id: str, record: dict[str, Any]) -> dict[str, Any]:
+        record = dict(record)
+        record["transitions"] = [
+            {"ts": ts, "state": state, "message": message, "source": source}
+            for ts, state, message, source in db.execute("SELECT ts, state, message, source FROM transitions WHERE job_id = %s ORDER BY n", (job_id,))
+        ]
+        return record
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        db = self._db()
+        with db.transaction():
+            row = db.execute("SELECT record FROM jobs WHERE id = %s", (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFound(job_id)
+            return self._export(db, job_id, row[0])
+
+    def document(self, job_id: str) -> bytes:
+        db = self._db()
+        with db.transaction():
+            row = db.execute("SELECT document FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return bytes(row[0])
+
+    def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]:
+        clauses, args = ["seq > %s"], [int(after or 0)]
+        for column, value in (("state", state), ("project", project), ("owner", owner)):
+            if value:
+                clauses.append(f"{column} = %s")
+                args.append(value)
+        if terminal is not None:
+            clauses.append("terminal = %s")
+            args.append(terminal)
+        db = self._db()
+        with db.transaction():
+            rows = db.execute(f"SELECT id, record, seq FROM jobs WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT %s", (*args, limit)).fetchall()
+            out = []
+            for job_id, record, seq in rows:
+                exported = self._export(db, job_id, record)
+                exported["_seq"] = seq
+                out.append(exported)
+        return out
+
+    def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
+        if state not in STATES:
+            raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+        if source not in SOURCES:
+            raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+        if err_class and err_class not in ERR_CLASSES:
+            raise ValueError(f"err_class {err_class!r} is not one of {', '.join(ERR_CLASSES)}")
+        db = self._db()
+        with db.transaction():
+            row = db.execute("SELECT record, state, terminal FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
+            if row is None:
+                raise JobNotFound(job_id)
+            record, current, terminal = dict(row[0]), row[1], row[2]
+            if terminal:
+                if state != current:
+                    raise TerminalState(f"job {job_id} is {current}, a terminal state; it cannot become {state}")
+                if backend_ref and record.get("backend_ref") is None:
+                    record["backend_ref"] = backend_ref
+                if err_class and record.get("err_class") is None:
+                    record["err_class"] = err_class
+                db.execute("UPDATE jobs SET record = %s WHERE id = %s", (json.dumps(record), job_id))
+            else:
+                n = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = %s", (job_id,)).fetchone()[0]) + 1
+                db.execute("INSERT INTO transitions VALUES (%s, %s, %s, %s, %s, %s)", (job_id, n, now(), state, redact(message), source))
+                if backend_ref:
+                    record["backend_ref"] = backend_ref
+                if state in TERMINAL:
+                    record["terminal_state"] = state
+                    record["terminal_write_by"] = source
+                    if err_class:
+                        record["err_class"] = err_class
+                db.execute("UPDATE jobs SET record = %s, state = %s, terminal = %s WHERE id = %s", (json.dumps(record), state, state in TERMINAL, job_id))
+        return self.get(job_id)
+
+    def transitions(self, job_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        db = self._db()
+        with db.transaction():
+            rows = db.execute("SELECT n, ts, state, message, source FROM transitions WHERE job_id = %s AND n > %s ORDER BY n", (job_id, after)).fetchall()
+        for n, ts, state, message, source in rows:
+            yield n, {"ts": ts, "state": state, "message": message, "source": source}
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
