@@ -30,23 +30,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_ready(port: int, timeout: float = 60) -> grpc.Channel:
+    """A channel to a server that answers its health check."""
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    health = health_pb2_grpc.HealthStub(channel)
+    deadline = time.time() + timeout
+    while True:
+        try:
+            health.Check(health_pb2.HealthCheckRequest(), timeout=1)
+            return channel
+        except grpc.RpcError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def start(workers: int, tmp: Path) -> tuple[subprocess.Popen, int]:
     cfg = tmp / f"jobgate-{workers}.toml"
     cfg.write_text(f'[server]\nallow_anonymous = true\n[store]\npath = "{tmp / "store"}"\n[jobs]\nresults_root = "{tmp / "results"}"\n')
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}", "--workers", str(workers)], stderr=subprocess.DEVNULL)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    health = health_pb2_grpc.HealthStub(channel)
-    deadline = time.time() + 60
-    while True:
-        try:
-            health.Check(health_pb2.HealthCheckRequest(), timeout=1)
-            break
-        except grpc.RpcError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.2)
-    channel.close()
+    wait_ready(port).close()
     return proc, port
 
 
