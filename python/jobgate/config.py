@@ -141,6 +141,9 @@ class Store(_Model):
 
     path: str = "./.jobgate"
     url: str | None = None
+    # SQLite in WAL mode: "normal" survives any process crash (records stay whole or
+    # absent) and syncs at checkpoints; "full" also survives power loss, one fsync per commit.
+    sqlite_synchronous: Literal["normal", "full"] = "normal"
 
 
 class Config(_Model):

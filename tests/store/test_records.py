@@ -187,3 +187,16 @@ def test_jobs_cli_through_the_server(tmp_path, capsys):
         assert "UNAUTHENTICATED" in capsys.readouterr().err
     finally:
         r.close()
+
+
+def test_a_finished_job_gives_its_gpus_back(gate):
+    gate.config = gate.config.model_copy(update={"quota": gate.config.quota.model_copy(update={"projects": {"my-lab": 16}})})
+    first = gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id
+    assert gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id
+    refused = gate.admit(JOBSPEC, None, "alice", dry_run=False)
+    assert refused.job_id == "" and [v.rule for v in refused.report.violations] == ["forge.quota.project"]
+    assert gate.store.gpus_in_use("my-lab") == 16
+    gate.store.mark(first, "COMPLETE", "done", "poller")
+    gate.store.mark(first, "COMPLETE", "", "agent", err_class="ERR_PROGRAM")  # filling in, not counted twice
+    assert gate.store.gpus_in_use("my-lab") == 8
+    assert gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id

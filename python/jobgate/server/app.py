@@ -46,7 +46,7 @@ def check_store_location(config: Config) -> None:
 def create_server(config: Config, address: str | None = None, *, store=None, max_workers: int = 32) -> tuple[grpc.Server, int, Gate]:
     """A configured, started server on `address` (port 0 picks a free port)."""
     check_store_location(config)
-    store = store or open_store(config.store.path, config.store.url)
+    store = store or open_store(config.store.path, config.store.url, config.store.sqlite_synchronous)
     gate = Gate(config, store)
     auth = Authenticator(config.server.tokens, config.server.allow_anonymous)
     metrics = Metrics()

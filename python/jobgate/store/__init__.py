@@ -10,10 +10,10 @@ from jobgate.store.sqlite import SqliteStore
 __all__ = ["JobNotFound", "JobStore", "NewJob", "SqliteStore", "TerminalState", "open_store"]
 
 
-def open_store(path: str, url: str | None = None) -> JobStore:
+def open_store(path: str, url: str | None = None, sqlite_synchronous: str = "normal") -> JobStore:
     """PostgreSQL when a URL is configured (several replicas), else SQLite in `path`."""
     if url:
         from jobgate.store.postgres import PostgresStore
 
         return PostgresStore(url)
-    return SqliteStore(path)
+    return SqliteStore(path, sqlite_synchronous)

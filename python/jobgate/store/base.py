@@ -40,6 +40,25 @@ class NewJob:
     upload_excludes: list[str] = field(default_factory=list)
 
 
+def opened_record(job: NewJob, job_id: str, ts: str) -> dict[str, Any]:
+    """The record as admission opens it (its one PENDING transition is stored apart)."""
+    return {
+        "schema_version": 1,
+        "id": job_id,
+        "platform": job.platform,
+        "backend_ref": None,
+        "image": job.image,
+        "network_arch": job.network_arch,
+        "action": job.action,
+        "results_dir": f"{job.results_root.rstrip('/')}/{job_id}",
+        "storage_tier": job.storage_tier,
+        "upload_excludes": job.upload_excludes,
+        "submitted_at": ts,
+        "terminal_state": None,
+        "redacted": True,
+    }
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -64,6 +83,9 @@ class JobStore(Protocol):
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
         """Atomically: reads the project's GPUs in unfinished jobs, calls `decide(in_use)`,
         and opens the record (one PENDING transition) only when it returns True."""
+
+    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | None]:
+        """`admit` for several jobs in order, in one transaction (one commit)."""
 
     def gpus_in_use(self, project: str) -> int: ...
 

@@ -12,7 +12,18 @@ from typing import Any
 
 import psycopg
 
-from jobgate.store.base import ERR_CLASSES, SOURCES, STATES, TERMINAL, JobNotFound, NewJob, TerminalState, now, redact
+from jobgate.store.base import (
+    ERR_CLASSES,
+    SOURCES,
+    STATES,
+    TERMINAL,
+    JobNotFound,
+    NewJob,
+    TerminalState,
+    now,
+    opened_record,
+    redact,
+)
 
 MIGRATIONS = [
     # 1: records and their transitions
@@ -38,6 +49,11 @@ MIGRATIONS = [
         source TEXT NOT NULL,
         PRIMARY KEY (job_id, n)
     );
+    """,
+    # 2: one row per project holding its GPUs in unfinished jobs: the quota is O(1).
+    """
+    CREATE TABLE project_usage (project TEXT PRIMARY KEY, gpus BIGINT NOT NULL);
+    INSERT INTO project_usage SELECT project, SUM(gpus) FROM jobs WHERE NOT terminal GROUP BY project;
     """,
 ]
 
@@ -69,39 +85,37 @@ class PostgresStore:
     def gpus_in_use(self, project: str) -> int:
         db = self._db()
         with db.transaction():
-            return int(db.execute("SELECT COALESCE(SUM(gpus), 0) FROM jobs WHERE project = %s AND NOT terminal", (project,)).fetchone()[0])
+            row = db.execute("SELECT gpus FROM project_usage WHERE project = %s", (project,)).fetchone()
+            return int(row[0]) if row else 0
 
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        return self.admit_many([(job, decide)])[0]
+
+    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | None]:
+        """Admits in order in one transaction (one commit for the group), holding the
+        advisory lock of every project involved, taken in sorted order (no deadlock)."""
         db = self._db()
-        with db.transaction() as tx:
-            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobgate.quota:{job.project}",))
-            in_use = int(db.execute("SELECT COALESCE(SUM(gpus), 0) FROM jobs WHERE project = %s AND NOT terminal", (job.project,)).fetchone()[0])
-            if not decide(in_use):
-                raise psycopg.Rollback(tx)
-            job_id = f"{job.id_prefix}-{secrets.token_hex(6)}"
-            ts = now()
-            record = {
-                "schema_version": 1,
-                "id": job_id,
-                "platform": job.platform,
-                "backend_ref": None,
-                "image": job.image,
-                "network_arch": job.network_arch,
-                "action": job.action,
-                "results_dir": f"{job.results_root.rstrip('/')}/{job_id}",
-                "storage_tier": job.storage_tier,
-                "upload_excludes": job.upload_excludes,
-                "submitted_at": ts,
-                "terminal_state": None,
-                "redacted": True,
-            }
-            db.execute(
-                "INSERT INTO jobs (id, project, owner, gpus, state, record, document) VALUES (%s, %s, %s, %s, 'PENDING', %s, %s)",
-                (job_id, job.project, job.owner, job.gpus, json.dumps(record), job.document),
-            )
-            db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
-            return job_id
-        return None
+        with db.transaction():
+            for project in sorted({job.project for job, _ in items}):
+                db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobgate.quota:{project}",))
+            return [self._open(db, job, decide) for job, decide in items]
+
+    def _open(self, db: psycopg.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        row = db.execute("SELECT gpus FROM project_usage WHERE project = %s", (job.project,)).fetchone()
+        if not decide(int(row[0]) if row else 0):
+            return None
+        db.execute(
+            "INSERT INTO project_usage VALUES (%s, %s) ON CONFLICT (project) DO UPDATE SET gpus = project_usage.gpus + excluded.gpus",
+            (job.project, job.gpus),
+        )
+        job_id = f"{job.id_prefix}-{secrets.token_hex(6)}"
+        ts = now()
+        db.execute(
+            "INSERT INTO jobs (id, project, owner, gpus, state, record, document) VALUES (%s, %s, %s, %s, 'PENDING', %s, %s)",
+            (job_id, job.project, job.owner, job.gpus, json.dumps(opened_record(job, job_id, ts)), job.document),
+        )
+        db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
+        return job_id
 
     def _export(self, db: psycopg.Connection, job_id: str, record: dict[str, Any]) -> dict[str, Any]:
         record = dict(record)
@@ -155,7 +169,7 @@ class PostgresStore:
             raise ValueError(f"err_class {err_class!r} is not one of {', '.join(ERR_CLASSES)}")
         db = self._db()
         with db.transaction():
-            row = db.execute("SELECT record, state, terminal FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
+            row = db.execute("SELECT record, state, terminal, project, gpus FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
             record, current, terminal = dict(row[0]), row[1], row[2]
@@ -178,6 +192,8 @@ class PostgresStore:
                     if err_class:
                         record["err_class"] = err_class
                 db.execute("UPDATE jobs SET record = %s, state = %s, terminal = %s WHERE id = %s", (json.dumps(record), state, state in TERMINAL, job_id))
+                if state in TERMINAL:  # its GPUs no longer count against the project
+                    db.execute("UPDATE project_usage SET gpus = gpus - %s WHERE project = %s", (row[4], row[3]))
         return self.get(job_id)
 
     def transitions(self, job_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -12,7 +12,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from jobgate.store.base import ERR_CLASSES, SOURCES, STATES, TERMINAL, JobNotFound, NewJob, TerminalState, now, redact
+from jobgate.store.base import (
+    ERR_CLASSES,
+    SOURCES,
+    STATES,
+    TERMINAL,
+    JobNotFound,
+    NewJob,
+    TerminalState,
+    now,
+    opened_record,
+    redact,
+)
 
 MIGRATIONS = [
     # 1: records and their transitions
@@ -39,11 +50,21 @@ MIGRATIONS = [
         PRIMARY KEY (job_id, n)
     );
     """,
+    # 2: paging and quota stay O(log n) as records accumulate: an index on seq, and
+    # one row per project holding its GPUs in unfinished jobs.
+    """
+    CREATE UNIQUE INDEX jobs_seq ON jobs (seq);
+    CREATE TABLE project_usage (project TEXT PRIMARY KEY, gpus INTEGER NOT NULL);
+    INSERT INTO project_usage SELECT project, SUM(gpus) FROM jobs WHERE terminal = 0 GROUP BY project;
+    """,
 ]
 
 
 class SqliteStore:
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, synchronous: str = "normal") -> None:
+        if synchronous not in ("normal", "full"):
+            raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
+        self.synchronous = synchronous.upper()
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "jobs.sqlite3"
@@ -55,7 +76,7 @@ class SqliteStore:
         if db is None:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
+            db.execute(f"PRAGMA synchronous={self.synchronous}")
             db.execute("PRAGMA busy_timeout=30000")
             self._local.db = db
         return db
@@ -77,51 +98,46 @@ class SqliteStore:
             raise
 
     def gpus_in_use(self, project: str) -> int:
-        row = self._db().execute("SELECT COALESCE(SUM(gpus), 0) FROM jobs WHERE project = ? AND terminal = 0", (project,)).fetchone()
-        return int(row[0])
+        row = self._db().execute("SELECT gpus FROM project_usage WHERE project = ?", (project,)).fetchone()
+        return int(row[0]) if row else 0
 
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        return self.admit_many([(job, decide)])[0]
+
+    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | None]:
+        """Admits in order in one write transaction (one fsync for the group): each
+        decision sees the GPUs of the records opened before it."""
         db = self._db()
         db.execute("BEGIN IMMEDIATE")
         try:
-            in_use = int(db.execute("SELECT COALESCE(SUM(gpus), 0) FROM jobs WHERE project = ? AND terminal = 0", (job.project,)).fetchone()[0])
-            if not decide(in_use):
-                db.execute("ROLLBACK")
-                return None
-            seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0])
-            while True:
-                job_id = f"{job.id_prefix}-{secrets.token_hex(6)}"
-                if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
-                    break
-            ts = now()
-            record = {
-                "schema_version": 1,
-                "id": job_id,
-                "platform": job.platform,
-                "backend_ref": None,
-                "image": job.image,
-                "network_arch": job.network_arch,
-                "action": job.action,
-                "results_dir": f"{job.results_root.rstrip('/')}/{job_id}",
-                "storage_tier": job.storage_tier,
-                "upload_excludes": job.upload_excludes,
-                "submitted_at": ts,
-                "terminal_state": None,
-                "redacted": True,
-                "owner": job.owner,
-                "project": job.project,
-                "gpus": job.gpus,
-            }
-            db.execute(
-                "INSERT INTO jobs (id, seq, project, owner, gpus, state, terminal, record, document) VALUES (?, ?, ?, ?, ?, 'PENDING', 0, ?, ?)",
-                (job_id, seq, job.project, job.owner, job.gpus, json.dumps(record), job.document),
-            )
-            db.execute("INSERT INTO transitions VALUES (?, 1, ?, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
+            ids = [self._open(db, job, decide) for job, decide in items]
             db.execute("COMMIT")
-            return job_id
+            return ids
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+    def _open(self, db: sqlite3.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        row = db.execute("SELECT gpus FROM project_usage WHERE project = ?", (job.project,)).fetchone()
+        if not decide(int(row[0]) if row else 0):
+            return None
+        seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0])
+        db.execute(
+            "INSERT INTO project_usage VALUES (?, ?) ON CONFLICT (project) DO UPDATE SET gpus = gpus + excluded.gpus",
+            (job.project, job.gpus),
+        )
+        while True:
+            job_id = f"{job.id_prefix}-{secrets.token_hex(6)}"
+            if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
+                break
+        ts = now()
+        record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
+        db.execute(
+            "INSERT INTO jobs (id, seq, project, owner, gpus, state, terminal, record, document) VALUES (?, ?, ?, ?, ?, 'PENDING', 0, ?, ?)",
+            (job_id, seq, job.project, job.owner, job.gpus, json.dumps(record), job.document),
+        )
+        db.execute("INSERT INTO transitions VALUES (?, 1, ?, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
+        return job_id
 
     def _export(self, db: sqlite3.Connection, row: tuple) -> dict[str, Any]:
         job_id, record_json = row
@@ -175,7 +191,7 @@ class SqliteStore:
         db = self._db()
         db.execute("BEGIN IMMEDIATE")
         try:
-            row = db.execute("SELECT record, state, terminal FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = db.execute("SELECT record, state, terminal, project, gpus FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
             record, current, terminal = json.loads(row[0]), row[1], bool(row[2])
@@ -199,6 +215,8 @@ class SqliteStore:
                     if err_class:
                         record["err_class"] = err_class
                 db.execute("UPDATE jobs SET record = ?, state = ?, terminal = ? WHERE id = ?", (json.dumps(record), state, int(state in TERMINAL), job_id))
+                if state in TERMINAL:  # its GPUs no longer count against the project
+                    db.execute("UPDATE project_usage SET gpus = gpus - ? WHERE project = ?", (row[4], row[3]))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
