@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +39,12 @@ class NewJob:
     results_root: str
     document: bytes
     upload_excludes: list[str] = field(default_factory=list)
+
+
+def job_suffix(prefix: str, number: int) -> str:
+    """`<prefix>-<hex>`: a number no other job has (a sequence, never reused) followed by
+    random hex, so ids cannot collide and are not guessable from one another."""
+    return f"{prefix}-{number:06x}{secrets.token_hex(3)}"
 
 
 def opened_record(job: NewJob, job_id: str, ts: str) -> dict[str, Any]:

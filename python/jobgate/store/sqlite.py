@@ -5,7 +5,6 @@ atomic across threads and processes."""
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from jobgate.store.base import (
     JobNotFound,
     NewJob,
     TerminalState,
+    job_suffix,
     now,
     opened_record,
     redact,
@@ -122,14 +122,11 @@ class SqliteStore:
         if not decide(int(row[0]) if row else 0):
             return None
         seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0])
+        job_id = job_suffix(job.id_prefix, seq)  # seq is taken inside the write transaction: unique
         db.execute(
             "INSERT INTO project_usage VALUES (?, ?) ON CONFLICT (project) DO UPDATE SET gpus = gpus + excluded.gpus",
             (job.project, job.gpus),
         )
-        while True:
-            job_id = f"{job.id_prefix}-{secrets.token_hex(6)}"
-            if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
-                break
         ts = now()
         record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
         db.execute(
