@@ -95,9 +95,9 @@ ADMITTER = """
 import json, sys
 from jobgate.config import Config
 from jobgate.server.gate import Gate
-from jobgate.store import SqliteStore
-config = Config.model_validate({"store": {"path": sys.argv[1]}, "jobs": {"results_root": sys.argv[2]}})
-gate = Gate(config, SqliteStore(config.store.path))
+from jobgate.store import open_store
+config = Config.model_validate({"store": {"path": sys.argv[1], "url": sys.argv[4] or None}, "jobs": {"results_root": sys.argv[2]}})
+gate = Gate(config, open_store(config.store.path, config.store.url))
 doc = open(sys.argv[3], "rb").read()
 while True:
     gate.admit(doc, None, "alice", dry_run=False)
@@ -110,7 +110,7 @@ def test_sigkill_during_admissions_leaves_records_whole_or_absent(tmp_path):
     store_dir = tmp_path / "store"
     rng = random.Random(11)
     for _ in range(5):
-        proc = subprocess.Popen([sys.executable, "-c", ADMITTER, str(store_dir), str(tmp_path / "results"), str(doc)])
+        proc = subprocess.Popen([sys.executable, "-c", ADMITTER, str(store_dir), str(tmp_path / "results"), str(doc), ""])
         time.sleep(rng.uniform(0.8, 2.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -200,3 +200,24 @@ def test_a_finished_job_gives_its_gpus_back(gate):
     gate.store.mark(first, "COMPLETE", "", "agent", err_class="ERR_PROGRAM")  # filling in, not counted twice
     assert gate.store.gpus_in_use("my-lab") == 8
     assert gate.admit(JOBSPEC, None, "alice", dry_run=False).job_id
+
+
+def test_sigkill_during_admissions_with_postgres(fresh_postgres, tmp_path):
+    import psycopg
+
+    doc = tmp_path / "job.json"
+    doc.write_bytes(JOBSPEC)
+    rng = random.Random(5)
+    for _ in range(4):
+        proc = subprocess.Popen([sys.executable, "-c", ADMITTER, str(tmp_path / "unused"), str(tmp_path / "results"), str(doc), fresh_postgres])
+        time.sleep(rng.uniform(1.0, 2.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with psycopg.connect(fresh_postgres) as db:
+        jobs = db.execute("SELECT id, gpus FROM jobs").fetchall()
+        assert jobs, "no admission completed before the kills"
+        for job_id, _ in jobs:
+            assert db.execute("SELECT n, state FROM transitions WHERE job_id = %s ORDER BY n", (job_id,)).fetchall() == [(1, "PENDING")]
+        assert db.execute("SELECT COUNT(*) FROM transitions WHERE job_id NOT IN (SELECT id FROM jobs)").fetchone()[0] == 0
+        usage = db.execute("SELECT gpus FROM project_usage WHERE project = 'my-lab'").fetchone()[0]
+        assert usage == sum(g for _, g in jobs)  # the quota row moved with the records, never apart
