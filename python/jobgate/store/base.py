@@ -86,6 +86,37 @@ def redact(text: str) -> str:
     return text
 
 
+def check_mark(state: str, source: str, err_class: str) -> None:
+    """Refuses a transition outside the fixed vocabulary, before any store is touched."""
+    if state not in STATES:
+        raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+    if source not in SOURCES:
+        raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+    if err_class and err_class not in ERR_CLASSES:
+        raise ValueError(f"err_class {err_class!r} is not one of {', '.join(ERR_CLASSES)}")
+
+
+def apply_mark(job_id: str, record: dict[str, Any], current: str, terminal: bool, state: str, source: str, backend_ref: str, err_class: str) -> bool:
+    """Updates `record` for a mark; returns whether a transition is appended. A terminal
+    job refuses any other state; the same terminal state may only fill in what was missing."""
+    if terminal:
+        if state != current:
+            raise TerminalState(f"job {job_id} is {current}, a terminal state; it cannot become {state}")
+        if backend_ref and record.get("backend_ref") is None:
+            record["backend_ref"] = backend_ref
+        if err_class and record.get("err_class") is None:
+            record["err_class"] = err_class
+        return False
+    if backend_ref:
+        record["backend_ref"] = backend_ref
+    if state in TERMINAL:
+        record["terminal_state"] = state
+        record["terminal_write_by"] = source
+        if err_class:
+            record["err_class"] = err_class
+    return True
+
+
 class JobStore(Protocol):
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
         """Atomically: reads the project's GPUs in unfinished jobs, calls `decide(in_use)`,

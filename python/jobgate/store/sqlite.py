@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from jobgate.store.base import (
-    ERR_CLASSES,
-    SOURCES,
-    STATES,
     TERMINAL,
     JobNotFound,
     NewJob,
-    TerminalState,
+    apply_mark,
+    check_mark,
     job_suffix,
     now,
     opened_record,
@@ -179,41 +177,22 @@ class SqliteStore:
         return out
 
     def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
-        if state not in STATES:
-            raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
-        if source not in SOURCES:
-            raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
-        if err_class and err_class not in ERR_CLASSES:
-            raise ValueError(f"err_class {err_class!r} is not one of {', '.join(ERR_CLASSES)}")
+        check_mark(state, source, err_class)
         db = self._db()
         db.execute("BEGIN IMMEDIATE")
         try:
             row = db.execute("SELECT record, state, terminal, project, gpus FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
-            record, current, terminal = json.loads(row[0]), row[1], bool(row[2])
-            if terminal:
-                if state != current:
-                    raise TerminalState(f"job {job_id} is {current}, a terminal state; it cannot become {state}")
-                # The same terminal state again may only fill in what was missing.
-                if backend_ref and record.get("backend_ref") is None:
-                    record["backend_ref"] = backend_ref
-                if err_class and record.get("err_class") is None:
-                    record["err_class"] = err_class
-                db.execute("UPDATE jobs SET record = ? WHERE id = ?", (json.dumps(record), job_id))
-            else:
+            record = json.loads(row[0])
+            if apply_mark(job_id, record, row[1], bool(row[2]), state, source, backend_ref, err_class):
                 n = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = ?", (job_id,)).fetchone()[0]) + 1
                 db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?)", (job_id, n, now(), state, redact(message), source))
-                if backend_ref:
-                    record["backend_ref"] = backend_ref
-                if state in TERMINAL:
-                    record["terminal_state"] = state
-                    record["terminal_write_by"] = source
-                    if err_class:
-                        record["err_class"] = err_class
                 db.execute("UPDATE jobs SET record = ?, state = ?, terminal = ? WHERE id = ?", (json.dumps(record), state, int(state in TERMINAL), job_id))
                 if state in TERMINAL:  # its GPUs no longer count against the project
                     db.execute("UPDATE project_usage SET gpus = gpus - ? WHERE project = ?", (row[4], row[3]))
+            else:
+                db.execute("UPDATE jobs SET record = ? WHERE id = ?", (json.dumps(record), job_id))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
