@@ -1,1 +1,13 @@
 """jobgate's benchmarks: ratios against the peers, measured side by side in one run."""
+
+from collections.abc import Callable
+
+
+def print_grouped(rows: list[dict], line: Callable[[dict, dict], str], header: Callable[[str], str] = str) -> None:
+    """Rows grouped under their "bench" heading; `line(row, first_row_of_group)`."""
+    bench, first = None, None
+    for row in rows:
+        if row["bench"] != bench:
+            bench, first = row["bench"], row
+            print(header(bench))
+        print(line(row, first))

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 
 import jobgate
-from benchmarks import documents
+from benchmarks import documents, print_grouped
 
 
 def calibrate(fn: Callable[[], object], min_batch_s: float) -> int:
@@ -151,14 +151,11 @@ def print_table(result: dict) -> None:
     m = result["machine"]
     print(f"machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, jobgate {m['jobgate']}")
     print()
-    bench = None
-    for r in result["rows"]:
-        if r["bench"] != bench:
-            bench = r["bench"]
-            base = r["per_call_s"]
-            unit = "per batch" if "per batch" in bench else "per document"
-            print(f"{bench}  (median {unit}; x = relative to jobgate's first row)")
-        print(f"  {r['impl']:<50} {fmt_time(r['per_call_s'])}   {r['per_call_s'] / base:7.2f}x")
+    print_grouped(
+        result["rows"],
+        lambda r, first: f"  {r['impl']:<50} {fmt_time(r['per_call_s'])}   {r['per_call_s'] / first['per_call_s']:7.2f}x",
+        lambda bench: f"{bench}  (median {'per batch' if 'per batch' in bench else 'per document'}; x = relative to jobgate's first row)",
+    )
 
 def print_targets(result: dict) -> None:
     print()

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import print_grouped
+
 VERIFY = """
 import json, sys, time, jobgate
 doc = json.load(open(sys.argv[1]))
@@ -33,6 +35,8 @@ for _ in range(int(sys.argv[4])):
     assert r.ok, r.violations
 print(json.dumps(times))
 """
+
+
 
 
 def openssl_sha256_mb_s() -> float | None:
@@ -133,10 +137,8 @@ def run(quick: bool) -> dict:
 
 
 def print_table(result: dict) -> None:
-    bench = None
-    for r in result["rows"]:
-        if r["bench"] != bench:
-            bench = r["bench"]
-            base = r["mb_s"]
-            print(f"{bench}  (median throughput; x = relative to the first row)")
-        print(f"  {r['impl']:<50} {r['mb_s']:9.0f} MB/s   {r['mb_s'] / base:7.2f}x")
+    print_grouped(
+        result["rows"],
+        lambda r, first: f"  {r['impl']:<50} {r['mb_s']:9.0f} MB/s   {r['mb_s'] / first['mb_s']:7.2f}x",
+        lambda bench: f"{bench}  (median throughput; x = relative to the first row)",
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import resource
 import tempfile
 
-from benchmarks import documents
+from benchmarks import documents, print_grouped
 from jobgate.config import Config
 from jobgate.server.gate import Gate
 from jobgate.store import SqliteStore
@@ -42,9 +42,4 @@ def run(quick: bool) -> dict:
 
 
 def print_table(result: dict) -> None:
-    bench = None
-    for r in result["rows"]:
-        if r["bench"] != bench:
-            bench = r["bench"]
-            print(bench)
-        print(f"  {r['impl']:<50} {r['value']:8.1f} MB")
+    print_grouped(result["rows"], lambda r, _: f"  {r['impl']:<50} {r['value']:8.1f} MB")

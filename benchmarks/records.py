@@ -14,7 +14,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks import documents
+from benchmarks import documents, print_grouped
 from benchmarks.service import free_port, wait_ready
 from jobgate.v1 import admission_pb2, admission_pb2_grpc
 
@@ -92,9 +92,4 @@ def run(quick: bool) -> dict:
 
 
 def print_table(result: dict) -> None:
-    bench = None
-    for r in result["rows"]:
-        if r["bench"] != bench:
-            bench = r["bench"]
-            print(bench)
-        print(f"  {r['impl']:<50} {r['value']:10.0f} admissions/s")
+    print_grouped(result["rows"], lambda r, _: f"  {r['impl']:<50} {r['value']:10.0f} admissions/s")

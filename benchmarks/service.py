@@ -18,7 +18,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import jobgate
-from benchmarks import documents
+from benchmarks import documents, print_grouped
+from jobgate.server.app import wait_serving
 from jobgate.v1 import admission_pb2, admission_pb2_grpc
 
 BATCH = 256
@@ -30,19 +31,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_ready(port: int, timeout: float = 60) -> grpc.Channel:
-    """A channel to a server that answers its health check."""
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    health = health_pb2_grpc.HealthStub(channel)
-    deadline = time.time() + timeout
-    while True:
-        try:
-            health.Check(health_pb2.HealthCheckRequest(), timeout=1)
-            return channel
-        except grpc.RpcError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.2)
+def wait_ready(port: int) -> grpc.Channel:
+    return wait_serving(f"127.0.0.1:{port}")
 
 
 def start(workers: int, tmp: Path) -> tuple[subprocess.Popen, int]:
@@ -127,10 +117,8 @@ def run(quick: bool) -> dict:
 
 
 def print_table(result: dict) -> None:
-    bench = None
-    for r in result["rows"]:
-        if r["bench"] != bench:
-            bench = r["bench"]
-            print(f"{bench}")
+    def line(r: dict, _first: dict) -> str:
         extra = f"   p99 {r['p99']:9.1f} µs" if "p99" in r else ""
-        print(f"  {r['impl']:<50} {r['value']:12.1f} {r['unit']}{extra}")
+        return f"  {r['impl']:<50} {r['value']:12.1f} {r['unit']}{extra}"
+
+    print_grouped(result["rows"], line)

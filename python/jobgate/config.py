@@ -186,8 +186,6 @@ class Config(_Model):
                     "version": e.recipe.version,
                     "digest": e.recipe.digest,
                     "runtime_id": e.framework.runtime_id,
-                    "framework_kind": e.framework.kind,
-                    "framework_version": e.framework.version,
                     "requires_core": e.requires.core,
                     "observability": e.observability,
                     "custom": e.custom,

@@ -29,8 +29,6 @@ pub struct CatalogEntry {
     pub name: String,
     pub version: String,
     pub digest: String,
-    pub framework_kind: String,
-    pub framework_version: String,
     pub runtime_id: String,
     /// `requires.core`, as written and parsed.
     pub requires_core: Option<(String, VersionSpecifiers)>,
@@ -44,8 +42,6 @@ impl CatalogEntry {
             name: name.into(),
             version: version.into(),
             digest: digest.into(),
-            framework_kind: String::new(),
-            framework_version: String::new(),
             runtime_id: runtime_id.into(),
             requires_core: None,
             observability: Observability::Unspecified,

@@ -46,13 +46,6 @@ impl<'a> Path<'a> {
         escape_into(&mut out, key);
         out
     }
-
-    pub fn child_index(&self, index: usize) -> String {
-        let mut out = self.render();
-        out.push('/');
-        out.push_str(&index.to_string());
-        out
-    }
 }
 
 pub fn render(segments: &[Segment<'_>]) -> String {

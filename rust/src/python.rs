@@ -564,8 +564,6 @@ fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
                 &s("digest")?,
                 &s("runtime_id")?,
             );
-            entry.framework_kind = s("framework_kind")?;
-            entry.framework_version = s("framework_version")?;
             entry.custom = e
                 .get_item("custom")?
                 .map(|v| v.is_truthy())

@@ -13,8 +13,8 @@ import urllib.request
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from jobgate.server.app import wait_serving as wait_serving_at
 from jobgate.server.auth import token_hash
 from jobgate.v1 import admission_pb2, admission_pb2_grpc
 from tests.conftest import sample
@@ -74,18 +74,8 @@ def write_config(path, tmp_path, catalog: bool) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def wait_serving(port: int, timeout: float = 30) -> grpc.Channel:
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    health = health_pb2_grpc.HealthStub(channel)
-    deadline = time.time() + timeout
-    while True:
-        try:
-            if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
-                return channel
-        except grpc.RpcError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.2)
+def wait_serving(port: int) -> grpc.Channel:
+    return wait_serving_at(f"127.0.0.1:{port}")
 
 
 def rule_ids(response) -> list[str]:

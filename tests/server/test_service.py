@@ -134,10 +134,14 @@ def test_oversized_batch_and_message(tmp_path):
         r.close()
 
 
-def test_project_quota_is_atomic_under_parallel_clients(tmp_path):
+def running_with_quota(tmp_path, gpus: int) -> Running:
+    """A server whose project my-lab may hold `gpus` GPUs in unfinished jobs."""
     cfg = config_for(tmp_path)
-    cfg = cfg.model_copy(update={"quota": cfg.quota.model_copy(update={"projects": {"my-lab": 20}})})
-    r = Running(cfg)
+    return Running(cfg.model_copy(update={"quota": cfg.quota.model_copy(update={"projects": {"my-lab": gpus}})}))
+
+
+def test_project_quota_is_atomic_under_parallel_clients(tmp_path):
+    r = running_with_quota(tmp_path, 20)
     try:
         def admit(_):
             return r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=r.auth)
@@ -154,9 +158,7 @@ def test_project_quota_is_atomic_under_parallel_clients(tmp_path):
 
 
 def test_quota_is_consumed_in_batch_order(tmp_path):
-    cfg = config_for(tmp_path)
-    cfg = cfg.model_copy(update={"quota": cfg.quota.model_copy(update={"projects": {"my-lab": 16}})})
-    r = Running(cfg)
+    r = running_with_quota(tmp_path, 16)
     try:
         batch = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC)] * 3), metadata=r.auth)
         assert [bool(x.job_id) for x in batch.results] == [True, True, False]

@@ -21,7 +21,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from jobgate.cli.serve import embedded_default
-    from jobgate.cli.submit import _Shown
     from jobgate.server import create_server
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
 
@@ -41,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
                 for name in samples.DOCUMENTS:
                     data = samples.path(name).read_bytes()
                     response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=data)), timeout=30)
-                    results.append((f"samples/{name}", _Shown(response.report)))
+                    results.append((f"samples/{name}", formats.RemoteReport(response.report)))
                     ids.append(response.job_id)
         finally:
             server.stop(None)

@@ -14,6 +14,20 @@ from jobgate import Report, __version__, rules
 FORMATS = ("text", "json", "junit", "sarif")
 
 
+class RemoteReport:
+    """A report received over the wire, shaped like jobgate.Report for the formatters."""
+
+    def __init__(self, message) -> None:
+        self.kind, self.verdict = message.kind, message.verdict
+        self.violations = list(message.violations)
+        self.ok = message.verdict == "pass"
+        self.errors = sum(1 for v in self.violations if v.severity == "error")
+        self.warnings = len(self.violations) - self.errors
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}
+
+
 def summary(results: Sequence[tuple[str, Report]]) -> dict[str, int]:
     passed = sum(1 for _, r in results if r.ok)
     return {

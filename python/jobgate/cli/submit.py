@@ -25,20 +25,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-class _Shown:
-    """A report received over the wire, shaped like jobgate.Report for the formatters."""
-
-    def __init__(self, message) -> None:
-        self.kind, self.verdict = message.kind, message.verdict
-        self.violations = list(message.violations)
-        self.ok = message.verdict == "pass"
-        self.errors = sum(1 for v in self.violations if v.severity == "error")
-        self.warnings = len(self.violations) - self.errors
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}
-
-
 def channel_for(args: argparse.Namespace) -> grpc.Channel:
     """A channel to --server: TLS when --ca is given, with a client certificate for mutual TLS."""
     from pathlib import Path
@@ -72,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=d.data), dry_run=args.dry_run), metadata=metadata, timeout=args.timeout)
             except grpc.RpcError as e:
                 raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
-            results.append((d.name, _Shown(response.report)))
+            results.append((d.name, formats.RemoteReport(response.report)))
             ids.append(response.job_id)
     print(formats.admissions(args.format, results, ids))
     return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL

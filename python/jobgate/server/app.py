@@ -30,6 +30,25 @@ SERVICE_NAMES = (
 log = logging.getLogger("jobgate.server")
 
 
+def wait_serving(address: str, timeout: float = 60) -> grpc.Channel:
+    """A channel to `address` once the server there answers its health check; raises
+    the last RPC error after `timeout` seconds."""
+    import time
+
+    channel = grpc.insecure_channel(address)
+    health_stub = health_pb2_grpc.HealthStub(channel)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if health_stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                return channel
+        except grpc.RpcError:
+            if time.monotonic() > deadline:
+                channel.close()
+                raise
+        time.sleep(0.2)
+
+
 class StartupError(Exception):
     """The server cannot start as configured; the message says why."""
 

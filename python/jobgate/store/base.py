@@ -86,6 +86,19 @@ def redact(text: str) -> str:
     return text
 
 
+def list_filter(mark: str, *, state: str, project: str, owner: str, terminal: bool | None, after: str) -> tuple[str, list[Any]]:
+    """The WHERE clause of ListJobs and its arguments, with `mark` as the placeholder."""
+    clauses, args = [f"seq > {mark}"], [int(after or 0)]
+    for column, value in (("state", state), ("project", project), ("owner", owner)):
+        if value:
+            clauses.append(f"{column} = {mark}")
+            args.append(value)
+    if terminal is not None:
+        clauses.append(f"terminal = {mark}")
+        args.append(terminal)
+    return " AND ".join(clauses), args
+
+
 def check_mark(state: str, source: str, err_class: str) -> None:
     """Refuses a transition outside the fixed vocabulary, before any store is touched."""
     if state not in STATES:

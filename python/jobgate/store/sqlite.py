@@ -18,6 +18,7 @@ from jobgate.store.base import (
     apply_mark,
     check_mark,
     job_suffix,
+    list_filter,
     now,
     opened_record,
     redact,
@@ -159,16 +160,9 @@ class SqliteStore:
         return bytes(row[0])
 
     def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]:
-        clauses, args = ["seq > ?"], [int(after or 0)]
-        for column, value in (("state", state), ("project", project), ("owner", owner)):
-            if value:
-                clauses.append(f"{column} = ?")
-                args.append(value)
-        if terminal is not None:
-            clauses.append("terminal = ?")
-            args.append(int(terminal))
+        where, args = list_filter("?", state=state, project=project, owner=owner, terminal=terminal, after=after)
         db = self._db()
-        rows = db.execute(f"SELECT id, record, seq FROM jobs WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
+        rows = db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
         out = []
         for job_id, record, seq in rows:
             exported = self._export(db, (job_id, record))
