@@ -86,6 +86,10 @@ class Validator:
     def facts(self, document: Document, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
         """Project, GPU count, id parts and image of a document, and with ``owner`` the
         document rewritten with that owner; ``None`` when it cannot be read."""
+    def check_batch_request(self, request: bytes, *, owner: str | None = None, max_batch: int = ..., threads: int | None = None) -> BatchOutcome | None:
+        """The service's AdmitBatch dry-run path: an encoded ``jobgate.v1.AdmitBatchRequest``
+        in, the encoded ``AdmitBatchResponse`` out (GIL released, no Python object per
+        document); ``None`` when the request is not a dry run of raw documents."""
     def stage(
         self,
         document: Document | None,
@@ -116,6 +120,16 @@ class Facts:
     upload_excludes: list[str]
     stamped: bytes | None
     """The document with the authenticated owner stamped in, when an owner was given."""
+
+class BatchOutcome:
+    """What ``Validator.check_batch_request`` answered."""
+
+    documents: int
+    response: bytes | None
+    """The encoded ``AdmitBatchResponse``; ``None`` when the batch was over ``max_batch``."""
+    verdicts: dict[str, int]
+    rules: dict[tuple[str, str], int]
+    """Violations per ``(rule, severity)``."""
 
 class Staging:
     """What ``Validator.stage`` did."""

@@ -14,6 +14,7 @@ pub mod rules;
 pub mod schema;
 pub mod secrets;
 pub mod validator;
+pub mod wire;
 pub mod yaml;
 
 #[cfg(feature = "python")]

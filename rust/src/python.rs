@@ -7,12 +7,13 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString};
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::config::{CatalogEntry, CoreConfig, Observability};
 use crate::document::{DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH};
 use crate::files::staging::FileSource;
-use crate::kinds::{Admission, Kind};
+use crate::kinds::{Admission, Kind, QuotaTable};
 use crate::report::{Report as CoreReport, Severity, Violation as CoreViolation};
 use crate::validator::Validator as CoreValidator;
 
@@ -221,6 +222,7 @@ impl Validator {
             owner,
             project_gpus_in_use,
             project_quota,
+            quotas: None,
         };
         let doc = document
             .filter(|d| !d.is_none())
@@ -353,6 +355,65 @@ impl Validator {
         Ok(reports.into_iter().map(Report::wrap).collect())
     }
 
+    /// The service's AdmitBatch dry-run path: an encoded `jobgate.v1.AdmitBatchRequest`
+    /// in, its encoded `AdmitBatchResponse` out, checked on every core with the GIL
+    /// released and no Python object per document. `None` when the request is not a
+    /// dry run of raw documents (or not a request at all): the caller's general path
+    /// handles those.
+    ///
+    /// With `quota_default` or `quota_projects`, `forge.quota.project` is judged per
+    /// document against `gpus_in_use` (`{project: GPUs}`), one snapshot for the batch.
+    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn check_batch_request(
+        &self,
+        py: Python<'_>,
+        request: &[u8],
+        owner: Option<String>,
+        max_batch: usize,
+        threads: Option<usize>,
+        quota_default: Option<u64>,
+        quota_projects: Option<HashMap<String, u64>>,
+        gpus_in_use: Option<HashMap<String, u64>>,
+    ) -> PyResult<Option<BatchOutcome>> {
+        let quotas = (quota_default.is_some()
+            || quota_projects.as_ref().is_some_and(|p| !p.is_empty()))
+        .then(|| QuotaTable {
+            default: quota_default,
+            projects: quota_projects.unwrap_or_default(),
+            in_use: gpus_in_use.unwrap_or_default(),
+        });
+        let admission = Admission {
+            owner,
+            quotas,
+            ..Default::default()
+        };
+        let outcome = py.detach(|| {
+            guarded(|| {
+                crate::wire::check_batch_request(
+                    &self.core, request, &admission, max_batch, threads,
+                )
+            })
+        })?;
+        let Some(outcome) = outcome else {
+            return Ok(None);
+        };
+        let verdicts = PyDict::new(py);
+        for (verdict, n) in outcome.verdicts {
+            verdicts.set_item(verdict, n)?;
+        }
+        let rules = PyDict::new(py);
+        for (key, n) in outcome.rules {
+            rules.set_item(key, n)?;
+        }
+        Ok(Some(BatchOutcome {
+            documents: outcome.documents,
+            response: outcome.response.map(|r| PyBytes::new(py, &r).unbind()),
+            verdicts: verdicts.unbind(),
+            rules: rules.unbind(),
+        }))
+    }
+
     fn __repr__(&self) -> String {
         let c = &self.core.config;
         format!(
@@ -388,6 +449,19 @@ pub struct Facts {
     upload_excludes: Vec<String>,
     /// The document with the owner stamped in, when an owner was given.
     stamped: Option<Py<PyBytes>>,
+}
+
+/// What `Validator.check_batch_request` answered.
+#[pyclass(module = "jobgate._core", frozen, get_all)]
+pub struct BatchOutcome {
+    /// How many documents the request held.
+    documents: usize,
+    /// The encoded `AdmitBatchResponse`; `None` when the batch was over `max_batch`.
+    response: Option<Py<PyBytes>>,
+    /// `{verdict: reports}`.
+    verdicts: Py<PyDict>,
+    /// `{(rule, severity): violations}`.
+    rules: Py<PyDict>,
 }
 
 /// The outcome of `Validator.stage`: the verification report and, when it passed,
@@ -617,6 +691,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Violation>()?;
     m.add_class::<Staging>()?;
     m.add_class::<Facts>()?;
+    m.add_class::<BatchOutcome>()?;
     m.add_function(wrap_pyfunction!(rules, m)?)?;
     Ok(())
 }

@@ -204,19 +204,26 @@ impl Validator {
         threads: Option<usize>,
         admission: &Admission,
     ) -> Vec<Report> {
-        let run = || {
-            inputs
-                .par_iter()
-                .map(|d| self.check(d.as_ref(), kind, admission))
-                .collect()
+        self.check_each(inputs, threads, admission, |d| (d.as_ref(), kind))
+    }
+
+    /// Checks many items in parallel, each with its own kind: `document` says which
+    /// bytes and kind an item is. Reports come back in the items' order.
+    pub fn check_each<T: Sync>(
+        &self,
+        items: &[T],
+        threads: Option<usize>,
+        admission: &Admission,
+        document: impl Fn(&T) -> (&[u8], Option<Kind>) + Sync,
+    ) -> Vec<Report> {
+        let check = |item: &T| {
+            let (bytes, kind) = document(item);
+            self.check(bytes, kind, admission)
         };
         match threads {
-            Some(1) => inputs
-                .iter()
-                .map(|d| self.check(d.as_ref(), kind, admission))
-                .collect(),
-            Some(n) => pool(n).install(run),
-            None => run(),
+            Some(1) => items.iter().map(check).collect(),
+            Some(n) => pool(n).install(|| items.par_iter().map(check).collect()),
+            None => items.par_iter().map(check).collect(),
         }
     }
 }

@@ -124,9 +124,11 @@ def test_oversized_batch_and_message(tmp_path):
     cfg = cfg.model_copy(update={"limits": cfg.limits.model_copy(update={"max_batch": 3}), "server": cfg.server.model_copy(update={"max_message_bytes": 64 * 1024})})
     r = Running(cfg)
     try:
-        with pytest.raises(grpc.RpcError) as e:
-            r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC)] * 4, dry_run=True), metadata=r.auth)
-        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "at most 3" in e.value.details()
+        for dry_run in (True, False):  # the core's dry-run path and the general path
+            with pytest.raises(grpc.RpcError) as e:
+                r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC)] * 4, dry_run=dry_run), metadata=r.auth)
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "at most 3" in e.value.details()
+        assert r.gate.store.list() == []
         with pytest.raises(grpc.RpcError) as e:
             r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=b"x" * 100_000)), metadata=r.auth)
         assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -164,6 +166,59 @@ def test_quota_is_consumed_in_batch_order(tmp_path):
         assert [bool(x.job_id) for x in batch.results] == [True, True, False]
     finally:
         r.close()
+
+
+def test_a_dry_run_batch_is_judged_on_one_snapshot_of_quota_usage(tmp_path):
+    r = running_with_quota(tmp_path, 16)
+    try:
+        assert r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=r.auth).job_id
+        other = mutate(JOBSPEC, {"/metadata/project": "other-lab"})
+        request = admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC), raw(JOBSPEC), raw(other)], dry_run=True)
+        batch = r.admission.AdmitBatch(request, metadata=r.auth)
+        # 8 of my-lab's 16 GPUs are held: each 8-GPU document fits on its own (a dry run
+        # consumes nothing), and other-lab falls under the default quota.
+        assert [x.report.verdict for x in batch.results] == ["pass", "pass", "pass"]
+        assert r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=r.auth).job_id
+        batch = r.admission.AdmitBatch(request, metadata=r.auth)
+        assert [pairs(x.report) for x in batch.results] == [[("forge.quota.project", "/spec/resources")]] * 2 + [[]]
+        single = r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC), dry_run=True), metadata=r.auth)
+        assert single.report == batch.results[0].report
+    finally:
+        r.close()
+
+
+def test_the_core_encodes_a_batch_response_as_the_protobuf_runtime_does(running):
+    from jobgate.server.service import report_message
+
+    docs = [JOBSPEC, BUNDLE, mutate(BUNDLE, {"/spec/a.b": 1, "/command": "x"}), {**JOBSPEC, "kind": "Nöpe ✓"}, "{", "[]", ""]
+    encoded = [d.encode() if isinstance(d, str) else json.dumps(d, ensure_ascii=False).encode() for d in docs]
+    request = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=e) for e in encoded], dry_run=True).SerializeToString()
+    answer = running.gate.check_batch_request(request, "alice")
+    reports = [running.gate.validator.check(e, owner="alice") for e in encoded]
+    expected = admission_pb2.AdmitBatchResponse(results=[admission_pb2.AdmitResponse(report=report_message(x)) for x in reports])
+    assert answer.documents == len(docs)
+    assert answer.response == expected.SerializeToString()
+    assert answer.verdicts == {"pass": 2, "fail": 5}
+    assert answer.rules[("forge.kind", "error")] == 1 and answer.rules[("json.syntax", "error")] == 3
+
+
+def test_a_batch_of_typed_and_raw_documents_matches_the_raw_batch(running):
+    typed = admission_pb2.Document(jobspec=json_format.ParseDict(JOBSPEC, jobspec_pb2.JobSpec()))
+    bad = mutate(BUNDLE, {"/command": "x"})
+    mixed = running.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[typed, raw(bad), raw(JOBSPEC)], dry_run=True), metadata=running.auth)
+    plain = running.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC), raw(bad), raw(JOBSPEC)], dry_run=True), metadata=running.auth)
+    assert list(mixed.results) == list(plain.results)
+    assert [x.report.verdict for x in plain.results] == ["pass", "fail", "pass"]
+
+
+def test_a_batch_that_is_not_a_request_is_invalid_argument(running):
+    call = running.channel.unary_unary("/jobgate.v1.AdmissionService/AdmitBatch", request_serializer=bytes, response_deserializer=admission_pb2.AdmitBatchResponse.FromString)
+    with pytest.raises(grpc.RpcError) as e:
+        call(b"\xff\xff\xff\xff", metadata=running.auth)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    detail = error_details_pb2.BadRequest()
+    rpc_status.from_call(e.value).details[0].Unpack(detail)
+    assert detail.field_violations[0].field == "request"
 
 
 def test_mark_get_list_and_watch(running):

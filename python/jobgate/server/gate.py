@@ -95,16 +95,28 @@ class Gate:
     def check_many(self, documents: list[bytes], kind: str | None, account: str) -> list[jobgate.Report]:
         """Dry-run reports for many documents, in parallel. Project quotas are applied
         from the store's current usage, as a dry-run Admit would."""
-        if not self._has_quotas():
+        if not self.has_quotas():
             return self.validator.check_many(documents, kind, owner=account)
         return [self.admit(d, kind, account, dry_run=True).report for d in documents]
 
-    def _has_quotas(self) -> bool:
+    def check_batch_request(self, request: bytes, account: str):
+        """The core's answer to an encoded dry-run AdmitBatchRequest of raw documents
+        (Validator.check_batch_request), project quotas judged on one snapshot of the
+        store's usage; `None` for any other request."""
+        config, validator = self.config, self.validator
+        quotas = {}
+        if self.has_quotas():
+            if self.store is None:
+                return None
+            quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage()}
+        return validator.check_batch_request(request, owner=account, max_batch=config.limits.max_batch, **quotas)
+
+    def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)
 
     def admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool) -> Admission:
         # The core reads what admission needs from its own parse: no Python dict per document.
-        needs_facts = not dry_run or self._has_quotas()
+        needs_facts = not dry_run or self.has_quotas()
         facts = self.validator.facts(data, kind, owner=None if dry_run else account) if needs_facts else None
         quota = self.quota(facts.project) if facts is not None and facts.kind == "jobspec" else None
 

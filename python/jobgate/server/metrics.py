@@ -33,6 +33,10 @@ class Metrics:
             verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
             for v in r.violations if r.errors or r.warnings else ():
                 rules[(v.rule, v.severity)] = rules.get((v.rule, v.severity), 0) + 1
+        self.counts(rpc, verdicts, rules)
+
+    def counts(self, rpc: str, verdicts: dict[str, int], rules: dict[tuple[str, str], int]) -> None:
+        """Counts reports per verdict and violations per (rule, severity)."""
         for verdict, n in verdicts.items():
             self.admissions.labels(rpc, verdict).inc(n)
         for (rule, severity), n in rules.items():

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import grpc
 import orjson
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -125,19 +126,24 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
     @timed("AdmitBatch")
-    def AdmitBatch(self, request, context):  # noqa: N802 - answers serialized bytes (see batch_handler)
+    def AdmitBatch(self, request: bytes, context):  # noqa: N802 - bytes in, bytes out (see add_admission_service)
         account = self.auth.account(context)
         limit = self.gate.config.limits.max_batch
-        if len(request.documents) > limit:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the batch holds {len(request.documents)} documents; at most {limit} per call (limits.max_batch)")
-        self.metrics.batch_size.observe(len(request.documents))
-        raws = [d.raw for d in request.documents]
-        if all(raws) and not any(d.kind for d in request.documents):
-            items = [(raw, None) for raw in raws]  # the gateway case: raw bytes, kinds detected
-        else:
-            items = [document_bytes(d, context, f"documents[{i}]") for i, d in enumerate(request.documents)]
+        # The gateway case, a dry run of raw documents: decoded, checked and encoded by
+        # the core in one call, with no Python object per document.
+        fast = self.gate.check_batch_request(request, account)
+        if fast is not None:
+            self._batch_size(fast.documents, limit, context)
+            self.metrics.counts("AdmitBatch", fast.verdicts, fast.rules)
+            return fast.response
+        try:
+            message = admission_pb2.AdmitBatchRequest.FromString(request)
+        except DecodeError:
+            bad_request(context, "request", "is not an encoded jobgate.v1.AdmitBatchRequest")
+        self._batch_size(len(message.documents), limit, context)
+        items = [document_bytes(d, context, f"documents[{i}]") for i, d in enumerate(message.documents)]
         kinds = {k for _, k in items}
-        if request.dry_run and len(kinds) <= 1:
+        if message.dry_run and len(kinds) <= 1:
             reports = self.gate.check_many([d for d, _ in items], next(iter(kinds), None), account)
             self.metrics.reports("AdmitBatch", reports)
             return self.encoder.response(reports)
@@ -146,10 +152,15 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         for data, kind in items:
             if not context.is_active():
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
-            r = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+            r = self.gate.admit(data, kind, account, dry_run=message.dry_run)
             self.metrics.report("AdmitBatch", r.report)
             results.append(self.encoder.item(r.report, r.job_id))
         return b"".join(results)
+
+    def _batch_size(self, documents: int, limit: int, context: grpc.ServicerContext) -> None:
+        if documents > limit:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the batch holds {documents} documents; at most {limit} per call (limits.max_batch)")
+        self.metrics.batch_size.observe(documents)
 
     def AdmitStream(self, request_iterator, context):  # noqa: N802
         account = self.auth.account(context)
@@ -173,12 +184,13 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
 
 def add_admission_service(service: AdmissionService, server: grpc.Server) -> None:
     """Registers AdmissionService as the generated code would, except that AdmitBatch
-    has a pass-through response serializer: the servicer answers the
-    AdmitBatchResponse already encoded, item by item (BatchEncoder)."""
+    takes and answers encoded bytes: its dry-run path hands the request to the core
+    whole (Validator.check_batch_request), and its general path encodes the response
+    item by item (BatchEncoder)."""
     m = admission_pb2
     handlers = {
         "Admit": grpc.unary_unary_rpc_method_handler(service.Admit, request_deserializer=m.AdmitRequest.FromString, response_serializer=m.AdmitResponse.SerializeToString),
-        "AdmitBatch": grpc.unary_unary_rpc_method_handler(service.AdmitBatch, request_deserializer=m.AdmitBatchRequest.FromString, response_serializer=bytes),
+        "AdmitBatch": grpc.unary_unary_rpc_method_handler(service.AdmitBatch, request_deserializer=None, response_serializer=None),
         "AdmitStream": grpc.stream_stream_rpc_method_handler(service.AdmitStream, request_deserializer=m.AdmitStreamRequest.FromString, response_serializer=m.AdmitStreamResponse.SerializeToString),
         "RecipeStatus": grpc.unary_unary_rpc_method_handler(service.RecipeStatus, request_deserializer=m.RecipeStatusRequest.FromString, response_serializer=m.RecipeStatusResponse.SerializeToString),
     }

@@ -140,6 +140,9 @@ class JobStore(Protocol):
 
     def gpus_in_use(self, project: str) -> int: ...
 
+    def usage(self) -> dict[str, int]:
+        """GPUs held by unfinished jobs, per project (projects holding none may be left out)."""
+
     def get(self, job_id: str) -> dict[str, Any]:
         """The record as exported (job_record.schema.json); raises JobNotFound."""
 

@@ -91,6 +91,11 @@ class PostgresStore:
             row = db.execute("SELECT gpus FROM project_usage WHERE project = %s", (project,)).fetchone()
             return int(row[0]) if row else 0
 
+    def usage(self) -> dict[str, int]:
+        db = self._db()
+        with db.transaction():
+            return {project: int(gpus) for project, gpus in db.execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
+
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
         return self.admit_many([(job, decide)])[0]
 

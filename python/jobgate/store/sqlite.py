@@ -100,6 +100,9 @@ class SqliteStore:
         row = self._db().execute("SELECT gpus FROM project_usage WHERE project = ?", (project,)).fetchone()
         return int(row[0]) if row else 0
 
+    def usage(self) -> dict[str, int]:
+        return {project: int(gpus) for project, gpus in self._db().execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
+
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
         return self.admit_many([(job, decide)])[0]
 

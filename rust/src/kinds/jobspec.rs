@@ -600,8 +600,11 @@ fn resources(
             ctx.error(pointer(&["spec", "resources"]), "forge.quota.job", format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
         }
     }
-    if let Some(quota) = admission.project_quota {
-        let in_use = admission.project_gpus_in_use.unwrap_or(0);
+    let project = root
+        .at(&["metadata", "project"])
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    if let Some((quota, in_use)) = admission.quota_for(project) {
         if in_use.saturating_add(total) > quota {
             let project = str_of(root.at(&["metadata", "project"]));
             ctx.error(pointer(&["spec", "resources"]), "forge.quota.project", format!("project {} holds {in_use} GPUs in unfinished jobs; {total} more would exceed its quota of {quota}", quote(project)));

@@ -66,6 +66,31 @@ pub struct Admission {
     pub owner: Option<String>,
     pub project_gpus_in_use: Option<u64>,
     pub project_quota: Option<u64>,
+    /// Quotas looked up by each document's own project, for a batch judged on one
+    /// snapshot of usage; `project_quota` takes precedence when both are given.
+    pub quotas: Option<QuotaTable>,
+}
+
+/// Every project's quota and the GPUs its unfinished jobs hold.
+#[derive(Clone, Debug, Default)]
+pub struct QuotaTable {
+    /// The quota of a project not listed in `projects`; `None` is unlimited.
+    pub default: Option<u64>,
+    pub projects: std::collections::HashMap<String, u64>,
+    pub in_use: std::collections::HashMap<String, u64>,
+}
+
+impl Admission {
+    /// `(quota, GPUs in use)` for a document of `project`, when a quota applies.
+    pub fn quota_for(&self, project: &str) -> Option<(u64, u64)> {
+        if let Some(quota) = self.project_quota {
+            return Some((quota, self.project_gpus_in_use.unwrap_or(0)));
+        }
+        let table = self.quotas.as_ref()?;
+        let project = project.trim();
+        let quota = table.projects.get(project).copied().or(table.default)?;
+        Some((quota, table.in_use.get(project).copied().unwrap_or(0)))
+    }
 }
 
 pub fn check<'t, 'i>(

@@ -1,0 +1,29 @@
+"""A bare grpcio server that answers every unary call with fixed bytes: the transport
+floor of the service benchmark. The same request sent here costs what the gRPC
+runtime alone costs, so `check_many / (check_many + echo)` bounds the AdmitBatch
+ratio any servicer built on grpcio can reach on this machine.
+
+    python -m benchmarks.echo_server PORT RESPONSE_FILE
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+
+def main() -> None:
+    port, response = int(sys.argv[1]), Path(sys.argv[2]).read_bytes()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.max_receive_message_length", 64 << 20)])
+    echo = grpc.unary_unary_rpc_method_handler(lambda _request, _context: response)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("echo.Echo", {"Echo": echo}),))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+//! The protobuf wire form of `AdmitBatch` (`proto/jobgate/v1/admission.proto`), for
+//! the service's hot path: a dry-run batch of raw documents is decoded, checked on
+//! every core and its response encoded in one call, so the service builds no Python
+//! object per document. Everything else (typed documents, real admissions, quotas)
+//! takes the service's general path; `check_batch_request` says which by returning
+//! `None`.
+//!
+//! The messages below mirror the protos field for field (numbers and types); the
+//! service's tests compare these bytes with what the Python protobuf runtime encodes
+//! for the same reports, so the two cannot drift apart silently.
+
+use std::collections::BTreeMap;
+
+use prost::Message;
+
+use crate::kinds::{Admission, Kind};
+use crate::report::Report;
+use crate::validator::Validator;
+
+/// `jobgate.v1.AdmitBatchRequest`.
+#[derive(Clone, PartialEq, Message)]
+struct AdmitBatchRequest {
+    #[prost(message, repeated, tag = "1")]
+    documents: Vec<Document>,
+    #[prost(bool, tag = "2")]
+    dry_run: bool,
+}
+
+/// `jobgate.v1.Document`. The typed bodies are kept as their encoded bytes: this path
+/// only needs to know they are there, to hand the request to the general path.
+#[derive(Clone, PartialEq, Message)]
+struct Document {
+    #[prost(oneof = "Body", tags = "1, 2, 3")]
+    body: Option<Body>,
+    #[prost(int32, tag = "4")]
+    kind: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+enum Body {
+    #[prost(bytes, tag = "1")]
+    Raw(Vec<u8>),
+    #[prost(bytes, tag = "2")]
+    JobSpec(Vec<u8>),
+    #[prost(bytes, tag = "3")]
+    SpecBundle(Vec<u8>),
+}
+
+/// `jobgate.v1.AdmitBatchResponse`.
+#[derive(Clone, PartialEq, Message)]
+struct AdmitBatchResponse {
+    #[prost(message, repeated, tag = "1")]
+    results: Vec<AdmitResponse>,
+}
+
+/// `jobgate.v1.AdmitResponse`.
+#[derive(Clone, PartialEq, Message)]
+struct AdmitResponse {
+    #[prost(message, optional, tag = "1")]
+    report: Option<ReportMessage>,
+    #[prost(string, tag = "2")]
+    job_id: String,
+}
+
+/// `jobgate.v1.Report`.
+#[derive(Clone, PartialEq, Message)]
+struct ReportMessage {
+    #[prost(string, tag = "1")]
+    kind: String,
+    #[prost(string, tag = "2")]
+    verdict: String,
+    #[prost(message, repeated, tag = "3")]
+    violations: Vec<ViolationMessage>,
+}
+
+/// `jobgate.v1.Violation`.
+#[derive(Clone, PartialEq, Message)]
+struct ViolationMessage {
+    #[prost(string, tag = "1")]
+    rule: String,
+    #[prost(string, tag = "2")]
+    field: String,
+    #[prost(string, tag = "3")]
+    message: String,
+    #[prost(string, tag = "4")]
+    severity: String,
+}
+
+/// `jobgate.v1.Kind`: 0 and unknown numbers mean "detect it".
+fn kind_of(number: i32) -> Option<Kind> {
+    match number {
+        1 => Some(Kind::JobSpec),
+        2 => Some(Kind::SpecBundle),
+        3 => Some(Kind::JobRecord),
+        4 => Some(Kind::BestRec),
+        _ => None,
+    }
+}
+
+/// A dry-run batch answered on this path.
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    /// How many documents the request holds.
+    pub documents: usize,
+    /// The encoded `AdmitBatchResponse`; `None` when the batch held more than
+    /// `max_batch` documents and was not checked.
+    pub response: Option<Vec<u8>>,
+    /// Reports per verdict, for the service's metrics.
+    pub verdicts: BTreeMap<&'static str, u64>,
+    /// Violations per (rule, severity), for the service's metrics.
+    pub rules: BTreeMap<(&'static str, &'static str), u64>,
+}
+
+/// Decodes an encoded `AdmitBatchRequest`, checks it and encodes the response, when
+/// it is a dry run of raw documents only; `None` otherwise (or when the bytes are not
+/// a request at all), for the general path to handle and explain.
+pub fn check_batch_request(
+    validator: &Validator,
+    request: &[u8],
+    admission: &Admission,
+    max_batch: usize,
+    threads: Option<usize>,
+) -> Option<BatchOutcome> {
+    let request = AdmitBatchRequest::decode(request).ok()?;
+    if !request.dry_run {
+        return None;
+    }
+    let mut items = Vec::with_capacity(request.documents.len());
+    for document in &request.documents {
+        match &document.body {
+            Some(Body::Raw(raw)) => items.push((raw.as_slice(), kind_of(document.kind))),
+            _ => return None,
+        }
+    }
+    let mut outcome = BatchOutcome {
+        documents: items.len(),
+        ..Default::default()
+    };
+    if items.len() > max_batch {
+        return Some(outcome);
+    }
+    let reports = validator.check_each(&items, threads, admission, |&(raw, kind)| (raw, kind));
+    let response = AdmitBatchResponse {
+        results: reports
+            .iter()
+            .map(|report| {
+                count(&mut outcome, report);
+                AdmitResponse {
+                    report: Some(message(report)),
+                    job_id: String::new(),
+                }
+            })
+            .collect(),
+    };
+    outcome.response = Some(response.encode_to_vec());
+    Some(outcome)
+}
+
+fn count(outcome: &mut BatchOutcome, report: &Report) {
+    *outcome.verdicts.entry(report.verdict()).or_default() += 1;
+    for v in &report.violations {
+        *outcome
+            .rules
+            .entry((v.rule, v.severity.as_str()))
+            .or_default() += 1;
+    }
+}
+
+fn message(report: &Report) -> ReportMessage {
+    ReportMessage {
+        kind: report.kind_name().to_owned(),
+        verdict: report.verdict().to_owned(),
+        violations: report
+            .violations
+            .iter()
+            .map(|v| ViolationMessage {
+                rule: v.rule.to_owned(),
+                field: v.field.clone(),
+                message: v.message.clone(),
+                severity: v.severity.as_str().to_owned(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(documents: Vec<Document>, dry_run: bool) -> Vec<u8> {
+        AdmitBatchRequest { documents, dry_run }.encode_to_vec()
+    }
+
+    fn raw(bytes: &[u8], kind: i32) -> Document {
+        Document {
+            body: Some(Body::Raw(bytes.to_vec())),
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_dry_run_of_raw_documents_is_answered_in_order() {
+        let v = Validator::default();
+        let req = request(vec![raw(b"{", 0), raw(b"[]", 1), raw(b"", 0)], true);
+        let out = check_batch_request(&v, &req, &Admission::default(), 10, Some(1)).unwrap();
+        assert_eq!(out.documents, 3);
+        let response = AdmitBatchResponse::decode(out.response.unwrap().as_slice()).unwrap();
+        let rules: Vec<_> = response
+            .results
+            .iter()
+            .map(|r| r.report.as_ref().unwrap().violations[0].rule.as_str())
+            .collect();
+        assert_eq!(rules, ["json.syntax", "json.syntax", "json.syntax"]);
+        assert_eq!(response.results[1].report.as_ref().unwrap().kind, "jobspec");
+        assert_eq!(out.verdicts.get("fail"), Some(&3));
+    }
+
+    #[test]
+    fn other_requests_are_left_to_the_general_path() {
+        let v = Validator::default();
+        let a = Admission::default();
+        assert!(
+            check_batch_request(&v, &request(vec![raw(b"{}", 0)], false), &a, 10, None).is_none()
+        );
+        let typed = Document {
+            body: Some(Body::JobSpec(Vec::new())),
+            kind: 0,
+        };
+        assert!(check_batch_request(&v, &request(vec![typed], true), &a, 10, None).is_none());
+        let empty = Document {
+            body: None,
+            kind: 0,
+        };
+        assert!(check_batch_request(&v, &request(vec![empty], true), &a, 10, None).is_none());
+        assert!(check_batch_request(&v, b"\xff\xff\xff", &a, 10, None).is_none());
+    }
+
+    #[test]
+    fn an_oversized_batch_is_counted_not_checked() {
+        let v = Validator::default();
+        let req = request(vec![raw(b"{}", 0); 5], true);
+        let out = check_batch_request(&v, &req, &Admission::default(), 4, None).unwrap();
+        assert_eq!((out.documents, out.response), (5, None));
+    }
+}
