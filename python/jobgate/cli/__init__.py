@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from jobgate import __version__
-from jobgate.cli import bench, check, demo, jobs, serve, stage, submit
+from jobgate.cli import bench, check, demo, jobs, revalidate, serve, stage, submit
 from jobgate.config import ConfigError
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_parser(sub)
     serve.add_parser(sub)
     submit.add_parser(sub)
+    revalidate.add_parser(sub)
     jobs.add_parser(sub)
     bench.add_parser(sub)
     demo.add_parser(sub)

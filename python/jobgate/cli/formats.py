@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -14,15 +15,33 @@ from jobgate import Report, __version__, rules
 FORMATS = ("text", "json", "junit", "sarif")
 
 
-class RemoteReport:
-    """A report received over the wire, shaped like jobgate.Report for the formatters."""
+@dataclass(frozen=True)
+class ViolationView:
+    rule: str
+    field: str
+    message: str
+    severity: str
 
-    def __init__(self, message) -> None:
-        self.kind, self.verdict = message.kind, message.verdict
-        self.violations = list(message.violations)
-        self.ok = message.verdict == "pass"
-        self.errors = sum(1 for v in self.violations if v.severity == "error")
-        self.warnings = len(self.violations) - self.errors
+
+class ReportView:
+    """A report that arrived as data (over the wire, or from another process) rather
+    than as a jobgate.Report, shaped like one for the formatters."""
+
+    def __init__(self, kind: str, verdict: str, violations: list[ViolationView]) -> None:
+        self.kind, self.verdict, self.violations = kind, verdict, violations
+        self.ok = verdict == "pass"
+        self.errors = sum(1 for v in violations if v.severity == "error")
+        self.warnings = len(violations) - self.errors
+
+    @classmethod
+    def from_message(cls, message) -> ReportView:
+        """From a jobgate.v1.Report message."""
+        return cls(message.kind, message.verdict, [ViolationView(v.rule, v.field, v.message, v.severity) for v in message.violations])
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ReportView:
+        """From `Report.to_dict()`."""
+        return cls(d["kind"], d["verdict"], [ViolationView(**v) for v in d["violations"]])
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}

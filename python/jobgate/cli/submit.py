@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                 response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=d.data), dry_run=args.dry_run), metadata=metadata, timeout=args.timeout)
             except grpc.RpcError as e:
                 raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
-            results.append((d.name, formats.RemoteReport(response.report)))
+            results.append((d.name, formats.ReportView.from_message(response.report)))
             ids.append(response.job_id)
     print(formats.admissions(args.format, results, ids))
     return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL

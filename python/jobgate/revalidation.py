@@ -1,0 +1,232 @@
+"""Batch revalidation of archived documents and job packages against the current
+configuration: find the items, cut them into chunks, check the chunks on an engine,
+put the reports back in the order the items were found.
+
+Two engines run the same chunk function (`check_chunk`):
+
+- `local`: a thread pool on this machine; the core releases the GIL, so the pool
+  uses every core;
+- `ray`: one Ray task per chunk on a Ray cluster. The driver reads the items and ships
+  their bytes, so the cluster needs no filesystem in common with it.
+
+A report crosses back as its plain dict (`report.to_dict()`), so both engines hand
+the formatters the same values and print the same report.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jobgate
+from jobgate.config import Config
+
+DOCUMENT_SUFFIXES = (".json", ".yaml", ".yml")
+PACKAGE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".zip")
+CHUNK_ITEMS = 64
+CHUNK_BYTES = 32 << 20  # a chunk stops growing past this much to read and ship
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing to revalidate: a document file, or a package archive (its own bundle
+    and its supporting files)."""
+
+    path: str
+    package: bool
+
+
+def is_package(path: Path) -> bool:
+    return path.name.lower().endswith(PACKAGE_SUFFIXES)
+
+
+def discover(paths: list[str]) -> list[Item]:
+    """Files as given (archives are packages, anything else a document); directories
+    become their documents and packages, sorted. Raises FileNotFoundError naming a
+    path that does not exist or a directory that holds nothing to revalidate."""
+    items: list[Item] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and (is_package(f) or f.suffix.lower() in DOCUMENT_SUFFIXES))
+            if not found:
+                raise FileNotFoundError(f"{raw}: the directory holds no documents (.json, .yaml, .yml) or packages ({', '.join(PACKAGE_SUFFIXES)})")
+            items.extend(Item(str(f), is_package(f)) for f in found)
+        elif p.exists():
+            items.append(Item(raw, is_package(p)))
+        else:
+            raise FileNotFoundError(f"{raw}: no such file or directory")
+    return items
+
+
+def chunks(items: list[Item]) -> Iterator[list[Item]]:
+    """Consecutive runs of at most CHUNK_ITEMS items and about CHUNK_BYTES bytes."""
+    chunk: list[Item] = []
+    size = 0
+    for item in items:
+        try:
+            size += os.stat(item.path).st_size
+        except OSError:
+            pass  # reported when the chunk reads it
+        chunk.append(item)
+        if len(chunk) >= CHUNK_ITEMS or size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An item as a chunk carries it: its bytes, or why they could not be read, or
+    (a package on this machine's disk) only its path."""
+
+    source: str
+    package: bool
+    data: bytes | None = None
+    error: str = ""
+    path: str | None = None
+
+
+def read_chunk(chunk: list[Item], *, ship_packages: bool) -> list[Entry]:
+    """The chunk's entries. Packages are read too when `ship_packages` (for another
+    machine); otherwise they are verified where they lie."""
+    out: list[Entry] = []
+    for item in chunk:
+        if item.package and not ship_packages:
+            out.append(Entry(item.path, True, path=item.path))
+            continue
+        try:
+            out.append(Entry(item.path, item.package, data=Path(item.path).read_bytes()))
+        except OSError as e:
+            out.append(Entry(item.path, item.package, error=f"cannot read {item.path}: {e.strerror or e}"))
+    return out
+
+
+def unreadable(kind: str | None, message: str) -> dict[str, Any]:
+    """The report of an item that could not be read: the same rule the core gives a
+    package it cannot read."""
+    return {"kind": kind or "unknown", "verdict": "fail", "violations": [{"rule": "json.syntax", "field": "", "message": message, "severity": "error"}]}
+
+
+def check_chunk(validator: jobgate.Validator, entries: list[Entry], kind: str | None, threads: int | None = None) -> list[dict[str, Any]]:
+    """Report dicts for a chunk, in its order. Documents are checked together
+    (check_many); a package is verified with its supporting files, from a private
+    temporary copy when its bytes came from another machine."""
+    reports: list[dict[str, Any] | None] = [None] * len(entries)
+    documents = [(i, e.data) for i, e in enumerate(entries) if e.data is not None and not e.package]
+    for (i, _), report in zip(documents, validator.check_many([d for _, d in documents], kind, threads=threads), strict=True):
+        reports[i] = report.to_dict()
+    for i, e in enumerate(entries):
+        if e.error:
+            reports[i] = unreadable(kind, e.error)
+        elif e.package and e.path is not None:
+            reports[i] = validator.check(None, kind=kind, package=e.path).to_dict()
+        elif e.package:
+            suffix = next((s for s in PACKAGE_SUFFIXES if e.source.lower().endswith(s)), "")
+            with tempfile.NamedTemporaryFile(suffix=suffix) as spool:
+                spool.write(e.data or b"")
+                spool.flush()
+                report = validator.check(None, kind=kind, package=spool.name).to_dict()
+            for v in report["violations"]:  # name the package, not its temporary copy
+                v["message"] = v["message"].replace(spool.name, e.source)
+            reports[i] = report
+    return [r for r in reports if r is not None]
+
+
+class EngineError(Exception):
+    """The engine cannot run (Ray missing or unreachable); the message says why."""
+
+
+Progress = Callable[[int], None]
+
+
+def run_local(items: list[Item], config: Config | None, kind: str | None, progress: Progress, threads: int | None = None) -> list[dict[str, Any]]:
+    """Chunks on a thread pool of `threads` (default: every core); each chunk reads its
+    files and checks them with the GIL released, so reading overlaps checking."""
+    validator = jobgate.Validator(config)
+    workers = threads or len(os.sched_getaffinity(0))
+
+    def work(chunk: list[Item]) -> list[dict[str, Any]]:
+        reports = check_chunk(validator, read_chunk(chunk, ship_packages=False), kind, threads=1)
+        progress(len(chunk))
+        return reports
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jobgate-revalidate") as pool:
+        return [r for reports in pool.map(work, chunks(items)) for r in reports]
+
+
+def run_ray(items: list[Item], config: Config | None, kind: str | None, progress: Progress, address: str | None) -> list[dict[str, Any]]:
+    """One Ray task per chunk. With `address` the driver joins that cluster (`auto`
+    finds a local one, `ray://host:port` is a Ray Client address); without, it starts
+    a private local Ray. At most twice the cluster's CPUs of chunks are in flight, so
+    the driver never holds the whole archive in memory."""
+    try:
+        import ray
+    except ImportError:
+        raise EngineError("the ray engine needs Ray: pip install 'jobgate[ray]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address and address != "auto":
+            reachable(address)
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+        except Exception as e:  # noqa: BLE001 - Ray raises several types for "cannot connect"
+            raise EngineError(f"cannot reach the Ray cluster at {address or '(local)'}: {e}") from None
+    try:
+        task = ray.remote(_ray_check_chunk).options(num_cpus=1)
+        window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        config_ref = ray.put(config)
+        pending: dict[Any, int] = {}
+        done: dict[int, list[dict[str, Any]]] = {}
+        sizes: dict[int, int] = {}
+        for n, chunk in enumerate(chunks(items)):
+            while len(pending) >= window:
+                _collect(ray, pending, done, sizes, progress)
+            pending[task.remote(config_ref, read_chunk(chunk, ship_packages=True), kind)] = n
+            sizes[n] = len(chunk)
+        while pending:
+            _collect(ray, pending, done, sizes, progress)
+        return [r for n in sorted(done) for r in done[n]]
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def reachable(address: str, timeout: float = 5.0) -> None:
+    """Raises EngineError unless a TCP connection to the cluster's head opens within
+    `timeout` seconds: Ray itself retries an unreachable head for minutes."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise EngineError(f"--address {address!r} is not host:port, ray://host:port or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise EngineError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}") from None
+
+
+def _collect(ray, pending: dict, done: dict, sizes: dict, progress: Progress) -> None:
+    ready, _ = ray.wait(list(pending), num_returns=1)
+    for ref in ready:
+        n = pending.pop(ref)
+        done[n] = ray.get(ref)
+        progress(sizes[n])
+
+
+_validators: dict[str, jobgate.Validator] = {}
+
+
+def _ray_check_chunk(config: Config | None, entries: list[Entry], kind: str | None) -> list[dict[str, Any]]:
+    """The Ray task: a validator per configuration is kept in the worker process, so
+    the catalog is compiled once per worker, not once per chunk."""
+    key = config.model_dump_json() if config is not None else ""
+    validator = _validators.get(key)
+    if validator is None:
+        validator = _validators[key] = jobgate.Validator(config)
+    return check_chunk(validator, entries, kind, threads=1)

@@ -1,0 +1,177 @@
+"""`jobgate revalidate`: an archive of documents and packages, revalidated against the
+current catalog, locally and on a real Ray cluster, with the same reports as `check`."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import secrets
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+from jobgate.cli import main
+from tests.cli.test_check_cli import run_cli
+from tests.conftest import DEMO_CONFIG, EXAMPLES, ROOT, sample
+from tests.files.test_supporting_files import packaged, tar_package, zip_package
+
+JOBSPEC = sample("jobspec.valid.json")
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    """Old bundles as archived: the upstream examples, a JobSpec, and packages
+    (one whole, one with a helper changed after it was declared, one not an archive)."""
+    root = tmp_path_factory.mktemp("archive")
+    shutil.copytree(EXAMPLES, root / "bundles")
+    (root / "jobs").mkdir()
+    (root / "jobs" / "grpo.json").write_text(json.dumps(JOBSPEC))
+    (root / "packages").mkdir()
+    _, members = packaged()
+    tar_package(root / "packages" / "whole.tar.gz", members)
+    zip_package(root / "packages" / "changed.zip", {**members, "scripts/checkpoint_action.py": b"print('other')\n"})
+    (root / "packages" / "torn.tar").write_bytes(b"not an archive")
+    (root / "notes.txt").write_text("not a document: ignored")
+    return root
+
+
+def newer_catalog(tmp_path: Path) -> Path:
+    """The demo deployment after nemo-rl/grpo moved to 0.8.0."""
+    text = DEMO_CONFIG.read_text().replace('name = "nemo-rl/grpo", version = "0.7.0"', 'name = "nemo-rl/grpo", version = "0.8.0"')
+    assert "0.8.0" in text
+    path = tmp_path / "jobgate.toml"
+    path.write_text(text)
+    return path
+
+
+def revalidate(capsys, *args: str) -> tuple[int, dict]:
+    code, out = run_cli(capsys, ["revalidate", *args, "--format", "json"])
+    return code, json.loads(out)
+
+
+def test_every_item_gets_the_report_check_gives_it(archive, capsys):
+    code, report = revalidate(capsys, str(archive))
+    assert code == 1
+    sources = [r["source"] for r in report["results"]]
+    assert sources == sorted(sources) and len(sources) == len(list(EXAMPLES.iterdir())) + 4
+    by_source = {r["source"]: r for r in report["results"]}
+    for source, result in by_source.items():
+        if source.endswith((".tar", ".tar.gz", ".zip")):
+            _, expected = run_cli(capsys, ["check", "--package", source, "--format", "json"])
+        else:
+            _, expected = run_cli(capsys, ["check", source, "--format", "json"])
+        assert result == json.loads(expected)["results"][0], source
+    assert by_source[str(archive / "packages" / "whole.tar.gz")]["verdict"] == "pass"
+    assert [v["rule"] for v in by_source[str(archive / "packages" / "changed.zip")]["violations"]] == ["tao.supporting_file.sha256_mismatch"]
+    assert [v["rule"] for v in by_source[str(archive / "packages" / "torn.tar")]["violations"]] == ["json.syntax"]
+    s = report["summary"]
+    assert s["total"] == len(sources)
+    assert s["passed"] == sum(r["verdict"] == "pass" for r in report["results"]) and s["passed"] + s["failed"] == s["total"]
+
+
+def test_against_the_current_catalog(archive, tmp_path, capsys):
+    jobs = str(archive / "jobs")
+    assert revalidate(capsys, jobs, "--config", str(DEMO_CONFIG)) [0] == 0
+    code, report = revalidate(capsys, jobs, "--config", str(newer_catalog(tmp_path)))
+    assert code == 1
+    violations = report["results"][0]["violations"]
+    assert [(v["rule"], v["field"]) for v in violations] == [("forge.handshake.version", "/spec/recipe/version")]
+    assert "0.7.0" in violations[0]["message"] and "0.8.0" in violations[0]["message"]
+
+
+def test_all_passing_is_exit_0_and_text_output(archive, capsys):
+    code, out = run_cli(capsys, ["revalidate", str(archive / "packages" / "whole.tar.gz"), str(archive / "jobs"), "--threads", "1"])
+    assert code == 0
+    assert out.splitlines()[-1] == "2 documents: 2 passed, 0 failed (0 errors, 0 warnings)"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "nope: no such file or directory"),
+        (["EMPTY"], "holds no documents"),
+        (["ARCHIVE", "--address", "127.0.0.1:1"], "--address is for --engine ray"),
+        (["ARCHIVE", "--threads", "0"], "--threads takes a number of at least 1"),
+        (["ARCHIVE", "--config", "missing.toml"], "missing.toml"),
+        (["ARCHIVE", "--engine", "ray", "--address", "127.0.0.1:PORT"], "cannot reach the Ray cluster at 127.0.0.1:"),
+        (["ARCHIVE", "--engine", "ray", "--address", "nonsense"], "is not host:port"),
+    ],
+)
+def test_commands_that_cannot_run_exit_2(archive, tmp_path, capsys, args, message):
+    (tmp_path / "empty").mkdir()
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [a.replace("EMPTY", str(tmp_path / "empty")).replace("ARCHIVE", str(archive / "jobs")).replace("PORT", str(port)) for a in args]
+    capsys.readouterr()
+    assert main(["revalidate", *args]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+def run_on_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Runs jobgate with stderr on a pseudo-terminal; returns the exit code and what
+    reached the terminal."""
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
+    proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", *args], stdout=subprocess.DEVNULL, stderr=secondary, env=env, cwd=ROOT)
+    os.close(secondary)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(primary)
+    return proc.wait(60), seen.decode(errors="replace")
+
+
+def test_progress_on_a_terminal_only_and_never_under_ci(archive):
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    code, terminal = run_on_terminal(["revalidate", str(archive)], env)
+    assert code == 1 and "revalidating" in terminal and "item" in terminal
+    code, terminal = run_on_terminal(["revalidate", str(archive)], {**env, "CI": "1"})
+    assert code == 1 and terminal == ""
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """A real Ray cluster on this machine, started as an operator would."""
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent))
+    assert ray, "Ray is a test dependency (pip install -e '.[test]')"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    temp = tmp_path_factory.mktemp("ray")
+    # Token authentication, as a shared cluster runs it; Ray's own clients (the
+    # driver jobgate starts among them) read the token from the environment.
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}"], check=True, env=env, capture_output=True, timeout=300)
+    try:
+        yield f"127.0.0.1:{port}", env
+    finally:
+        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def test_the_ray_engine_gives_the_same_reports(archive, tmp_path, ray_cluster):
+    config = str(newer_catalog(tmp_path))
+    command = [sys.executable, "-m", "jobgate.cli", "revalidate", str(archive), "--config", config, "--format", "json"]
+    address, env = ray_cluster
+    local = subprocess.run(command, capture_output=True, timeout=300, cwd=ROOT)
+    remote = subprocess.run([*command, "--engine", "ray", "--address", address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+    assert (local.returncode, remote.returncode) == (1, 1), remote.stderr.decode()[-2000:]
+    assert remote.stdout == local.stdout
+    results = json.loads(remote.stdout)["results"]
+    assert any(v["rule"] == "forge.handshake.version" for r in results for v in r["violations"])
+    assert {r["source"]: r["verdict"] for r in results}[str(archive / "packages" / "whole.tar.gz")] == "pass"
