@@ -86,6 +86,10 @@ class Validator:
     def facts(self, document: Document, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
         """Project, GPU count, id parts and image of a document, and with ``owner`` the
         document rewritten with that owner; ``None`` when it cannot be read."""
+    def digest_cache_stats(self) -> dict[str, int]:
+        """``{"hits", "misses", "entries"}`` of the digest cache of files verified under
+        producer roots: an unchanged file (same device, inode, size, mtime and ctime,
+        settled for 2 seconds) is not hashed again."""
     def check_batch_request(self, request: bytes, *, owner: str | None = None, max_batch: int = ..., threads: int | None = None) -> BatchOutcome | None:
         """The service's AdmitBatch dry-run path: an encoded ``jobgate.v1.AdmitBatchRequest``
         in, the encoded ``AdmitBatchResponse`` out (GIL released, no Python object per

@@ -414,6 +414,17 @@ impl Validator {
         }))
     }
 
+    /// How the digest cache of files verified under producer roots has served:
+    /// `{"hits", "misses", "entries"}` since this validator was built.
+    fn digest_cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (hits, misses, entries) = self.core.digests.stats();
+        let d = PyDict::new(py);
+        d.set_item("hits", hits)?;
+        d.set_item("misses", misses)?;
+        d.set_item("entries", entries)?;
+        Ok(d)
+    }
+
     fn __repr__(&self) -> String {
         let c = &self.core.config;
         format!(

@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use crate::config::CoreConfig;
 use crate::document;
+use crate::files::cache::DigestCache;
 use crate::files::staging::{self, FileSource, Staged};
 use crate::files::{self, package, root, Declared, Found};
 use crate::kinds::{self, Admission, Kind};
@@ -17,11 +18,16 @@ use crate::schema::Ctx;
 #[derive(Clone, Debug, Default)]
 pub struct Validator {
     pub config: CoreConfig,
+    /// Digests of files verified under producer roots (see `files::cache`).
+    pub digests: Arc<DigestCache>,
 }
 
 impl Validator {
     pub fn new(config: CoreConfig) -> Self {
-        Validator { config }
+        Validator {
+            config,
+            digests: Arc::default(),
+        }
     }
 
     /// Checks one document (JSON or YAML bytes); `kind` overrides detection.
@@ -72,7 +78,12 @@ impl Validator {
                     format!("the producer root {} cannot be opened: {e}", dir.display())
                 })?;
                 Ok(self.verify_with(input, kind, admission, |declared| {
-                    root::verify(&dir_handle, declared, self.config.package.max_bytes)
+                    root::verify(
+                        &dir_handle,
+                        declared,
+                        self.config.package.max_bytes,
+                        Some(&self.digests),
+                    )
                 }))
             }
             FileSource::Package(path) => {

@@ -263,3 +263,50 @@ def test_a_package_without_a_bundle_or_not_an_archive(tmp_path):
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"not an archive at all")
     assert pairs(V.check(None, package=junk)) == [("json.syntax", "")]
+
+
+def settled(path: Path) -> None:
+    """Waits until `path` has been left alone long enough for its digest to be cached."""
+    import time
+
+    changed = max(path.stat().st_mtime_ns, path.stat().st_ctime_ns)
+    time.sleep(max(0.0, (changed - time.time_ns()) / 1e9 + 2.1))
+
+
+def test_the_digest_cache_serves_unchanged_files_and_is_never_fooled(root):
+    v = jobgate.Validator()
+    helper, notes = root / "scripts" / "checkpoint_action.py", root / "scripts" / "notes.txt"
+    (root / "scripts" / "sibling.py").write_bytes(b"x = 1\n")
+    helper.write_bytes(b"import sibling\nprint('checkpoint')\n")
+    doc = bundle(declare(root, "scripts/checkpoint_action.py", "scripts/notes.txt"))
+    expected_imports = [("tao.supporting_file.undeclared_import", f"{F}/0/source")]
+    # Fresh files are hashed every time: a write in the same clock tick would not move their key.
+    assert pairs(v.check(doc, root=root)) == expected_imports
+    assert v.digest_cache_stats() == {"hits": 0, "misses": 2, "entries": 0}
+    settled(notes)
+    settled(helper)
+    assert pairs(v.check(doc, root=root)) == expected_imports
+    assert v.digest_cache_stats()["entries"] == 2
+    assert pairs(v.check(doc, root=root)) == expected_imports  # served from the cache, imports too
+    assert v.digest_cache_stats()["hits"] == 2
+
+    # The same size, the old mtime put back: the ctime moved, so the file is hashed again.
+    before = notes.stat()
+    notes.write_bytes(b"NOTES\n")
+    os.utime(notes, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert notes.stat().st_size == before.st_size and notes.stat().st_mtime_ns == before.st_mtime_ns
+    assert pairs(v.check(doc, root=root)) == [*expected_imports, ("tao.supporting_file.sha256_mismatch", f"{F}/1/sha256")]
+
+    # Another file renamed over it, with every timestamp copied: another inode.
+    replacement = root / "scripts" / "replacement.py"
+    replacement.write_bytes(b"import sibling\nprint('CHECKPOINT')\n")
+    old = helper.stat()
+    os.utime(replacement, ns=(old.st_atime_ns, old.st_mtime_ns))
+    os.replace(replacement, helper)
+    assert [r for r, _ in pairs(v.check(doc, root=root))].count("tao.supporting_file.sha256_mismatch") == 2
+
+    # A symlink swapped in for a cached file is resolved anew.
+    notes.unlink()
+    (root.parent / "outside.txt").write_bytes(b"notes\n")
+    notes.symlink_to(root.parent / "outside.txt")
+    assert ("tao.supporting_file.escape", f"{F}/1/source") in pairs(v.check(doc, root=root))

@@ -5,6 +5,7 @@
 //! Owns file access and hashing; must not judge the bundle document itself (the
 //! `kinds::spec_bundle` rules do). Every path is resolved without leaving its root.
 
+pub mod cache;
 pub mod hashing;
 pub mod imports;
 pub mod package;

@@ -9,10 +9,12 @@ use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::time::SystemTime;
 
 use rayon::prelude::*;
 use rustix::fs::{openat2, FileType, Mode, OFlags, ResolveFlags};
 
+use super::cache::{Digest, DigestCache, Key};
 use super::hashing::sha256_reader;
 use super::imports::sibling_imports;
 use super::{compare, violation, Declared, Found};
@@ -101,15 +103,17 @@ pub fn open_violation(d: &Declared, e: OpenError) -> Violation {
 }
 
 /// Verifies every declared file in parallel; returns the violations and, per declared
-/// entry, what was found (`None` where it could not be hashed).
+/// entry, what was found (`None` where it could not be hashed). With `cache`, a file
+/// unchanged since it was last verified is not read again (see `cache`).
 pub fn verify(
     root: &RootDir,
     declared: &[Declared],
     max_file_bytes: u64,
+    cache: Option<&DigestCache>,
 ) -> (Vec<Violation>, Vec<Option<Found>>) {
     let results: Vec<(Vec<Violation>, Option<Found>)> = declared
         .par_iter()
-        .map(|d| verify_one(root, d, declared, max_file_bytes))
+        .map(|d| verify_one(root, d, declared, max_file_bytes, cache))
         .collect();
     let mut violations = Vec::new();
     let mut found = Vec::with_capacity(results.len());
@@ -125,41 +129,74 @@ fn verify_one(
     d: &Declared,
     all: &[Declared],
     max_file_bytes: u64,
+    cache: Option<&DigestCache>,
 ) -> (Vec<Violation>, Option<Found>) {
     let mut out = Vec::new();
     let mut file = match root.open_file(&d.source) {
         Ok(f) => f,
         Err(e) => return (vec![open_violation(d, e)], None),
     };
-    let is_python = d.source.ends_with(".py");
-    let mut text = Vec::new();
-    let sink: Option<&mut dyn io::Write> = if is_python { Some(&mut text) } else { None };
-    let (sha256, size) = match sha256_reader(&mut file, max_file_bytes, sink) {
-        Ok(r) => r,
-        Err(e) => {
-            return (
-                vec![violation(
-                    d.field("source"),
-                    "tao.supporting_file.missing",
-                    format!("{} cannot be read: {e}", d.source),
-                )],
-                None,
-            )
+    // The key describes the file opened, the one that would be read.
+    let key = cache.and_then(|_| rustix::fs::fstat(&file).ok().map(|s| Key::of(&s)));
+    let cached = cache.zip(key.as_ref()).and_then(|(c, k)| c.get(k));
+    let digest = match cached {
+        Some(digest) => digest,
+        None => {
+            let started = SystemTime::now();
+            let digest = match hash_helper(&mut file, &d.source, max_file_bytes) {
+                Ok(digest) => digest,
+                Err(e) => {
+                    let message = format!("{} cannot be read: {e}", d.source);
+                    return (
+                        vec![violation(
+                            d.field("source"),
+                            "tao.supporting_file.missing",
+                            message,
+                        )],
+                        None,
+                    );
+                }
+            };
+            if let (Some(cache), Some(before)) = (cache, key) {
+                if let Ok(after) = rustix::fs::fstat(&file) {
+                    cache.put(before, Key::of(&after), started, digest.clone());
+                }
+            }
+            digest
         }
     };
-    let found = Found { sha256, size };
+    let found = Found {
+        sha256: digest.sha256,
+        size: digest.size,
+    };
     compare(d, &found, &mut out);
-    if is_python && size <= MAX_SCANNED_HELPER {
-        undeclared_imports(root, d, all, &String::from_utf8_lossy(&text), &mut out);
-    }
+    undeclared_imports(root, d, all, &digest.imports, &mut out);
     (out, Some(found))
+}
+
+/// The digest of a helper and, for a Python one small enough to scan, its sibling imports.
+fn hash_helper(file: &mut File, source: &str, max_file_bytes: u64) -> io::Result<Digest> {
+    let is_python = source.ends_with(".py");
+    let mut text = Vec::new();
+    let sink: Option<&mut dyn io::Write> = if is_python { Some(&mut text) } else { None };
+    let (sha256, size) = sha256_reader(file, max_file_bytes, sink)?;
+    let imports = if is_python && size <= MAX_SCANNED_HELPER {
+        sibling_imports(&String::from_utf8_lossy(&text))
+    } else {
+        Vec::new()
+    };
+    Ok(Digest {
+        sha256,
+        size,
+        imports,
+    })
 }
 
 fn undeclared_imports(
     root: &RootDir,
     d: &Declared,
     all: &[Declared],
-    text: &str,
+    modules: &[String],
     out: &mut Vec<Violation>,
 ) {
     let dir = match d.source.rfind('/') {
@@ -167,7 +204,7 @@ fn undeclared_imports(
         None => "",
     };
     let declared = |rel: &str| all.iter().any(|x| normalize(&x.source) == normalize(rel));
-    for module in sibling_imports(text) {
+    for module in modules {
         let file = format!("{dir}{module}.py");
         let package = format!("{dir}{module}/__init__.py");
         let present = [&file, &package].into_iter().find(|rel| root.exists(rel));
