@@ -15,8 +15,10 @@ the formatters the same values and print the same report.
 
 from __future__ import annotations
 
+import io
 import os
 import socket
+import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +29,8 @@ from typing import Any
 import jobgate
 from jobgate.config import Config
 
+BUNDLE_NAMES = ("bundle.json", "bundle.yaml", "bundle.yml")  # where a package holds its bundle (rust/src/files/package.rs)
+
 DOCUMENT_SUFFIXES = (".json", ".yaml", ".yml")
 PACKAGE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".zip")
 CHUNK_ITEMS = 64
@@ -35,34 +39,74 @@ CHUNK_BYTES = 32 << 20  # a chunk stops growing past this much to read and ship
 
 @dataclass(frozen=True)
 class Item:
-    """One thing to revalidate: a document file, or a package archive (its own bundle
-    and its supporting files)."""
+    """One thing to revalidate: a document file, or a package (its own bundle and its
+    supporting files) as an archive or, `unpacked`, as a directory."""
 
     path: str
     package: bool
+    unpacked: bool = False
 
 
 def is_package(path: Path) -> bool:
     return path.name.lower().endswith(PACKAGE_SUFFIXES)
 
 
+def is_unpacked_package(directory: Path) -> bool:
+    """A directory with the bundle at its top, as an archive package holds it."""
+    return any((directory / name).is_file() for name in BUNDLE_NAMES)
+
+
 def discover(paths: list[str]) -> list[Item]:
     """Files as given (archives are packages, anything else a document); directories
-    become their documents and packages, sorted. Raises FileNotFoundError naming a
-    path that does not exist or a directory that holds nothing to revalidate."""
+    become their documents and packages, in path order. A directory with a
+    `bundle.json` (or `.yaml`, `.yml`) at its top is one package, not a folder of
+    documents. Raises FileNotFoundError naming a path that does not exist or a
+    directory that holds nothing to revalidate."""
     items: list[Item] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and (is_package(f) or f.suffix.lower() in DOCUMENT_SUFFIXES))
+            found = list(_walk(p))
             if not found:
-                raise FileNotFoundError(f"{raw}: the directory holds no documents (.json, .yaml, .yml) or packages ({', '.join(PACKAGE_SUFFIXES)})")
-            items.extend(Item(str(f), is_package(f)) for f in found)
+                raise FileNotFoundError(f"{raw}: the directory holds no documents (.json, .yaml, .yml) or packages ({', '.join(PACKAGE_SUFFIXES)}, or a directory with a bundle.json)")
+            items.extend(found)
         elif p.exists():
             items.append(Item(raw, is_package(p)))
         else:
             raise FileNotFoundError(f"{raw}: no such file or directory")
     return items
+
+
+def _walk(directory: Path) -> Iterator[Item]:
+    """Depth first, entries sorted; symlinked directories are not entered (no loops)."""
+    if is_unpacked_package(directory):
+        yield Item(str(directory), True, unpacked=True)
+        return
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError as e:
+        raise FileNotFoundError(f"{directory}: cannot list: {e.strerror or e}") from None
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            yield from _walk(entry)
+        elif entry.is_file() and (is_package(entry) or entry.suffix.lower() in DOCUMENT_SUFFIXES):
+            yield Item(str(entry), is_package(entry))
+
+
+def pack(directory: str, limit: int) -> bytes:
+    """An unpacked package as the tar archive it would have been (members in path
+    order, links and special files as they are, never followed), so it is verified
+    exactly as its archive is. Raises ValueError past `limit` bytes of content."""
+    root = Path(directory)
+    members = sorted(root.rglob("*"))
+    total = sum(m.lstat().st_size for m in members if m.is_file() and not m.is_symlink())
+    if total > limit:
+        raise ValueError(f"the package {directory} holds {total} bytes, over the limit of {limit} bytes (limits.max_package_bytes)")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for member in members:
+            tar.add(member, arcname=member.relative_to(root).as_posix(), recursive=False)
+    return buffer.getvalue()
 
 
 def chunks(items: list[Item]) -> Iterator[list[Item]]:
@@ -84,35 +128,40 @@ def chunks(items: list[Item]) -> Iterator[list[Item]]:
 
 @dataclass(frozen=True)
 class Entry:
-    """An item as a chunk carries it: its bytes, or why they could not be read, or
-    (a package on this machine's disk) only its path."""
+    """An item as a chunk carries it: its bytes, or why they could not be read (and
+    the rule that says so), or (a package on this machine's disk) only its path."""
 
     source: str
     package: bool
     data: bytes | None = None
     error: str = ""
+    rule: str = "json.syntax"
     path: str | None = None
 
 
-def read_chunk(chunk: list[Item], *, ship_packages: bool) -> list[Entry]:
-    """The chunk's entries. Packages are read too when `ship_packages` (for another
-    machine); otherwise they are verified where they lie."""
+def read_chunk(chunk: list[Item], *, ship_packages: bool, max_package_bytes: int) -> list[Entry]:
+    """The chunk's entries. Archives are read too when `ship_packages` (for another
+    machine); otherwise they are verified where they lie. Unpacked packages are
+    always packed."""
     out: list[Entry] = []
     for item in chunk:
-        if item.package and not ship_packages:
+        if item.package and not item.unpacked and not ship_packages:
             out.append(Entry(item.path, True, path=item.path))
             continue
         try:
-            out.append(Entry(item.path, item.package, data=Path(item.path).read_bytes()))
+            data = pack(item.path, max_package_bytes) if item.unpacked else Path(item.path).read_bytes()
+            out.append(Entry(item.path, item.package, data=data))
+        except ValueError as e:
+            out.append(Entry(item.path, item.package, error=str(e), rule="limits.size"))
         except OSError as e:
-            out.append(Entry(item.path, item.package, error=f"cannot read {item.path}: {e.strerror or e}"))
+            out.append(Entry(item.path, item.package, error=f"cannot read {e.filename or item.path}: {e.strerror or e}"))
     return out
 
 
-def unreadable(kind: str | None, message: str) -> dict[str, Any]:
-    """The report of an item that could not be read: the same rule the core gives a
-    package it cannot read."""
-    return {"kind": kind or "unknown", "verdict": "fail", "violations": [{"rule": "json.syntax", "field": "", "message": message, "severity": "error"}]}
+def unreadable(kind: str | None, rule: str, message: str) -> dict[str, Any]:
+    """The report of an item that could not be read: the rule the core gives a
+    package it cannot read (`json.syntax`) or one too large (`limits.size`)."""
+    return {"kind": kind or "unknown", "verdict": "fail", "violations": [{"rule": rule, "field": "", "message": message, "severity": "error"}]}
 
 
 def check_chunk(validator: jobgate.Validator, entries: list[Entry], kind: str | None, threads: int | None = None) -> list[dict[str, Any]]:
@@ -125,11 +174,11 @@ def check_chunk(validator: jobgate.Validator, entries: list[Entry], kind: str | 
         reports[i] = report.to_dict()
     for i, e in enumerate(entries):
         if e.error:
-            reports[i] = unreadable(kind, e.error)
+            reports[i] = unreadable(kind, e.rule, e.error)
         elif e.package and e.path is not None:
             reports[i] = validator.check(None, kind=kind, package=e.path).to_dict()
         elif e.package:
-            suffix = next((s for s in PACKAGE_SUFFIXES if e.source.lower().endswith(s)), "")
+            suffix = next((s for s in PACKAGE_SUFFIXES if e.source.lower().endswith(s)), ".tar")
             with tempfile.NamedTemporaryFile(suffix=suffix) as spool:
                 spool.write(e.data or b"")
                 spool.flush()
@@ -152,9 +201,10 @@ def run_local(items: list[Item], config: Config | None, kind: str | None, progre
     files and checks them with the GIL released, so reading overlaps checking."""
     validator = jobgate.Validator(config)
     workers = threads or len(os.sched_getaffinity(0))
+    limit = (config or Config()).limits.max_package_bytes
 
     def work(chunk: list[Item]) -> list[dict[str, Any]]:
-        reports = check_chunk(validator, read_chunk(chunk, ship_packages=False), kind, threads=1)
+        reports = check_chunk(validator, read_chunk(chunk, ship_packages=False, max_package_bytes=limit), kind, threads=1)
         progress(len(chunk))
         return reports
 
@@ -181,6 +231,7 @@ def run_ray(items: list[Item], config: Config | None, kind: str | None, progress
             raise EngineError(f"cannot reach the Ray cluster at {address or '(local)'}: {e}") from None
     try:
         task = ray.remote(_ray_check_chunk).options(num_cpus=1)
+        limit = (config or Config()).limits.max_package_bytes
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         config_ref = ray.put(config)
         pending: dict[Any, int] = {}
@@ -189,7 +240,7 @@ def run_ray(items: list[Item], config: Config | None, kind: str | None, progress
         for n, chunk in enumerate(chunks(items)):
             while len(pending) >= window:
                 _collect(ray, pending, done, sizes, progress)
-            pending[task.remote(config_ref, read_chunk(chunk, ship_packages=True), kind)] = n
+            pending[task.remote(config_ref, read_chunk(chunk, ship_packages=True, max_package_bytes=limit), kind)] = n
             sizes[n] = len(chunk)
         while pending:
             _collect(ray, pending, done, sizes, progress)

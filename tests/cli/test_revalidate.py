@@ -39,6 +39,10 @@ def archive(tmp_path_factory) -> Path:
     tar_package(root / "packages" / "whole.tar.gz", members)
     zip_package(root / "packages" / "changed.zip", {**members, "scripts/checkpoint_action.py": b"print('other')\n"})
     (root / "packages" / "torn.tar").write_bytes(b"not an archive")
+    for name, extra in (("unpacked-whole", {}), ("unpacked-extra", {"notes/extra.json": b"{}"})):
+        for member, data in {**members, **extra}.items():
+            (root / "packages" / name / member).parent.mkdir(parents=True, exist_ok=True)
+            (root / "packages" / name / member).write_bytes(data)
     (root / "notes.txt").write_text("not a document: ignored")
     return root
 
@@ -57,21 +61,31 @@ def revalidate(capsys, *args: str) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
-def test_every_item_gets_the_report_check_gives_it(archive, capsys):
+def test_every_item_gets_the_report_check_gives_it(archive, tmp_path, capsys):
     code, report = revalidate(capsys, str(archive))
     assert code == 1
     sources = [r["source"] for r in report["results"]]
-    assert sources == sorted(sources) and len(sources) == len(list(EXAMPLES.iterdir())) + 4
+    assert sources == [str(p) for p in sorted(map(Path, sources))] and len(sources) == len(list(EXAMPLES.iterdir())) + 6
     by_source = {r["source"]: r for r in report["results"]}
     for source, result in by_source.items():
-        if source.endswith((".tar", ".tar.gz", ".zip")):
+        if Path(source).is_dir():  # an unpacked package: the report its archive gets
+            packed = tar_package(tmp_path / "packed.tar", {p.relative_to(source).as_posix(): p.read_bytes() for p in Path(source).rglob("*") if p.is_file()})
+            _, expected = run_cli(capsys, ["check", "--package", str(packed), "--format", "json"])
+            expected = json.loads(expected)["results"][0] | {"source": source}
+        elif source.endswith((".tar", ".tar.gz", ".zip")):
             _, expected = run_cli(capsys, ["check", "--package", source, "--format", "json"])
+            expected = json.loads(expected)["results"][0]
         else:
             _, expected = run_cli(capsys, ["check", source, "--format", "json"])
-        assert result == json.loads(expected)["results"][0], source
+            expected = json.loads(expected)["results"][0]
+        assert result == expected, source
     assert by_source[str(archive / "packages" / "whole.tar.gz")]["verdict"] == "pass"
     assert [v["rule"] for v in by_source[str(archive / "packages" / "changed.zip")]["violations"]] == ["tao.supporting_file.sha256_mismatch"]
     assert [v["rule"] for v in by_source[str(archive / "packages" / "torn.tar")]["violations"]] == ["json.syntax"]
+    assert by_source[str(archive / "packages" / "unpacked-whole")]["verdict"] == "pass"
+    extra = by_source[str(archive / "packages" / "unpacked-extra")]["violations"]
+    assert [v["rule"] for v in extra] == ["tao.supporting_file.undeclared"] and "notes/extra.json" in extra[0]["message"]
+    assert not any("unpacked" in s and s.endswith((".json", ".py")) for s in sources)  # its members are not documents
     s = report["summary"]
     assert s["total"] == len(sources)
     assert s["passed"] == sum(r["verdict"] == "pass" for r in report["results"]) and s["passed"] + s["failed"] == s["total"]
@@ -175,3 +189,12 @@ def test_the_ray_engine_gives_the_same_reports(archive, tmp_path, ray_cluster):
     results = json.loads(remote.stdout)["results"]
     assert any(v["rule"] == "forge.handshake.version" for r in results for v in r["violations"])
     assert {r["source"]: r["verdict"] for r in results}[str(archive / "packages" / "whole.tar.gz")] == "pass"
+
+
+def test_packages_over_the_size_limit_are_refused_unread(archive, tmp_path, capsys):
+    config = tmp_path / "small.toml"
+    config.write_text("[limits]\nmax_package_bytes = 16\n")
+    packages = [str(archive / "packages" / "unpacked-whole"), str(archive / "packages" / "whole.tar.gz")]
+    code, report = revalidate(capsys, *packages, "--config", str(config))
+    assert code == 1
+    assert [[v["rule"] for v in r["violations"]] for r in report["results"]] == [["limits.size"], ["limits.size"]]
