@@ -266,7 +266,11 @@ def _collect(ray, pending: dict, done: dict, sizes: dict, progress: Progress) ->
     ready, _ = ray.wait(list(pending), num_returns=1)
     for ref in ready:
         n = pending.pop(ref)
-        done[n] = ray.get(ref)
+        try:
+            done[n] = ray.get(ref)
+        except ray.exceptions.RayError as e:  # a worker died or the task could not run
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise EngineError(f"a Ray task failed, {sizes[n]} items unchecked; nothing was reported: {type(e).__name__}: {first}") from None
         progress(sizes[n])
 
 
