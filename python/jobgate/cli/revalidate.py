@@ -18,9 +18,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "revalidate",
         help="revalidate archived documents and job packages in batch",
         description=(
-            "Revalidate archived documents (.json, .yaml, .yml) and job packages (.tar, .tar.gz, .tgz, .tar.zst, .zip: "
-            "the bundle and its supporting files) against the current configuration. Directories are searched "
-            "recursively. Progress goes to stderr on a terminal."
+            "Revalidate archived documents (.json, .yaml, .yml) and job packages against the current configuration. "
+            "A package is an archive (.tar, .tar.gz, .tgz, .tar.zst, .tzst, .zip) or a directory with bundle.json, "
+            ".yaml or .yml at its top, holding the bundle and its supporting files. Directories are searched "
+            "recursively. Progress goes to stderr on a terminal, never when CI is set."
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="documents, packages, or directories holding them")
