@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,13 @@ def mutate(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
         else:
             node[last] = value
     return out
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (yet)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def pairs(report: jobgate.Report) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
 """Type stubs for the compiled core, `jobgate._core`. This is where the API is documented."""
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
 from typing import Any, Literal
 
@@ -90,10 +90,22 @@ class Validator:
         """``{"hits", "misses", "entries"}`` of the digest cache of files verified under
         producer roots: an unchanged file (same device, inode, size, mtime and ctime,
         settled for 2 seconds) is not hashed again."""
-    def check_batch_request(self, request: bytes, *, owner: str | None = None, max_batch: int = ..., threads: int | None = None) -> BatchOutcome | None:
+    def check_batch_request(
+        self,
+        request: bytes,
+        *,
+        owner: str | None = None,
+        max_batch: int = ...,
+        threads: int | None = None,
+        quota_default: int | None = None,
+        quota_projects: Mapping[str, int] | None = None,
+        gpus_in_use: Mapping[str, int] | Callable[[], Mapping[str, int]] | None = None,
+    ) -> BatchOutcome | None:
         """The service's AdmitBatch dry-run path: an encoded ``jobgate.v1.AdmitBatchRequest``
         in, the encoded ``AdmitBatchResponse`` out (GIL released, no Python object per
-        document); ``None`` when the request is not a dry run of raw documents."""
+        document); ``None`` when the request is not a dry run of raw documents. With
+        quotas, ``gpus_in_use`` (or what it returns, called only when this path answers)
+        is the usage every document's project is judged against."""
     def stage(
         self,
         document: Document | None,

@@ -189,6 +189,11 @@ def check_chunk(validator: jobgate.Validator, entries: list[Entry], kind: str | 
     return [r for r in reports if r is not None]
 
 
+def package_limit(config: Config | None) -> int:
+    """The most a package may hold (limits.max_package_bytes), also for unpacked ones."""
+    return (config or Config()).limits.max_package_bytes
+
+
 class EngineError(Exception):
     """The engine cannot run (Ray missing or unreachable); the message says why."""
 
@@ -201,7 +206,7 @@ def run_local(items: list[Item], config: Config | None, kind: str | None, progre
     files and checks them with the GIL released, so reading overlaps checking."""
     validator = jobgate.Validator(config)
     workers = threads or len(os.sched_getaffinity(0))
-    limit = (config or Config()).limits.max_package_bytes
+    limit = package_limit(config)
 
     def work(chunk: list[Item]) -> list[dict[str, Any]]:
         reports = check_chunk(validator, read_chunk(chunk, ship_packages=False, max_package_bytes=limit), kind, threads=1)
@@ -231,7 +236,7 @@ def run_ray(items: list[Item], config: Config | None, kind: str | None, progress
             raise EngineError(f"cannot reach the Ray cluster at {address or '(local)'}: {e}") from None
     try:
         task = ray.remote(_ray_check_chunk).options(num_cpus=1)
-        limit = (config or Config()).limits.max_package_bytes
+        limit = package_limit(config)
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         config_ref = ray.put(config)
         pending: dict[Any, int] = {}

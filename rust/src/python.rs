@@ -362,7 +362,9 @@ impl Validator {
     /// handles those.
     ///
     /// With `quota_default` or `quota_projects`, `forge.quota.project` is judged per
-    /// document against `gpus_in_use` (`{project: GPUs}`), one snapshot for the batch.
+    /// document against `gpus_in_use`, one snapshot for the batch: a `{project: GPUs}`
+    /// mapping, or a callable returning one, called only when this path answers the
+    /// request (so a request it leaves to the caller costs no usage lookup).
     #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None))]
     #[allow(clippy::too_many_arguments)]
     fn check_batch_request(
@@ -374,30 +376,35 @@ impl Validator {
         threads: Option<usize>,
         quota_default: Option<u64>,
         quota_projects: Option<HashMap<String, u64>>,
-        gpus_in_use: Option<HashMap<String, u64>>,
+        gpus_in_use: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<BatchOutcome>> {
-        let quotas = (quota_default.is_some()
-            || quota_projects.as_ref().is_some_and(|p| !p.is_empty()))
-        .then(|| QuotaTable {
-            default: quota_default,
-            projects: quota_projects.unwrap_or_default(),
-            in_use: gpus_in_use.unwrap_or_default(),
-        });
+        let Some(batch) = py.detach(|| guarded(|| crate::wire::decode(request)))? else {
+            return Ok(None);
+        };
+        let has_quotas =
+            quota_default.is_some() || quota_projects.as_ref().is_some_and(|p| !p.is_empty());
+        let quotas = if has_quotas && batch.len() <= max_batch {
+            let in_use = match gpus_in_use {
+                Some(u) if u.is_callable() => u.call0()?.extract()?,
+                Some(u) if !u.is_none() => u.extract()?,
+                _ => HashMap::new(),
+            };
+            Some(QuotaTable {
+                default: quota_default,
+                projects: quota_projects.unwrap_or_default(),
+                in_use,
+            })
+        } else {
+            None
+        };
         let admission = Admission {
             owner,
             quotas,
             ..Default::default()
         };
         let outcome = py.detach(|| {
-            guarded(|| {
-                crate::wire::check_batch_request(
-                    &self.core, request, &admission, max_batch, threads,
-                )
-            })
+            guarded(|| crate::wire::answer(&self.core, &batch, &admission, max_batch, threads))
         })?;
-        let Some(outcome) = outcome else {
-            return Ok(None);
-        };
         let verdicts = PyDict::new(py);
         for (verdict, n) in outcome.verdicts {
             verdicts.set_item(verdict, n)?;

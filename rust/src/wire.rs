@@ -1,9 +1,8 @@
 //! The protobuf wire form of `AdmitBatch` (`proto/jobgate/v1/admission.proto`), for
 //! the service's hot path: a dry-run batch of raw documents is decoded, checked on
 //! every core and its response encoded in one call, so the service builds no Python
-//! object per document. Everything else (typed documents, real admissions, quotas)
-//! takes the service's general path; `check_batch_request` says which by returning
-//! `None`.
+//! object per document. Everything else (typed documents, real admissions, bad bytes)
+//! takes the service's general path; `decode` says which by returning `None`.
 //!
 //! The messages below mirror the protos field for field (numbers and types); the
 //! service's tests compare these bytes with what the Python protobuf runtime encodes
@@ -111,35 +110,59 @@ pub struct BatchOutcome {
     pub rules: BTreeMap<(&'static str, &'static str), u64>,
 }
 
-/// Decodes an encoded `AdmitBatchRequest`, checks it and encodes the response, when
-/// it is a dry run of raw documents only; `None` otherwise (or when the bytes are not
-/// a request at all), for the general path to handle and explain.
-pub fn check_batch_request(
-    validator: &Validator,
-    request: &[u8],
-    admission: &Admission,
-    max_batch: usize,
-    threads: Option<usize>,
-) -> Option<BatchOutcome> {
+/// A decoded dry-run request of raw documents: what this path answers.
+pub struct Batch {
+    items: Vec<(Vec<u8>, Option<Kind>)>,
+}
+
+impl Batch {
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// Decodes an encoded `AdmitBatchRequest` when it is a dry run of raw documents only;
+/// `None` otherwise (or when the bytes are not a request at all), for the general path
+/// to handle and explain.
+pub fn decode(request: &[u8]) -> Option<Batch> {
     let request = AdmitBatchRequest::decode(request).ok()?;
     if !request.dry_run {
         return None;
     }
-    let mut items = Vec::with_capacity(request.documents.len());
-    for document in &request.documents {
-        match &document.body {
-            Some(Body::Raw(raw)) => items.push((raw.as_slice(), kind_of(document.kind))),
-            _ => return None,
-        }
-    }
+    let items = request
+        .documents
+        .into_iter()
+        .map(|document| match document.body {
+            Some(Body::Raw(raw)) => Some((raw, kind_of(document.kind))),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Batch { items })
+}
+
+/// Checks a decoded batch and encodes its `AdmitBatchResponse`; a batch of more than
+/// `max_batch` documents is only counted.
+pub fn answer(
+    validator: &Validator,
+    batch: &Batch,
+    admission: &Admission,
+    max_batch: usize,
+    threads: Option<usize>,
+) -> BatchOutcome {
     let mut outcome = BatchOutcome {
-        documents: items.len(),
+        documents: batch.len(),
         ..Default::default()
     };
-    if items.len() > max_batch {
-        return Some(outcome);
+    if batch.len() > max_batch {
+        return outcome;
     }
-    let reports = validator.check_each(&items, threads, admission, |&(raw, kind)| (raw, kind));
+    let reports = validator.check_each(&batch.items, threads, admission, |(raw, kind)| {
+        (raw.as_slice(), *kind)
+    });
     let response = AdmitBatchResponse {
         results: reports
             .iter()
@@ -153,7 +176,7 @@ pub fn check_batch_request(
             .collect(),
     };
     outcome.response = Some(response.encode_to_vec());
-    Some(outcome)
+    outcome
 }
 
 fn count(outcome: &mut BatchOutcome, report: &Report) {
@@ -186,6 +209,16 @@ fn message(report: &Report) -> ReportMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check_batch_request(
+        validator: &Validator,
+        request: &[u8],
+        admission: &Admission,
+        max_batch: usize,
+        threads: Option<usize>,
+    ) -> Option<BatchOutcome> {
+        decode(request).map(|batch| answer(validator, &batch, admission, max_batch, threads))
+    }
 
     fn request(documents: Vec<Document>, dry_run: bool) -> Vec<u8> {
         AdmitBatchRequest { documents, dry_run }.encode_to_vec()

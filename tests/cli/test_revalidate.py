@@ -9,7 +9,6 @@ import os
 import pty
 import secrets
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 
 from jobgate.cli import main
 from tests.cli.test_check_cli import run_cli
-from tests.conftest import DEMO_CONFIG, EXAMPLES, ROOT, sample
+from tests.conftest import DEMO_CONFIG, EXAMPLES, ROOT, free_port, sample
 from tests.files.test_supporting_files import packaged, tar_package, zip_package
 
 JOBSPEC = sample("jobspec.valid.json")
@@ -121,9 +120,7 @@ def test_all_passing_is_exit_0_and_text_output(archive, capsys):
 )
 def test_commands_that_cannot_run_exit_2(archive, tmp_path, capsys, args, message):
     (tmp_path / "empty").mkdir()
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     args = [a.replace("EMPTY", str(tmp_path / "empty")).replace("ARCHIVE", str(archive / "jobs")).replace("PORT", str(port)) for a in args]
     capsys.readouterr()
     assert main(["revalidate", *args]) == 2
@@ -164,9 +161,7 @@ def ray_cluster(tmp_path_factory):
     """A real Ray cluster on this machine, started as an operator would."""
     ray = shutil.which("ray", path=str(Path(sys.executable).parent))
     assert ray, "Ray is a test dependency (pip install -e '.[test]')"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     temp = tmp_path_factory.mktemp("ray")
     # Token authentication, as a shared cluster runs it; Ray's own clients (the
     # driver jobgate starts among them) read the token from the environment.

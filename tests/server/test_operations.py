@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 from jobgate.server.app import wait_serving as wait_serving_at
 from jobgate.server.auth import token_hash
 from jobgate.v1 import admission_pb2, admission_pb2_grpc
-from tests.conftest import sample
+from tests.conftest import free_port, sample
 from tests.server.conftest import TOKEN, Running, config_for
 
 JOBSPEC = sample("jobspec.valid.json")
@@ -46,12 +45,6 @@ def test_metrics_endpoint(tmp_path):
     finally:
         r.gate.metrics.close()
         r.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_config(path, tmp_path, catalog: bool) -> None:

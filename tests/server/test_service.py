@@ -193,13 +193,29 @@ def test_the_core_encodes_a_batch_response_as_the_protobuf_runtime_does(running)
     docs = [JOBSPEC, BUNDLE, mutate(BUNDLE, {"/spec/a.b": 1, "/command": "x"}), {**JOBSPEC, "kind": "Nöpe ✓"}, "{", "[]", ""]
     encoded = [d.encode() if isinstance(d, str) else json.dumps(d, ensure_ascii=False).encode() for d in docs]
     request = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=e) for e in encoded], dry_run=True).SerializeToString()
-    answer = running.gate.check_batch_request(request, "alice")
+    answer = running.gate.check_batch_request(request, "alice", 100)
     reports = [running.gate.validator.check(e, owner="alice") for e in encoded]
     expected = admission_pb2.AdmitBatchResponse(results=[admission_pb2.AdmitResponse(report=report_message(x)) for x in reports])
     assert answer.documents == len(docs)
     assert answer.response == expected.SerializeToString()
     assert answer.verdicts == {"pass": 2, "fail": 5}
     assert answer.rules[("forge.kind", "error")] == 1 and answer.rules[("json.syntax", "error")] == 3
+
+
+def test_usage_is_read_only_when_the_core_answers_the_batch(running):
+    v, calls = running.gate.validator, []
+
+    def usage():
+        calls.append(1)
+        return {"my-lab": 1}
+
+    real = admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC)]).SerializeToString()
+    assert v.check_batch_request(real, quota_default=8, gpus_in_use=usage) is None and calls == []
+    dry = admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC)], dry_run=True).SerializeToString()
+    answer = v.check_batch_request(dry, quota_default=8, gpus_in_use=usage)
+    assert calls == [1]
+    (result,) = admission_pb2.AdmitBatchResponse.FromString(answer.response).results
+    assert pairs(result.report) == [("forge.quota.project", "/spec/resources")]  # 1 held + 8 asked > 8
 
 
 def test_a_batch_of_typed_and_raw_documents_matches_the_raw_batch(running):

@@ -99,7 +99,7 @@ class Gate:
             return self.validator.check_many(documents, kind, owner=account)
         return [self.admit(d, kind, account, dry_run=True).report for d in documents]
 
-    def check_batch_request(self, request: bytes, account: str):
+    def check_batch_request(self, request: bytes, account: str, max_batch: int):
         """The core's answer to an encoded dry-run AdmitBatchRequest of raw documents
         (Validator.check_batch_request), project quotas judged on one snapshot of the
         store's usage; `None` for any other request."""
@@ -108,8 +108,9 @@ class Gate:
         if self.has_quotas():
             if self.store is None:
                 return None
-            quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage()}
-        return validator.check_batch_request(request, owner=account, max_batch=config.limits.max_batch, **quotas)
+            # The usage is read only when the core answers the request itself.
+            quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage}
+        return validator.check_batch_request(request, owner=account, max_batch=max_batch, **quotas)
 
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)

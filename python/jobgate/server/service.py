@@ -131,7 +131,7 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         limit = self.gate.config.limits.max_batch
         # The gateway case, a dry run of raw documents: decoded, checked and encoded by
         # the core in one call, with no Python object per document.
-        fast = self.gate.check_batch_request(request, account)
+        fast = self.gate.check_batch_request(request, account, limit)  # one limit for the call, even across a reload
         if fast is not None:
             self._batch_size(fast.documents, limit, context)
             self.metrics.counts("AdmitBatch", fast.verdicts, fast.rules)

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use rayon::prelude::*;
-use rustix::fs::{openat2, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{openat2, FileType, Mode, OFlags, ResolveFlags, Stat};
 
 use super::cache::{Digest, DigestCache, Key};
 use super::hashing::sha256_reader;
@@ -44,8 +44,9 @@ impl RootDir {
         Ok(RootDir { fd })
     }
 
-    /// Opens `rel` for reading without leaving the root; refuses anything not a regular file.
-    pub fn open_file(&self, rel: &str) -> Result<File, OpenError> {
+    /// Opens `rel` for reading without leaving the root; refuses anything not a regular
+    /// file. Returns the file with what the kernel reported of it when it was opened.
+    pub fn open_file(&self, rel: &str) -> Result<(File, Stat), OpenError> {
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
         let fd = openat2(
             &self.fd,
@@ -76,7 +77,7 @@ impl RootDir {
         }
         // Reading blocks normally from here on; NONBLOCK only kept a FIFO from hanging the open.
         let _ = rustix::fs::fcntl_setfl(&fd, OFlags::empty());
-        Ok(File::from(fd))
+        Ok((File::from(fd), stat))
     }
 
     /// Whether `rel` exists (as anything) beneath the root.
@@ -132,12 +133,12 @@ fn verify_one(
     cache: Option<&DigestCache>,
 ) -> (Vec<Violation>, Option<Found>) {
     let mut out = Vec::new();
-    let mut file = match root.open_file(&d.source) {
-        Ok(f) => f,
+    let (mut file, stat) = match root.open_file(&d.source) {
+        Ok(opened) => opened,
         Err(e) => return (vec![open_violation(d, e)], None),
     };
     // The key describes the file opened, the one that would be read.
-    let key = cache.and_then(|_| rustix::fs::fstat(&file).ok().map(|s| Key::of(&s)));
+    let key = cache.map(|_| Key::of(&stat));
     let cached = cache.zip(key.as_ref()).and_then(|(c, k)| c.get(k));
     let digest = match cached {
         Some(digest) => digest,

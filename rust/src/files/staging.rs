@@ -297,7 +297,7 @@ fn write_all(
                         destination: entry.destination.clone(),
                         sha256: entry.sha256.clone(),
                     });
-                let mut file = root
+                let (mut file, _) = root
                     .open_file(&entry.source)
                     .map_err(|e| open_violation(&d, e))?;
                 copy(entry, &mut file)?;
