@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import jobgate
-from jobgate.config import Config
+from jobgate import sources
+from jobgate.config import Config, Limits
 
 BUNDLE_NAMES = ("bundle.json", "bundle.yaml", "bundle.yml")  # where a package holds its bundle (rust/src/files/package.rs)
 
-DOCUMENT_SUFFIXES = (".json", ".yaml", ".yml")
 PACKAGE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".zip")
 CHUNK_ITEMS = 64
 CHUNK_BYTES = 32 << 20  # a chunk stops growing past this much to read and ship
@@ -89,7 +89,7 @@ def _walk(directory: Path) -> Iterator[Item]:
     for entry in entries:
         if entry.is_dir() and not entry.is_symlink():
             yield from _walk(entry)
-        elif entry.is_file() and (is_package(entry) or entry.suffix.lower() in DOCUMENT_SUFFIXES):
+        elif entry.is_file() and (is_package(entry) or entry.suffix.lower() in sources.DOCUMENT_SUFFIXES):
             yield Item(str(entry), is_package(entry))
 
 
@@ -139,19 +139,24 @@ class Entry:
     path: str | None = None
 
 
-def read_chunk(chunk: list[Item], *, ship_packages: bool, max_package_bytes: int) -> list[Entry]:
+def read_chunk(chunk: list[Item], *, ship_packages: bool, limits: Limits) -> list[Entry]:
     """The chunk's entries. Archives are read too when `ship_packages` (for another
     machine); otherwise they are verified where they lie. Unpacked packages are
-    always packed."""
+    always packed. A document over the size limit is refused unread."""
     out: list[Entry] = []
     for item in chunk:
         if item.package and not item.unpacked and not ship_packages:
             out.append(Entry(item.path, True, path=item.path))
             continue
         try:
-            data = pack(item.path, max_package_bytes) if item.unpacked else Path(item.path).read_bytes()
+            if item.unpacked:
+                data = pack(item.path, limits.max_package_bytes)
+            elif item.package:
+                data = Path(item.path).read_bytes()
+            else:
+                data = sources.read(item.path, limits.max_document_bytes).data
             out.append(Entry(item.path, item.package, data=data))
-        except ValueError as e:
+        except (ValueError, sources.TooLarge) as e:
             out.append(Entry(item.path, item.package, error=str(e), rule="limits.size"))
         except OSError as e:
             out.append(Entry(item.path, item.package, error=f"cannot read {e.filename or item.path}: {e.strerror or e}"))
@@ -189,11 +194,6 @@ def check_chunk(validator: jobgate.Validator, entries: list[Entry], kind: str | 
     return [r for r in reports if r is not None]
 
 
-def package_limit(config: Config | None) -> int:
-    """The most a package may hold (limits.max_package_bytes), also for unpacked ones."""
-    return (config or Config()).limits.max_package_bytes
-
-
 class EngineError(Exception):
     """The engine cannot run (Ray missing or unreachable); the message says why."""
 
@@ -206,10 +206,10 @@ def run_local(items: list[Item], config: Config | None, kind: str | None, progre
     files and checks them with the GIL released, so reading overlaps checking."""
     validator = jobgate.Validator(config)
     workers = threads or len(os.sched_getaffinity(0))
-    limit = package_limit(config)
+    limits = (config or Config()).limits
 
     def work(chunk: list[Item]) -> list[dict[str, Any]]:
-        reports = check_chunk(validator, read_chunk(chunk, ship_packages=False, max_package_bytes=limit), kind, threads=1)
+        reports = check_chunk(validator, read_chunk(chunk, ship_packages=False, limits=limits), kind, threads=1)
         progress(len(chunk))
         return reports
 
@@ -236,7 +236,7 @@ def run_ray(items: list[Item], config: Config | None, kind: str | None, progress
             raise EngineError(f"cannot reach the Ray cluster at {address or '(local)'}: {e}") from None
     try:
         task = ray.remote(_ray_check_chunk).options(num_cpus=1)
-        limit = package_limit(config)
+        limits = (config or Config()).limits
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         config_ref = ray.put(config)
         pending: dict[Any, int] = {}
@@ -245,7 +245,7 @@ def run_ray(items: list[Item], config: Config | None, kind: str | None, progress
         for n, chunk in enumerate(chunks(items)):
             while len(pending) >= window:
                 _collect(ray, pending, done, sizes, progress)
-            pending[task.remote(config_ref, read_chunk(chunk, ship_packages=True, max_package_bytes=limit), kind)] = n
+            pending[task.remote(config_ref, read_chunk(chunk, ship_packages=True, limits=limits), kind)] = n
             sizes[n] = len(chunk)
         while pending:
             _collect(ray, pending, done, sizes, progress)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+import jobgate
 from jobgate.cli import main
 from tests.conftest import EXAMPLES, run_cli
 
@@ -66,8 +68,6 @@ def test_junit_and_sarif(capsys):
 
 
 def test_kind_option_and_stdin(capsys, monkeypatch):
-    import io
-
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(VALID.read_bytes())))
     code, out = run_cli(capsys, ["check", "-", "--kind", "job_record", "--format", "json"])
     result = json.loads(out)["results"][0]
@@ -118,3 +118,23 @@ def test_no_subcommand_and_bad_option_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         run_cli(capsys, ["check", str(VALID), "--format", "xml"])
     assert e.value.code == 2
+
+
+def test_an_oversized_document_is_refused_before_it_is_read(capsys, tmp_path, monkeypatch):
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:  # 20 GiB on paper, no disk: reading it whole would exhaust memory
+        f.truncate(20 << 30)
+    code, out = run_cli(capsys, ["check", str(huge), str(VALID), "--format", "json"])
+    results = json.loads(out)["results"]
+    assert code == 1 and [r["verdict"] for r in results] == ["fail", "pass"]
+    assert results[0]["violations"] == [{"rule": "limits.size", "field": "", "message": f"the document is {20 << 30} bytes, over the limit of 1048576 bytes", "severity": "error"}]
+    # the same message the core gives a document over the limit it was handed whole
+    big = b'{"a": "' + b"x" * (1 << 20) + b'"}'
+    (tmp_path / "big.json").write_bytes(big)
+    core = jobgate.Validator().check(big).violations[0]
+    _, out = run_cli(capsys, ["check", str(tmp_path / "big.json"), "--format", "json"])
+    assert json.loads(out)["results"][0]["violations"][0] == {"rule": core.rule, "field": core.field, "message": core.message, "severity": core.severity}
+    # stdin has no size to stat: at most one byte past the limit is read
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(big)))
+    code, out = run_cli(capsys, ["check", "-", "--format", "json"])
+    assert code == 1 and json.loads(out)["results"][0]["violations"][0]["message"] == "the document is more than 1048576 bytes, over the limit of 1048576 bytes"

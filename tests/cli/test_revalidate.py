@@ -193,3 +193,13 @@ def test_packages_over_the_size_limit_are_refused_unread(archive, tmp_path, caps
     code, report = revalidate(capsys, *packages, "--config", str(config))
     assert code == 1
     assert [[v["rule"] for v in r["violations"]] for r in report["results"]] == [["limits.size"], ["limits.size"]]
+
+
+def test_an_oversized_document_is_refused_unread(tmp_path, capsys):
+    with open(tmp_path / "huge.yaml", "wb") as f:  # 20 GiB on paper, no disk
+        f.truncate(20 << 30)
+    (tmp_path / "grpo.json").write_text(json.dumps(JOBSPEC))
+    code, report = revalidate(capsys, str(tmp_path))
+    assert code == 1
+    assert [(r["source"], r["verdict"]) for r in report["results"]] == [(str(tmp_path / "grpo.json"), "pass"), (str(tmp_path / "huge.yaml"), "fail")]
+    assert report["results"][1]["violations"] == [{"rule": "limits.size", "field": "", "message": f"the document is {20 << 30} bytes, over the limit of 1048576 bytes", "severity": "error"}]

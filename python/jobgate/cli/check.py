@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from jobgate import Validator
-from jobgate.cli import formats, sources
+from jobgate import Validator, load_config, sources
+from jobgate.cli import formats
+from jobgate.config import Config
 
 KINDS = ("jobspec", "spec_bundle", "job_record", "best_rec")
 
@@ -22,28 +23,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def judge(validator: Validator, docs: list[sources.Source | sources.TooLarge], args: argparse.Namespace) -> list:
+    """A report per document, in order: read documents checked together (or one by one
+    with their supporting files), refused ones as the core would refuse them."""
+    readable = [d.data for d in docs if isinstance(d, sources.Source)]
+    if args.root or args.package:
+        checked = iter([validator.check(data, kind=args.kind, root=args.root, package=args.package) for data in readable])
+    else:
+        checked = iter(validator.check_many(readable, kind=args.kind))
+    return [next(checked) if isinstance(d, sources.Source) else formats.ReportView.from_dict(d.report(args.kind)) for d in docs]
+
+
 def run(args: argparse.Namespace) -> int:
     from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
 
     if not args.paths and not args.package:
         raise UsageError("check needs at least one PATH (or --package FILE)")
-    validator = Validator(args.config) if args.config else Validator()
+    config = load_config(args.config) if args.config else Config()
+    validator = Validator(config)
     try:
-        names = sources.expand(args.paths)
-        docs = [sources.read(n) for n in names]
-    except OSError as e:
+        if not args.paths:  # --package alone: the package's own bundle
+            results = [(args.package, validator.check(None, kind=args.kind, package=args.package))]
+        else:
+            docs = sources.read_all(sources.expand(args.paths), config.limits.max_document_bytes)
+            results = [(d.name, report) for d, report in zip(docs, judge(validator, docs, args), strict=True)]
+    except OSError as e:  # unreadable paths, and a producer root or package that cannot be opened
         raise UsageError(str(e)) from None
-    if args.root or args.package:
-        results = []
-        try:
-            if not docs:
-                results.append((args.package, validator.check(None, kind=args.kind, package=args.package)))
-            for d in docs:
-                results.append((d.name, validator.check(d.data, kind=args.kind, root=args.root, package=args.package)))
-        except FileNotFoundError as e:
-            raise UsageError(str(e)) from None
-    else:
-        reports = validator.check_many([d.data for d in docs], kind=args.kind)
-        results = [(d.name, r) for d, r in zip(docs, reports, strict=True)]
     print(formats.render(args.format, results))
     return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL

@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
-from jobgate import Validator
-from jobgate.cli import formats, sources
+from jobgate import Validator, sources
+from jobgate.cli import formats
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

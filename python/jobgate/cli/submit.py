@@ -8,7 +8,8 @@ import os
 
 import grpc
 
-from jobgate.cli import formats, sources
+from jobgate import sources
+from jobgate.cli import formats
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
