@@ -19,7 +19,6 @@ import io
 import os
 import socket
 import tarfile
-import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Any
 import jobgate
 from jobgate import sources
 from jobgate.config import Config, Limits
+from jobgate.reports import renamed
 
 BUNDLE_NAMES = ("bundle.json", "bundle.yaml", "bundle.yml")  # where a package holds its bundle (rust/src/files/package.rs)
 
@@ -183,14 +183,8 @@ def check_chunk(validator: jobgate.Validator, entries: list[Entry], kind: str | 
         elif e.package and e.path is not None:
             reports[i] = validator.check(None, kind=kind, package=e.path).to_dict()
         elif e.package:
-            suffix = next((s for s in PACKAGE_SUFFIXES if e.source.lower().endswith(s)), ".tar")
-            with tempfile.NamedTemporaryFile(suffix=suffix) as spool:
-                spool.write(e.data or b"")
-                spool.flush()
-                report = validator.check(None, kind=kind, package=spool.name).to_dict()
-            for v in report["violations"]:  # name the package, not its temporary copy
-                v["message"] = v["message"].replace(spool.name, e.source)
-            reports[i] = report
+            with sources.spooled(e.data or b"") as path:  # named as the package, not its copy
+                reports[i] = renamed(validator.check(None, kind=kind, package=path).to_dict(), path, e.source)
     return [r for r in reports if r is not None]
 
 

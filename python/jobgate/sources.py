@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,3 +86,14 @@ def read_all(names: list[str], max_bytes: int) -> list[Source | TooLarge]:
         except TooLarge as e:
             out.append(e)
     return out
+
+
+@contextmanager
+def spooled(data: bytes) -> Iterator[str]:
+    """Bytes received from elsewhere (a package sent to the service, or shipped to a
+    Ray worker) as the private temporary file the core verifies packages from;
+    removed afterwards. Name it in reports with `jobgate.reports.renamed`."""
+    with tempfile.NamedTemporaryFile(prefix="jobgate-package-") as f:
+        f.write(data)
+        f.flush()
+        yield f.name

@@ -1,7 +1,7 @@
 //! The protobuf wire form of `AdmitBatch` (`proto/jobgate/v1/admission.proto`), for
 //! the service's hot path: a dry-run batch of raw documents is decoded, checked on
 //! every core and its response encoded in one call, so the service builds no Python
-//! object per document. Everything else (typed documents, real admissions, bad bytes)
+//! object per document. Everything else (typed documents, packages, real admissions, bad bytes)
 //! takes the service's general path; `decode` says which by returning `None`.
 //!
 //! The messages below mirror the protos field for field (numbers and types); the
@@ -33,6 +33,9 @@ struct Document {
     body: Option<Body>,
     #[prost(int32, tag = "4")]
     kind: i32,
+    /// A package archive to verify the bundle's files against: the general path's work.
+    #[prost(bytes, tag = "5")]
+    package: Vec<u8>,
 }
 
 #[derive(Clone, PartialEq, prost::Oneof)]
@@ -137,7 +140,9 @@ pub fn decode(request: &[u8]) -> Option<Batch> {
         .documents
         .into_iter()
         .map(|document| match document.body {
-            Some(Body::Raw(raw)) => Some((raw, kind_of(document.kind))),
+            Some(Body::Raw(raw)) if document.package.is_empty() => {
+                Some((raw, kind_of(document.kind)))
+            }
             _ => None,
         })
         .collect::<Option<Vec<_>>>()?;
@@ -228,6 +233,7 @@ mod tests {
         Document {
             body: Some(Body::Raw(bytes.to_vec())),
             kind,
+            package: Vec::new(),
         }
     }
 
@@ -258,13 +264,20 @@ mod tests {
         let typed = Document {
             body: Some(Body::JobSpec(Vec::new())),
             kind: 0,
+            package: Vec::new(),
         };
         assert!(check_batch_request(&v, &request(vec![typed], true), &a, 10, None).is_none());
         let empty = Document {
             body: None,
             kind: 0,
+            package: Vec::new(),
         };
         assert!(check_batch_request(&v, &request(vec![empty], true), &a, 10, None).is_none());
+        let packaged = Document {
+            package: b"PK".to_vec(),
+            ..raw(b"{}", 0)
+        };
+        assert!(check_batch_request(&v, &request(vec![packaged], true), &a, 10, None).is_none());
         assert!(check_batch_request(&v, b"\xff\xff\xff", &a, 10, None).is_none());
     }
 

@@ -18,6 +18,7 @@ from grpc_status import rpc_status
 import jobgate
 from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
 from tests.conftest import EXAMPLES, UPSTREAM, example, mutate, sample, schema
+from tests.files.test_supporting_files import packaged, tar_package
 from tests.server.conftest import Running, config_for
 
 JOBSPEC = sample("jobspec.valid.json")
@@ -82,6 +83,33 @@ def test_the_typed_path_matches_the_bytes_path(running):
         a = running.admission.Admit(admission_pb2.AdmitRequest(document=typed, dry_run=True), metadata=running.auth)
         b = running.admission.Admit(admission_pb2.AdmitRequest(document=raw(doc), dry_run=True), metadata=running.auth)
         assert a.report == b.report and a.report.verdict == "pass"
+
+
+def test_a_bundle_with_its_package(running, tmp_path):
+    doc, members = packaged()
+    whole = tar_package(tmp_path / "whole.tar.gz", members, "gz").read_bytes()
+    changed = tar_package(tmp_path / "changed.tar", {**members, "scripts/checkpoint_action.py": b"print('other')\n"}).read_bytes()
+
+    def document(package: bytes) -> admission_pb2.Document:
+        return admission_pb2.Document(raw=json.dumps(doc).encode(), package=package)
+
+    def admit(package: bytes, dry_run: bool = True):
+        return running.admission.Admit(admission_pb2.AdmitRequest(document=document(package), dry_run=dry_run), metadata=running.auth)
+
+    assert admit(whole).report.verdict == "pass"
+    refused = admit(changed, dry_run=False)
+    assert pairs(refused.report) == [("tao.supporting_file.sha256_mismatch", "/execution/supporting_files/0/sha256")] and refused.job_id == ""
+    torn = admit(b"not an archive").report.violations
+    assert [(v.rule, v.message) for v in torn] == [("json.syntax", "<package> is not a tar, tar.gz, tar.zst or zip archive")]
+    admitted = admit(whole, dry_run=False)
+    assert admitted.report.verdict == "pass" and admitted.job_id
+    assert [r["id"] for r in running.gate.store.list()] == [admitted.job_id]
+    # the same reports through AdmitBatch (item by item: packages never take the core's batch path) and AdmitStream
+    packages = [whole, changed, b"not an archive"]
+    singles = [admit(p).report for p in packages]
+    batch = running.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[document(p) for p in packages], dry_run=True), metadata=running.auth)
+    stream = running.admission.AdmitStream(iter(admission_pb2.AdmitStreamRequest(request_id=str(i), document=document(p), dry_run=True) for i, p in enumerate(packages)), metadata=running.auth)
+    assert [x.report for x in batch.results] == singles == [x.report for x in stream]
 
 
 def test_auth_failures(tmp_path):

@@ -7,6 +7,7 @@ import argparse
 from jobgate import Validator, load_config, sources
 from jobgate.cli import formats
 from jobgate.config import Config
+from jobgate.reports import ReportView
 
 KINDS = ("jobspec", "spec_bundle", "job_record", "best_rec")
 
@@ -31,7 +32,7 @@ def judge(validator: Validator, docs: list[sources.Source | sources.TooLarge], a
         checked = iter([validator.check(data, kind=args.kind, root=args.root, package=args.package) for data in readable])
     else:
         checked = iter(validator.check_many(readable, kind=args.kind))
-    return [next(checked) if isinstance(d, sources.Source) else formats.ReportView.from_dict(d.report(args.kind)) for d in docs]
+    return [next(checked) if isinstance(d, sources.Source) else ReportView.from_dict(d.report(args.kind)) for d in docs]
 
 
 def run(args: argparse.Namespace) -> int:

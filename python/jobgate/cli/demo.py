@@ -11,6 +11,7 @@ import grpc
 
 from jobgate import samples
 from jobgate.cli import formats
+from jobgate.reports import ReportView
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
                 for name in samples.DOCUMENTS:
                     data = samples.path(name).read_bytes()
                     response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=data)), timeout=30)
-                    results.append((f"samples/{name}", formats.ReportView.from_message(response.report)))
+                    results.append((f"samples/{name}", ReportView.from_message(response.report)))
                     ids.append(response.job_id)
         finally:
             server.stop(None)

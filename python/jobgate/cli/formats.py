@@ -6,45 +6,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from jobgate import Report, __version__, rules
 
 FORMATS = ("text", "json", "junit", "sarif")
-
-
-@dataclass(frozen=True)
-class ViolationView:
-    rule: str
-    field: str
-    message: str
-    severity: str
-
-
-class ReportView:
-    """A report that arrived as data (over the wire, or from another process) rather
-    than as a jobgate.Report, shaped like one for the formatters."""
-
-    def __init__(self, kind: str, verdict: str, violations: list[ViolationView]) -> None:
-        self.kind, self.verdict, self.violations = kind, verdict, violations
-        self.ok = verdict == "pass"
-        self.errors = sum(1 for v in violations if v.severity == "error")
-        self.warnings = len(violations) - self.errors
-
-    @classmethod
-    def from_message(cls, message) -> ReportView:
-        """From a jobgate.v1.Report message."""
-        return cls(message.kind, message.verdict, [ViolationView(v.rule, v.field, v.message, v.severity) for v in message.violations])
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ReportView:
-        """From `Report.to_dict()`."""
-        return cls(d["kind"], d["verdict"], [ViolationView(**v) for v in d["violations"]])
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}
 
 
 def summary(results: Sequence[tuple[str, Report]]) -> dict[str, int]:

@@ -9,6 +9,7 @@ import sys
 
 from jobgate.cli import formats
 from jobgate.cli.check import KINDS
+from jobgate.reports import ReportView
 
 ENGINES = ("local", "ray")
 
@@ -63,6 +64,6 @@ def run(args: argparse.Namespace) -> int:
                 reports = revalidation.run_local(items, config, args.kind, bar.update, args.threads)
         except revalidation.EngineError as e:
             raise UsageError(str(e)) from None
-    results = [(item.path, formats.ReportView.from_dict(r)) for item, r in zip(items, reports, strict=True)]
+    results = [(item.path, ReportView.from_dict(r)) for item, r in zip(items, reports, strict=True)]
     print(formats.render(args.format, results))
     return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL

@@ -10,6 +10,7 @@ import grpc
 
 from jobgate import sources
 from jobgate.cli import formats
+from jobgate.reports import ReportView
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--server", metavar="ADDR", default="127.0.0.1:50051")
     p.add_argument("--dry-run", action="store_true", help="check only: open no record")
+    p.add_argument("--package", metavar="FILE", help="a package (tar, tar.gz, tar.zst, zip) holding the bundle's supporting files, sent with each document")
     p.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token (default: $JOBGATE_TOKEN)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
@@ -48,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         docs = [sources.read(n) for n in sources.expand(args.paths)]
+        package = sources.read(args.package).data if args.package else b""
     except OSError as e:
         raise UsageError(str(e)) from None
     metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
@@ -56,10 +59,10 @@ def run(args: argparse.Namespace) -> int:
         stub = admission_pb2_grpc.AdmissionServiceStub(channel)
         for d in docs:
             try:
-                response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=d.data), dry_run=args.dry_run), metadata=metadata, timeout=args.timeout)
+                response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=d.data, package=package), dry_run=args.dry_run), metadata=metadata, timeout=args.timeout)
             except grpc.RpcError as e:
                 raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
-            results.append((d.name, formats.ReportView.from_message(response.report)))
+            results.append((d.name, ReportView.from_message(response.report)))
             ids.append(response.job_id)
     print(formats.admissions(args.format, results, ids))
     return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL

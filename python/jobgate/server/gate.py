@@ -14,15 +14,19 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 import jobgate
+from jobgate import sources
 from jobgate.config import Config
+from jobgate.reports import ReportView, renamed
 from jobgate.store import JobStore, NewJob
 
+# How a package sent with a request is named in reports (it has no path of its own).
+PACKAGE_NAME = "<package>"
 KIND_NAMES = {0: None, 1: "jobspec", 2: "spec_bundle", 3: "job_record", 4: "best_rec"}
 
 
 @dataclass
 class Admission:
-    report: jobgate.Report
+    report: jobgate.Report | ReportView  # a ReportView when a package was renamed in it
     job_id: str = ""
 
 
@@ -115,7 +119,17 @@ class Gate:
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)
 
-    def admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool) -> Admission:
+    def admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"") -> Admission:
+        """Checks (and unless `dry_run`, admits) one document; with `package`, a
+        spec-bundle's supporting files are verified against that archive too."""
+        if not package:
+            return self._admit(data, kind, account, dry_run=dry_run, package=None)
+        with sources.spooled(package) as path:
+            admission = self._admit(data, kind, account, dry_run=dry_run, package=path)
+        report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
+        return Admission(ReportView.from_dict(report), admission.job_id)
+
+    def _admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None) -> Admission:
         # The core reads what admission needs from its own parse: no Python dict per document.
         needs_facts = not dry_run or self.has_quotas()
         facts = self.validator.facts(data, kind, owner=None if dry_run else account) if needs_facts else None
@@ -124,8 +138,8 @@ class Gate:
         def check(in_use: int | None) -> jobgate.Report:
             # The service's RPC threads keep running Python while the core checks.
             if quota is None or in_use is None:
-                return self.validator.check(data, kind, owner=account, release_gil=True)
-            return self.validator.check(data, kind, owner=account, project_gpus_in_use=in_use, project_quota=quota, release_gil=True)
+                return self.validator.check(data, kind, package=package, owner=account, release_gil=True)
+            return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, release_gil=True)
 
         if dry_run or self.store is None or facts is None:
             in_use = self.store.gpus_in_use(facts.project) if (self.store is not None and quota is not None) else None

@@ -121,7 +121,7 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
     def Admit(self, request, context):  # noqa: N802 - gRPC method names
         account = self.auth.account(context)
         data, kind = document_bytes(request.document, context, "document")
-        result = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+        result = self.gate.admit(data, kind, account, dry_run=request.dry_run, package=request.document.package)
         self.metrics.report("Admit", result.report)
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
@@ -141,18 +141,18 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         except DecodeError:
             bad_request(context, "request", "is not an encoded jobgate.v1.AdmitBatchRequest")
         self._batch_size(len(message.documents), limit, context)
-        items = [document_bytes(d, context, f"documents[{i}]") for i, d in enumerate(message.documents)]
-        kinds = {k for _, k in items}
-        if message.dry_run and len(kinds) <= 1:
-            reports = self.gate.check_many([d for d, _ in items], next(iter(kinds), None), account)
+        items = [(*document_bytes(d, context, f"documents[{i}]"), d.package) for i, d in enumerate(message.documents)]
+        kinds = {k for _, k, _ in items}
+        if message.dry_run and len(kinds) <= 1 and not any(p for _, _, p in items):
+            reports = self.gate.check_many([d for d, _, _ in items], next(iter(kinds), None), account)
             self.metrics.reports("AdmitBatch", reports)
             return self.encoder.response(reports)
         # Item by item: quota is consumed in item order; a passed deadline stops the batch.
         results = []
-        for data, kind in items:
+        for data, kind, package in items:
             if not context.is_active():
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
-            r = self.gate.admit(data, kind, account, dry_run=message.dry_run)
+            r = self.gate.admit(data, kind, account, dry_run=message.dry_run, package=package)
             self.metrics.report("AdmitBatch", r.report)
             results.append(self.encoder.item(r.report, r.job_id))
         return b"".join(results)
@@ -169,7 +169,7 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
         try:
             for request in request_iterator:
                 data, kind = document_bytes(request.document, context, "document")
-                r = self.gate.admit(data, kind, account, dry_run=request.dry_run)
+                r = self.gate.admit(data, kind, account, dry_run=request.dry_run, package=request.document.package)
                 self.metrics.report("AdmitStream", r.report)
                 yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
         finally:

@@ -1,0 +1,45 @@
+"""Reports as plain values, for reports that did not come straight from the core: a
+report received over the wire, from another process, or rewritten (a package
+received as bytes is named as such, not by its temporary file)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ViolationView:
+    rule: str
+    field: str
+    message: str
+    severity: str
+
+
+class ReportView:
+    """A report that arrived as data (over the wire, or from another process) rather
+    than as a jobgate.Report, shaped like one for the formatters."""
+
+    def __init__(self, kind: str, verdict: str, violations: list[ViolationView]) -> None:
+        self.kind, self.verdict, self.violations = kind, verdict, violations
+        self.ok = verdict == "pass"
+        self.errors = sum(1 for v in violations if v.severity == "error")
+        self.warnings = len(violations) - self.errors
+
+    @classmethod
+    def from_message(cls, message) -> ReportView:
+        """From a jobgate.v1.Report message."""
+        return cls(message.kind, message.verdict, [ViolationView(v.rule, v.field, v.message, v.severity) for v in message.violations])
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ReportView:
+        """From `Report.to_dict()`."""
+        return cls(d["kind"], d["verdict"], [ViolationView(**v) for v in d["violations"]])
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}
+
+
+def renamed(report: dict[str, Any], path: str, name: str) -> dict[str, Any]:
+    """`report` (a `Report.to_dict()`) with `path` named `name` in its messages."""
+    return {**report, "violations": [{**v, "message": v["message"].replace(path, name)} for v in report["violations"]]}
