@@ -1,5 +1,6 @@
-"""Reading the documents a command is pointed at: files, directories, `-` for stdin,
-with the size limit applied before a document is read whole."""
+"""Where documents and packages come from: the files, directories or `-` (stdin) a
+command is pointed at, read with the size limit applied before a document is read
+whole; and package bytes received from elsewhere, spooled to a private file."""
 
 from __future__ import annotations
 
