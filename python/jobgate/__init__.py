@@ -10,7 +10,7 @@ rule id and a JSON Pointer.
     'fail'
 """
 
-from jobgate._core import Report, Staging, Validator, Violation, __version__, rules
+from jobgate._core import Report, Staging, Validator, Violation, __version__, read_document, rules
 from jobgate.config import Config, ConfigError, load_config
 
 __all__ = [
@@ -22,5 +22,6 @@ __all__ = [
     "Violation",
     "__version__",
     "load_config",
+    "read_document",
     "rules",
 ]

@@ -165,5 +165,10 @@ class Staging:
     def files(self) -> list[tuple[str, str, str, int]]:
         """``(source, destination, sha256, size)`` per staged file."""
 
+def read_document(document: Document) -> str:
+    """The document as jobgate reads it, as JSON text: the input itself for JSON, the
+    re-encoding for YAML. Raises ValueError (``"<rule>: <message>"``) for a document
+    that jobgate refuses to read (``json.syntax``, ``limits.size``, ``limits.depth``)."""
+
 def rules() -> list[dict[str, str]]:
     """The rule catalogue: ``[{"rule", "severity", "summary"}]``."""

@@ -82,6 +82,20 @@ pub fn with_document<R>(
     yaml_then_json(text, limits, f).map_err(DecodeError::into_violation)
 }
 
+/// The JSON text the rules see for `input`: the input itself for JSON, the
+/// re-encoding for YAML; or the violation that refuses it. For tools and the
+/// differential tests that compare jobgate's reading with a consumer's.
+pub fn reading(input: &[u8], limits: &Limits) -> Result<Vec<u8>, Violation> {
+    with_document(input, limits, |_| ())?;
+    let text = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
+    if text.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'{') {
+        return Ok(text.to_vec());
+    }
+    let text = std::str::from_utf8(text)
+        .map_err(|_| DecodeError::Syntax("the document is not valid UTF-8".into()).into_violation())?;
+    crate::yaml::to_json(text, limits).map_err(DecodeError::into_violation)
+}
+
 fn yaml_then_json<R>(
     text: &[u8],
     limits: &Limits,

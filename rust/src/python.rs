@@ -701,6 +701,25 @@ fn rules(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .collect()
 }
 
+/// The document as jobgate reads it, as JSON text; ValueError with the refusal's
+/// message (`json.syntax`, `limits.size`, `limits.depth`) when it cannot be read.
+#[pyfunction]
+fn read_document(py: Python<'_>, document: &Bound<'_, PyAny>) -> PyResult<String> {
+    let document = Document::extract(document)?;
+    if let Document::Unreadable(reason) = &document {
+        return Err(PyValueError::new_err(format!("json.syntax: {reason}")));
+    }
+    let bytes = document.bytes();
+    let result = py.detach(|| {
+        guarded(|| crate::document::reading(bytes, &crate::document::Limits::default()))
+    })?;
+    match result {
+        Ok(json) => String::from_utf8(json)
+            .map_err(|e| PyValueError::new_err(e.to_string())),
+        Err(v) => Err(PyValueError::new_err(format!("{}: {}", v.rule, v.message))),
+    }
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -711,5 +730,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Facts>()?;
     m.add_class::<BatchOutcome>()?;
     m.add_function(wrap_pyfunction!(rules, m)?)?;
+    m.add_function(wrap_pyfunction!(read_document, m)?)?;
     Ok(())
 }

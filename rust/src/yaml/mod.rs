@@ -1,0 +1,618 @@
+//! YAML documents, turned into JSON text so that one parser and one walker serve both.
+//!
+//! Scalars are resolved with the YAML 1.2 core schema. Duplicate keys are kept (the
+//! JSON walker reports them with their pointer), aliases are expanded within a size
+//! budget (a "billion laughs" document is refused, not inflated), and nesting is
+//! bounded while events stream in, so no input can exhaust the stack or memory.
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
+use std::collections::HashMap;
+
+use crate::document::{DecodeError, Limits};
+
+mod yaml11;
+
+use yaml11::Reading;
+
+struct Frame {
+    is_map: bool,
+    count: usize,
+    expecting_key: bool,
+    anchor: usize,
+    start: usize,
+}
+
+/// Where an anchored node sits in the output, and whether it is a string (only a
+/// string may be repeated as a mapping key).
+#[derive(Clone, Copy)]
+struct Anchored {
+    start: usize,
+    end: usize,
+    string: bool,
+}
+
+pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
+    printable(text)?;
+    let budget = limits.max_bytes.saturating_mul(4).max(64 * 1024);
+    let mut out: Vec<u8> = Vec::with_capacity(text.len() + 16);
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut anchors: HashMap<usize, Anchored> = HashMap::new();
+    let mut documents = 0usize;
+    let mut parser = Parser::new_from_str(text);
+
+    while let Some(event) = parser.next_event() {
+        let (event, _span) = event.map_err(|e| {
+            // The YAML scanner bounds flow nesting itself; that is a depth limit too.
+            if e.to_string().contains("recursion limit") {
+                DecodeError::Depth(limits.max_depth)
+            } else {
+                DecodeError::Syntax(format!("not valid YAML: {e}"))
+            }
+        })?;
+        match event {
+            Event::DocumentStart(_) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(DecodeError::Syntax(
+                        "the YAML stream holds more than one document; send one document per check"
+                            .into(),
+                    ));
+                }
+            }
+            Event::Scalar(value, style, anchor, tag) => {
+                let is_key = begin(&mut stack, &mut out)?;
+                let start = out.len();
+                let string = if is_key {
+                    write_key(&mut out, value.as_ref(), style, tag.as_deref())?;
+                    true
+                } else {
+                    write_scalar(&mut out, value.as_ref(), style, tag.as_deref())?
+                };
+                if anchor != 0 {
+                    let end = out.len();
+                    anchors.insert(anchor, Anchored { start, end, string });
+                }
+                finish(&mut stack, &mut out, is_key);
+            }
+            Event::SequenceStart(anchor, ref tag) | Event::MappingStart(anchor, ref tag) => {
+                let is_map = matches!(event, Event::MappingStart(..));
+                if let Some(tag) = tag {
+                    collection_tag(tag, is_map)?;
+                }
+                if begin(&mut stack, &mut out)? {
+                    return Err(DecodeError::Syntax(
+                        "a YAML mapping key must be a string, not a collection".into(),
+                    ));
+                }
+                if stack.len() >= limits.max_depth {
+                    return Err(DecodeError::Depth(limits.max_depth));
+                }
+                stack.push(Frame {
+                    is_map,
+                    count: 0,
+                    expecting_key: true,
+                    anchor,
+                    start: out.len(),
+                });
+                out.push(if is_map { b'{' } else { b'[' });
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let frame = stack
+                    .pop()
+                    .ok_or_else(|| DecodeError::Syntax("unbalanced YAML collection".into()))?;
+                out.push(if frame.is_map { b'}' } else { b']' });
+                if frame.anchor != 0 {
+                    let (start, end) = (frame.start, out.len());
+                    let string = false;
+                    anchors.insert(frame.anchor, Anchored { start, end, string });
+                }
+                finish(&mut stack, &mut out, false);
+            }
+            Event::Alias(id) => {
+                let anchored = *anchors.get(&id).ok_or_else(|| {
+                    DecodeError::Syntax(
+                        "a YAML alias refers to an anchor that is not complete yet (a node cannot contain itself)".into(),
+                    )
+                })?;
+                let is_key = begin(&mut stack, &mut out)?;
+                if is_key && !anchored.string {
+                    return Err(DecodeError::Syntax(
+                        "a YAML alias used as a mapping key must name a string".into(),
+                    ));
+                }
+                if out.len() + (anchored.end - anchored.start) > budget {
+                    return Err(DecodeError::Size(format!(
+                        "YAML aliases expand the document past {budget} bytes"
+                    )));
+                }
+                out.extend_from_within(anchored.start..anchored.end);
+                finish(&mut stack, &mut out, is_key);
+            }
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
+        }
+        if out.len() > budget {
+            return Err(DecodeError::Size(format!(
+                "the YAML document expands past {budget} bytes"
+            )));
+        }
+    }
+    if documents == 0 || out.is_empty() {
+        return Err(DecodeError::Syntax("the document is empty".into()));
+    }
+    Ok(out)
+}
+
+fn internal(e: serde_json::Error) -> DecodeError {
+    DecodeError::Syntax(format!("could not re-encode YAML: {e}"))
+}
+
+/// Characters a YAML reader refuses, or reads differently by version, are refused
+/// before parsing: C0/C1 controls and DEL are not allowed in a YAML stream, and
+/// NEL, LINE SEPARATOR and PARAGRAPH SEPARATOR are line breaks to YAML 1.1 readers
+/// (PyYAML) but ordinary characters to YAML 1.2 ones.
+fn printable(text: &str) -> Result<(), DecodeError> {
+    let bad = text.char_indices().find(|&(_, c)| {
+        !matches!(c, '\t' | '\n' | '\r' | ' '..='~' | '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+            || matches!(c, '\u{2028}' | '\u{2029}')
+    });
+    match bad {
+        None => Ok(()),
+        Some((at, c @ ('\u{85}' | '\u{2028}' | '\u{2029}'))) => Err(DecodeError::Syntax(format!(
+            "the document holds U+{:04X} at byte {at}, a line break to YAML 1.1 readers such as PyYAML but not to YAML 1.2 ones; write it as the escape \"\\u{:04X}\" inside a double-quoted string",
+            c as u32, c as u32
+        ))),
+        Some((at, c)) => Err(DecodeError::Syntax(format!(
+            "the document holds the control character U+{:04X} at byte {at}, which YAML does not allow; write it as the escape \"\\u{:04X}\" inside a double-quoted string",
+            c as u32, c as u32
+        ))),
+    }
+}
+
+/// Writes the separator before the next key or value; `true` when a key comes next.
+fn begin(stack: &mut [Frame], out: &mut Vec<u8>) -> Result<bool, DecodeError> {
+    let Some(frame) = stack.last_mut() else {
+        return Ok(false);
+    };
+    if frame.count > 0 && (!frame.is_map || frame.expecting_key) {
+        out.push(b',');
+    }
+    if frame.is_map && frame.expecting_key {
+        frame.expecting_key = false;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// Closes a key (with its `:`) or a value.
+fn finish(stack: &mut [Frame], out: &mut Vec<u8>, was_key: bool) {
+    if was_key {
+        out.push(b':');
+        return;
+    }
+    if let Some(frame) = stack.last_mut() {
+        frame.count += 1;
+        if frame.is_map {
+            frame.expecting_key = true;
+        }
+    }
+}
+
+/// The tag's full name (`tag:yaml.org,2002:str`, `!local`, `!`).
+fn tag_name(tag: &Tag) -> String {
+    format!("{}{}", tag.handle, tag.suffix)
+}
+
+/// The core-schema type a tag names (`str`, `map`, ...), if it names one.
+fn core_type(tag: &Tag) -> Option<String> {
+    tag_name(tag)
+        .strip_prefix("tag:yaml.org,2002:")
+        .map(str::to_string)
+}
+
+/// How messages show a tag: `!!set` for the YAML types, as written otherwise.
+fn shown(tag: &Tag) -> String {
+    match core_type(tag) {
+        Some(t) => format!("!!{t}"),
+        None => tag_name(tag),
+    }
+}
+
+fn unsupported_tag(tag: &Tag) -> DecodeError {
+    DecodeError::Syntax(format!(
+        "the YAML tag {} is not accepted: only the core schema's !!str, !!int, !!float, !!bool, !!null, !!map and !!seq are, because other tags build objects that a JSON reader never sees; remove the tag",
+        shown(tag)
+    ))
+}
+
+/// Only `!!map` on a mapping and `!!seq` on a sequence mean what the untagged node means.
+fn collection_tag(tag: &Tag, is_map: bool) -> Result<(), DecodeError> {
+    match core_type(tag).as_deref() {
+        Some("map") if is_map => Ok(()),
+        Some("seq") if !is_map => Ok(()),
+        _ => Err(unsupported_tag(tag)),
+    }
+}
+
+/// Writes a mapping key, which must be a string to every reader.
+fn write_key(
+    out: &mut Vec<u8>,
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+) -> Result<(), DecodeError> {
+    if let Some(tag) = tag {
+        if core_type(tag).as_deref() != Some("str") {
+            return Err(match core_type(tag).as_deref() {
+                Some("null" | "bool" | "int" | "float") => DecodeError::Syntax(format!(
+                    "the YAML key {text:?} is tagged {}; mapping keys must be strings",
+                    shown(tag)
+                )),
+                _ => unsupported_tag(tag),
+            });
+        }
+        return write_str(out, text);
+    }
+    if style == ScalarStyle::Plain {
+        let pyyaml = yaml11::resolve(text);
+        if pyyaml == Reading::Merge {
+            return Err(DecodeError::Syntax(
+                "YAML merge keys (<<) are not accepted: YAML 1.1 readers such as PyYAML merge the mapping in while YAML 1.2 readers keep a key named \"<<\"; write the keys out".into(),
+            ));
+        }
+        let core = resolve_plain(text);
+        if core.is_some() || pyyaml != Reading::Str {
+            let read = match core {
+                Some(_) if pyyaml == Reading::Str => "a non-string by YAML 1.2".to_string(),
+                _ => pyyaml.describe(),
+            };
+            return Err(DecodeError::Syntax(format!(
+                "the YAML key {text:?} is read as {read}, not a string; mapping keys must be strings, so quote it (\"{text}\")"
+            )));
+        }
+    }
+    write_str(out, text)
+}
+
+/// Writes a value; returns whether it was a string.
+fn write_scalar(
+    out: &mut Vec<u8>,
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+) -> Result<bool, DecodeError> {
+    if let Some(tag) = tag {
+        return write_tagged(out, text, tag);
+    }
+    if style != ScalarStyle::Plain {
+        write_str(out, text)?;
+        return Ok(true);
+    }
+    let core = resolve_plain(text);
+    let pyyaml = yaml11::resolve(text);
+    if !agree(core.as_ref(), &pyyaml) {
+        let core_reading = match &core {
+            None => "a string".to_string(),
+            Some(p) => p.describe(),
+        };
+        return Err(DecodeError::Syntax(format!(
+            "the YAML value {text:?} is read as {} by YAML 1.1 readers such as PyYAML but as {core_reading} by YAML 1.2 readers; quote it (\"{text}\") for a string, or write the value so both read it alike",
+            pyyaml.describe()
+        )));
+    }
+    match core {
+        Some(plain) => write_plain(out, plain).map(|()| false),
+        None => write_str(out, text).map(|()| true),
+    }
+}
+
+/// Whether the YAML 1.2 core schema and PyYAML build the same value from a plain scalar.
+fn agree(core: Option<&Plain>, pyyaml: &Reading) -> bool {
+    match (core, pyyaml) {
+        (None, Reading::Str) | (Some(Plain::Null), Reading::Null) => true,
+        (Some(Plain::Bool(a)), Reading::Bool(b)) => a == b,
+        (Some(Plain::Int(a)), Reading::Int(Some(b))) => a == b,
+        (Some(Plain::Float(a)), Reading::Float(Some(b))) => a == b,
+        _ => false,
+    }
+}
+
+/// A scalar with an explicit core tag, accepted only where PyYAML's constructor for
+/// that tag builds the same value.
+fn write_tagged(out: &mut Vec<u8>, text: &str, tag: &Tag) -> Result<bool, DecodeError> {
+    let Some(core) = core_type(tag) else {
+        return Err(unsupported_tag(tag));
+    };
+    let invalid = || {
+        DecodeError::Syntax(format!(
+            "the YAML scalar {text:?} is not a valid !!{core} that YAML 1.1 and 1.2 readers read alike; remove the tag or fix the value"
+        ))
+    };
+    match core.as_str() {
+        "str" => write_str(out, text).map(|()| true),
+        // PyYAML builds None from any !!null scalar, as YAML 1.2 does.
+        "null" => {
+            out.extend_from_slice(b"null");
+            Ok(false)
+        }
+        "bool" => match (resolve_plain(text), yaml11::resolve(text)) {
+            (Some(Plain::Bool(a)), Reading::Bool(b)) if a == b => {
+                write_plain(out, Plain::Bool(a)).map(|()| false)
+            }
+            _ => Err(invalid()),
+        },
+        "int" => match (resolve_plain(text), yaml11::resolve(text)) {
+            (Some(Plain::Int(a)), Reading::Int(Some(b))) if a == b => {
+                write_plain(out, Plain::Int(a)).map(|()| false)
+            }
+            _ => Err(invalid()),
+        },
+        "float" => {
+            // PyYAML's !!float is Python's float() of the text; YAML 1.2 resolves it as
+            // a number. Both must agree, and the value is written as a float.
+            let value = match resolve_plain(text) {
+                Some(Plain::Float(f)) => f,
+                Some(Plain::Int(i)) if !text.contains(['x', 'o']) => i as f64,
+                _ => return Err(invalid()),
+            };
+            if text.contains(['_', ':']) || text.parse::<f64>().ok() != Some(value) {
+                return Err(invalid());
+            }
+            write_float(out, value).map(|()| false)
+        }
+        _ => Err(unsupported_tag(tag)),
+    }
+}
+
+fn write_str(out: &mut Vec<u8>, text: &str) -> Result<(), DecodeError> {
+    serde_json::to_writer(out, text).map_err(internal)
+}
+
+enum Plain {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+}
+
+impl Plain {
+    fn describe(&self) -> String {
+        match self {
+            Plain::Null => "null".into(),
+            Plain::Bool(b) => format!("the boolean {b}"),
+            Plain::Int(i) => format!("the integer {i}"),
+            Plain::Float(f) => format!("the number {f}"),
+        }
+    }
+}
+
+/// A float as JSON, keeping its decimal point (`1.0`, not `1`).
+fn write_float(out: &mut Vec<u8>, f: f64) -> Result<(), DecodeError> {
+    let n = serde_json::Number::from_f64(f)
+        .ok_or_else(|| DecodeError::Syntax(format!("{f} is not a finite number; JSON has none")))?;
+    let text = n.to_string();
+    out.extend_from_slice(text.as_bytes());
+    if !text.contains(['.', 'e', 'E']) {
+        out.extend_from_slice(b".0");
+    }
+    Ok(())
+}
+
+fn write_plain(out: &mut Vec<u8>, plain: Plain) -> Result<(), DecodeError> {
+    match plain {
+        Plain::Null => out.extend_from_slice(b"null"),
+        Plain::Bool(true) => out.extend_from_slice(b"true"),
+        Plain::Bool(false) => out.extend_from_slice(b"false"),
+        Plain::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Plain::Float(f) => write_float(out, f)?,
+    }
+    Ok(())
+}
+
+/// YAML 1.2 core schema resolution of a plain scalar; `None` means a string.
+fn resolve_plain(text: &str) -> Option<Plain> {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Some(Plain::Null),
+        "true" | "True" | "TRUE" => return Some(Plain::Bool(true)),
+        "false" | "False" | "FALSE" => return Some(Plain::Bool(false)),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Some(Plain::Float(f64::INFINITY))
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Some(Plain::Float(f64::NEG_INFINITY)),
+        ".nan" | ".NaN" | ".NAN" => return Some(Plain::Float(f64::NAN)),
+        _ => {}
+    }
+    let bytes = text.as_bytes();
+    if let Some(hex) = text.strip_prefix("0x") {
+        return i128::from_str_radix(hex, 16).ok().map(Plain::Int);
+    }
+    if let Some(oct) = text.strip_prefix("0o") {
+        return i128::from_str_radix(oct, 8).ok().map(Plain::Int);
+    }
+    let digits = bytes
+        .strip_prefix(b"-")
+        .or_else(|| bytes.strip_prefix(b"+"))
+        .unwrap_or(bytes);
+    if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
+        return match text.parse::<i128>() {
+            Ok(i) => Some(Plain::Int(i)),
+            Err(_) => text.parse::<f64>().ok().map(Plain::Float),
+        };
+    }
+    if is_core_float(digits) {
+        return text.parse::<f64>().ok().map(Plain::Float);
+    }
+    None
+}
+
+/// `(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`, sign already stripped.
+fn is_core_float(b: &[u8]) -> bool {
+    let mut i = 0;
+    let int_digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    i += int_digits;
+    let mut frac_digits = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        frac_digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        i += frac_digits;
+    }
+    if int_digits == 0 && frac_digits == 0 {
+        return false;
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let exp = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if exp == 0 {
+            return false;
+        }
+        i += exp;
+    }
+    i == b.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conv(text: &str) -> Result<String, DecodeError> {
+        to_json(text, &Limits::default()).map(|v| String::from_utf8(v).unwrap())
+    }
+
+    #[test]
+    fn resolves_core_schema_scalars() {
+        let json = conv("a: 1\nb: 2.5\nc: true\nd: ~\ne: '1'\nf: hello\ng: [x, 0x10]\n").unwrap();
+        assert_eq!(
+            json,
+            r#"{"a":1,"b":2.5,"c":true,"d":null,"e":"1","f":"hello","g":["x",16]}"#
+        );
+    }
+
+    #[test]
+    fn keeps_duplicate_keys_for_the_walker() {
+        assert_eq!(conv("a: 1\na: 2\n").unwrap(), r#"{"a":1,"a":2}"#);
+    }
+
+    #[test]
+    fn expands_aliases_within_budget() {
+        assert_eq!(
+            conv("a: &x [1, 2]\nb: *x\n").unwrap(),
+            r#"{"a":[1,2],"b":[1,2]}"#
+        );
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let p = i - 1;
+            bomb.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"));
+        }
+        assert!(matches!(conv(&bomb), Err(DecodeError::Size(_))));
+    }
+
+    #[test]
+    fn bounds_depth_without_recursion() {
+        let deep = "[".repeat(100_000);
+        assert!(matches!(conv(&deep), Err(DecodeError::Depth(_))));
+    }
+
+    #[test]
+    fn refuses_several_documents_and_collection_keys() {
+        assert!(matches!(
+            conv("a: 1\n---\nb: 2\n"),
+            Err(DecodeError::Syntax(_))
+        ));
+        assert!(matches!(conv("? [a]\n: 1\n"), Err(DecodeError::Syntax(_))));
+        assert!(matches!(conv("a: .nan\n"), Err(DecodeError::Syntax(_))));
+    }
+
+    #[test]
+    fn anchors_and_aliases_work_wherever_yaml_allows_them() {
+        assert_eq!(
+            conv("l: [a, &v b]\nm: *v\n").unwrap(),
+            r#"{"l":["a","b"],"m":"b"}"#
+        );
+        assert_eq!(
+            conv("&k key: 1\nb: *k\n").unwrap(),
+            r#"{"key":1,"b":"key"}"#
+        );
+        assert_eq!(
+            conv("a: &s name\n*s : 2\n").unwrap(),
+            r#"{"a":"name","name":2}"#
+        );
+        assert_eq!(
+            conv("x: &m {b: 1}\ny: [*m, *m]\n").unwrap(),
+            r#"{"x":{"b":1},"y":[{"b":1},{"b":1}]}"#
+        );
+        // An alias of a collection or a number cannot be a key.
+        assert!(matches!(conv("a: &m {b: 1}\n*m : 2\n"), Err(DecodeError::Syntax(_))));
+        assert!(matches!(conv("a: &n 1\n*n : 2\n"), Err(DecodeError::Syntax(_))));
+    }
+
+    fn refused(text: &str) -> String {
+        match conv(text) {
+            Err(DecodeError::Syntax(m)) => m,
+            other => panic!("{text:?} was not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refuses_tags_outside_the_core_schema_on_every_node() {
+        for text in [
+            "x: !!python/object/apply:os.system [\"touch /tmp/p\"]\n",
+            "x: !foo {a: 1}\n",
+            "x: !!set {a: null}\n",
+            "x: !!omap [{a: 1}]\n",
+            "x: !<tag:yaml.org,2002:python/object:os.system> {}\n",
+            "x: !!binary aGk=\n",
+            "x: ! text\n",
+            "x: !!map [a]\n",
+            "x: !!str {a: 1}\n",
+        ] {
+            assert!(refused(text).contains("YAML tag"), "{text:?}");
+        }
+        assert!(refused("x: !foo {a: 1}\n").contains("!foo"));
+        assert!(refused("x: !!set {a: null}\n").contains("!!set"));
+        assert_eq!(
+            conv("x: !!map {a: !!str 1}\ny: !<tag:yaml.org,2002:seq> [!!int 2, !!float 3, !!null x, !!bool true]\n").unwrap(),
+            r#"{"x":{"a":"1"},"y":[2,3.0,null,true]}"#
+        );
+    }
+
+    #[test]
+    fn refuses_scalars_yaml_11_reads_otherwise() {
+        for text in [
+            "a: yes\n", "a: Off\n", "a: 010\n", "a: 1_000\n", "a: 1:20\n", "a: 1e3\n",
+            "a: 0o10\n", "a: 2001-12-14\n", "a: -0x1f\n", "a: 0b1\n", "a: =\n",
+            "a: !!int 010\n", "a: !!bool yes\n", "a: !!float 1_0\n",
+        ] {
+            let m = refused(text);
+            assert!(m.contains("PyYAML") || m.contains("!!"), "{text:?}: {m}");
+        }
+        assert!(refused("a: yes\n").contains("the boolean true"));
+        // What both read alike passes.
+        assert_eq!(
+            conv("a: 1\nb: 1.5\nc: 0x1F\nd: -7\ne: 1.5e+3\nf: .5\ng: 'yes'\nh: y\ni: 00\n").unwrap(),
+            r#"{"a":1,"b":1.5,"c":31,"d":-7,"e":1500.0,"f":0.5,"g":"yes","h":"y","i":0}"#
+        );
+    }
+
+    #[test]
+    fn refuses_merge_keys_and_non_string_keys() {
+        let m = refused("a: {<<: {image: evil}, b: 1}\n");
+        assert!(m.contains("merge keys"), "{m}");
+        for text in ["1: x\n", "true: x\n", "null: x\n", "yes: x\n", "!!int 1: x\n", "? \n: x\n"] {
+            assert!(refused(text).contains("key"), "{text:?}");
+        }
+        assert_eq!(
+            conv("\"<<\": 1\n'1': 2\n!!str 3: 4\n").unwrap(),
+            r#"{"<<":1,"1":2,"3":4}"#
+        );
+    }
+
+    #[test]
+    fn refuses_characters_yaml_readers_disagree_on() {
+        for text in ["a: x\u{2028}y\n", "a: x\u{85}y\n", "a: \"x\u{1}\"\n", "a: x\u{7f}\n"] {
+            assert!(refused(text).contains("U+"), "{text:?}");
+        }
+        assert_eq!(conv("a: \"x\\u2028y\"\n").unwrap(), "{\"a\":\"x\u{2028}y\"}");
+    }
+}
