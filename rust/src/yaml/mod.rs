@@ -16,6 +16,8 @@ use yaml11::Reading;
 
 struct Frame {
     is_map: bool,
+    /// Inside `[...]` or `{...}`, where YAML 1.1 and 1.2 split plain scalars differently.
+    flow: bool,
     count: usize,
     expecting_key: bool,
     anchor: usize,
@@ -39,9 +41,10 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     let mut anchors: HashMap<usize, Anchored> = HashMap::new();
     let mut documents = 0usize;
     let mut parser = Parser::new_from_str(text);
+    let mut cursor = Cursor::new(text);
 
     while let Some(event) = parser.next_event() {
-        let (event, _span) = event.map_err(|e| {
+        let (event, span) = event.map_err(|e| {
             // The YAML scanner bounds flow nesting itself; that is a depth limit too.
             if e.to_string().contains("recursion limit") {
                 DecodeError::Depth(limits.max_depth)
@@ -62,6 +65,9 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
             Event::Scalar(value, style, anchor, tag) => {
                 let is_key = begin(&mut stack, &mut out)?;
                 let start = out.len();
+                if style == ScalarStyle::Plain && stack.last().is_some_and(|f| f.flow) {
+                    flow_plain(value.as_ref())?;
+                }
                 let string = if is_key {
                     write_key(&mut out, value.as_ref(), style, tag.as_deref())?;
                     true
@@ -87,8 +93,11 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 if stack.len() >= limits.max_depth {
                     return Err(DecodeError::Depth(limits.max_depth));
                 }
+                let flow = stack.last().is_some_and(|f| f.flow)
+                    || matches!(cursor.char_at(span.start.index()), Some('[' | '{'));
                 stack.push(Frame {
                     is_map,
+                    flow,
                     count: 0,
                     expecting_key: true,
                     anchor,
@@ -140,6 +149,55 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
         return Err(DecodeError::Syntax("the document is empty".into()));
     }
     Ok(out)
+}
+
+/// Finds characters by the parser's character offsets; events arrive in order, so the
+/// cursor moves a short way each time and the whole pass stays linear.
+struct Cursor<'t> {
+    text: &'t str,
+    ascii: bool,
+    byte: usize,
+    char: usize,
+}
+
+impl<'t> Cursor<'t> {
+    fn new(text: &'t str) -> Self {
+        Cursor {
+            text,
+            ascii: text.is_ascii(),
+            byte: 0,
+            char: 0,
+        }
+    }
+
+    fn char_at(&mut self, index: usize) -> Option<char> {
+        if self.ascii {
+            return self.text.as_bytes().get(index).map(|&b| b as char);
+        }
+        while self.char < index {
+            let c = self.text[self.byte..].chars().next()?;
+            self.byte += c.len_utf8();
+            self.char += 1;
+        }
+        while self.char > index {
+            let c = self.text[..self.byte].chars().next_back()?;
+            self.byte -= c.len_utf8();
+            self.char -= 1;
+        }
+        self.text[self.byte..].chars().next()
+    }
+}
+
+/// In a flow collection, PyYAML ends a plain scalar at `?` and reads a leading `:` or
+/// `?` as an indicator, where YAML 1.2 keeps them in the scalar (`[?b]` is the string
+/// "?b" to one and the mapping {b: null} to the other).
+fn flow_plain(text: &str) -> Result<(), DecodeError> {
+    if text.contains('?') || text.starts_with(':') {
+        return Err(DecodeError::Syntax(format!(
+            "the plain YAML scalar {text:?} inside a flow collection ([...] or {{...}}) holds '?' or starts with ':', which YAML 1.1 readers such as PyYAML parse differently; quote it"
+        )));
+    }
+    Ok(())
 }
 
 fn internal(e: serde_json::Error) -> DecodeError {
