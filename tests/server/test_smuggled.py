@@ -1,0 +1,62 @@
+"""Nothing smuggled past the gate: each input whose meaning to its consumer differs
+from what a reader could take it to mean is refused the same way by the service
+(`Admit`, no job id, no record), `jobgate check`, `jobgate revalidate` and
+`jobgate stage`. The generated differential tests live beside each reader
+(tests/core/test_yaml_differential.py, tests/files/test_package_differential.py);
+these are the named cases, end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from jobgate.v1 import admission_pb2, jobs_pb2
+from tests.conftest import run_cli, sample
+from tests.files.test_supporting_files import packaged, tar_package
+
+JOBSPEC = yaml.safe_dump(sample("jobspec.valid.json"), sort_keys=False)
+
+YAML_CASES = {
+    "tag on a sequence": JOBSPEC + 'x: !!python/object/apply:os.system ["touch /tmp/p"]\n',
+    "local tag on a mapping": JOBSPEC + "x: !foo {a: 1}\n",
+    "set": JOBSPEC + "x: !!set {a: null}\n",
+    "merge key": JOBSPEC.replace("  framework:\n", "  framework:\n    <<: {image: evil.example.com/miner:latest}\n", 1),
+    "boolean yes": JOBSPEC + "x: yes\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(YAML_CASES))
+def test_a_yaml_document_is_refused_by_the_service_and_opens_nothing(running, name):
+    text = YAML_CASES[name].encode()
+    r = running.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=text)), metadata=running.auth)
+    assert r.report.verdict == "fail" and not r.job_id
+    assert [(v.rule, v.field) for v in r.report.violations] == [("json.syntax", "")]
+    listed = running.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=running.auth)
+    assert list(listed.jobs) == []
+
+
+@pytest.mark.parametrize("command", ["check", "revalidate"])
+def test_a_yaml_document_is_refused_by_check_and_revalidate(tmp_path, capsys, command):
+    for i, name in enumerate(sorted(YAML_CASES)):
+        (tmp_path / f"{i}.yaml").write_text(YAML_CASES[name])
+    code, out = run_cli(capsys, [command, str(tmp_path), "--format", "json"])
+    assert code == 1
+    results = json.loads(out)["results"]
+    assert len(results) == len(YAML_CASES)
+    for result in results:
+        assert result["verdict"] == "fail"
+        assert [(v["rule"], v["field"]) for v in result["violations"]] == [("json.syntax", "")]
+
+
+def test_a_yaml_bundle_with_a_merge_key_is_not_staged(tmp_path, capsys):
+    doc, members = packaged()
+    package = tar_package(tmp_path / "p.tar", members)
+    text = yaml.safe_dump(doc, sort_keys=False).replace("execution:\n", "execution:\n  <<: {environment: {A: b}}\n", 1)
+    bundle = tmp_path / "bundle.yaml"
+    bundle.write_text(text)
+    code, out = run_cli(capsys, ["stage", str(bundle), "--package", str(package), "--job-dir", str(tmp_path / "job")])
+    assert code == 1
+    assert "json.syntax" in out and "merge keys" in out
+    assert not (tmp_path / "job" / "inputs").exists()
