@@ -214,6 +214,20 @@ impl<'t, 'i> Value<'t, 'i> {
 }
 
 /// A string for a message: JSON-quoted, cut to a readable length.
+/// A list for a message: the first few items, then how many more, so a message stays
+/// short however long the list in the document is.
+pub fn few<S: AsRef<str>>(items: &[S]) -> String {
+    const SHOWN: usize = 5;
+    if items.is_empty() {
+        return "none".into();
+    }
+    let shown: Vec<String> = items.iter().take(SHOWN).map(|s| quote(s.as_ref())).collect();
+    match items.len().saturating_sub(SHOWN) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
 pub fn quote(s: &str) -> String {
     const MAX: usize = 80;
     if s.chars().count() <= MAX {

@@ -6,7 +6,7 @@
 
 use crate::config::{core_version_allowed, CatalogEntry, CoreConfig, Observability};
 use crate::kinds::Admission;
-use crate::node::{quote, Type, Value};
+use crate::node::{few, quote, Type, Value};
 use crate::pointer::pointer;
 use crate::report::Severity;
 use crate::schema::{
@@ -559,7 +559,7 @@ fn resources(
                     format!(
                         "GPU series {} is not offered here; choose one of {}",
                         quote(series),
-                        offered.join(", ")
+                        few(offered)
                     ),
                 );
             }
@@ -582,11 +582,7 @@ fn resources(
                         "role {} names pool {}, which is not declared; declared pools: {}",
                         quote(role),
                         quote(target),
-                        if names.is_empty() {
-                            "none".to_string()
-                        } else {
-                            names.join(", ")
-                        }
+                        few(&names)
                     ),
                 );
             }
@@ -766,7 +762,7 @@ fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
                     format!(
                         "benchmark {} is not in suites ({})",
                         quote(benchmark),
-                        suites.join(", ")
+                        few(&suites)
                     ),
                 );
             }
@@ -815,7 +811,7 @@ fn framework(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, ctx:
     if let (Some(allow), false) = (&config.registries, image.is_empty()) {
         let host = registry_host(image);
         if !registry_allowed(&host, allow) {
-            ctx.error(pointer(&["spec", "framework", "image"]), "forge.framework.image_registry", format!("image {} comes from registry {}, which is not on this deployment's allowlist ({})", quote(image), quote(&host), allow.join(", ")));
+            ctx.error(pointer(&["spec", "framework", "image"]), "forge.framework.image_registry", format!("image {} comes from registry {}, which is not on this deployment's allowlist ({})", quote(image), quote(&host), few(allow)));
         }
     }
     let Some(catalog) = &config.catalog else {
@@ -827,7 +823,7 @@ fn framework(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, ctx:
     let Some(entry) = entry else {
         let mut known: Vec<&str> = catalog.keys().map(String::as_str).collect();
         known.sort_unstable();
-        ctx.error(pointer(&["spec", "recipe", "name"]), "forge.handshake.recipe_unknown", format!("the catalog has no recipe {}; `sf recipe status` reports it as removed (catalog: {}); lock a served recipe with `sf recipe upgrade`", quote(recipe_name), known.join(", ")));
+        ctx.error(pointer(&["spec", "recipe", "name"]), "forge.handshake.recipe_unknown", format!("the catalog has no recipe {}; `sf recipe status` reports it as removed (catalog: {}); lock a served recipe with `sf recipe upgrade`", quote(recipe_name), few(&known)));
         return;
     };
     let handshake = [
