@@ -12,7 +12,9 @@ import pytest
 
 import jobgate
 from jobgate.cli import main
-from tests.conftest import EXAMPLES, run_cli
+from tests.conftest import EXAMPLES, require_shared, run_cli
+
+require_shared()
 
 VALID = EXAMPLES / "spec_bundle.config_mode.dino_train.valid.json"
 INVALID = EXAMPLES / "spec_bundle.invalid.dotted_nested_key.json"

@@ -21,7 +21,9 @@ from hypothesis_jsonschema import from_schema
 from starforge.contract.spec import JobSpec
 
 import jobgate
-from tests.conftest import EXAMPLES, sample, schema
+from tests.conftest import EXAMPLES, require_shared, sample, schema
+
+require_shared()
 
 VALIDATOR = jobgate.Validator()
 KINDS = ("spec_bundle", "job_record", "best_rec")

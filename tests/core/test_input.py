@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 import jobgate
-from tests.conftest import EXAMPLES, sample
+from tests.conftest import EXAMPLES, require_shared, sample
+
+require_shared()
 
 JOBSPEC = sample("jobspec.valid.json")
 BUNDLE_BYTES = (EXAMPLES / "spec_bundle.config_mode.dino_train.valid.json").read_bytes()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, require_shared
+
+require_shared()
 
 EXPECTED = {
     "job_record.invalid.bad_storage_tier.json": [("schema.enum", "/storage_tier")],
