@@ -35,6 +35,7 @@ class Limits(_Model):
     max_batch: int = Field(4096, ge=1, description="documents per AdmitBatch / check_many call")
     max_package_bytes: int = Field(1 << 30, gt=0, description="all members of a package, inflated; and each file under a root")
     max_package_members: int = Field(100_000, gt=0)
+    max_violations: int = Field(1000, ge=1, description="violations listed per report; the rest are counted in limits.violations")
 
 
 class RecipeRef(_Model):
@@ -175,6 +176,7 @@ class Config(_Model):
             "max_depth": self.limits.max_depth,
             "max_package_bytes": self.limits.max_package_bytes,
             "max_package_members": self.limits.max_package_members,
+            "max_violations": self.limits.max_violations,
             "registries": self.registry.allow,
             "series": self.gpus.series,
             "max_gpus_per_job": self.gpus.max_per_job,

@@ -21,9 +21,9 @@ fn main() {
         ),
         ("parse + duplicate scan", &|| {
             let _ = jobgate_core::document::with_document(&data, &limits, |r| {
-                let mut out = Vec::new();
+                let mut out = jobgate_core::report::Collected::default();
                 jobgate_core::document::duplicate_keys(r, &mut out);
-                out.len()
+                out.kept.len()
             });
         }),
         ("full check", &|| {

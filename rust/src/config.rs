@@ -12,6 +12,7 @@ use pep440_rs::{Version, VersionSpecifiers};
 
 use crate::document::{Limits, MAX_DEPTH_CEILING};
 use crate::files::package::PackageLimits;
+use crate::report::ReportLimits;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Observability {
@@ -67,6 +68,8 @@ pub fn core_version_allowed(spec: &VersionSpecifiers, version: &str) -> Result<b
 #[derive(Clone, Debug, Default)]
 pub struct CoreConfig {
     pub limits: Limits,
+    /// How many violations, and how many bytes of them, one report lists.
+    pub report: ReportLimits,
     /// Bounds on packages and on each supporting file read from a root.
     pub package: PackageLimits,
     /// By recipe name; `None` when no catalog is configured (handshake rules are off).

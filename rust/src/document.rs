@@ -8,7 +8,7 @@
 use simd_json::{Buffers, ErrorType, Tape};
 
 use crate::node::Value;
-use crate::report::{Severity, Violation};
+use crate::report::{Collected, Severity, Violation};
 
 pub const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MAX_DEPTH: usize = 64;
@@ -195,7 +195,7 @@ fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
 }
 
 /// Every key that an object repeats, as `json.duplicate_key` at the repeated key.
-pub fn duplicate_keys(root: Value<'_, '_>, out: &mut Vec<Violation>) {
+pub fn duplicate_keys(root: Value<'_, '_>, out: &mut Collected) {
     let mut path = crate::pointer::Path::new();
     let mut fingerprints = Vec::with_capacity(64);
     scan_duplicates(root, &mut path, &mut fingerprints, out);
@@ -223,7 +223,7 @@ fn scan_duplicates<'t, 'i>(
     v: Value<'t, 'i>,
     path: &mut crate::pointer::Path<'i>,
     fingerprints: &mut Vec<u64>,
-    out: &mut Vec<Violation>,
+    out: &mut Collected,
 ) {
     match v.ty() {
         crate::node::Type::Object(n) => {
@@ -323,14 +323,14 @@ mod tests {
 
     #[test]
     fn finds_duplicate_keys_at_any_depth() {
-        let mut out = Vec::new();
+        let mut out = Collected::new(crate::report::ReportLimits::default());
         with_document(
             br#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#,
             &Limits::default(),
             |root| duplicate_keys(root, &mut out),
         )
         .unwrap();
-        let fields: Vec<_> = out.iter().map(|v| v.field.as_str()).collect();
+        let fields: Vec<_> = out.kept.iter().map(|v| v.field.as_str()).collect();
         assert_eq!(fields, ["/a/b", "/c/0/d"]);
     }
 }

@@ -638,6 +638,9 @@ fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
     if let Some(v) = get("max_package_members") {
         config.package.max_members = v.extract()?;
     }
+    if let Some(v) = get("max_violations") {
+        config.report.max_violations = v.extract::<usize>()?.max(1);
+    }
     if let Some(catalog) = get("catalog") {
         let mut entries = Vec::new();
         for item in catalog.try_iter()? {

@@ -36,6 +36,11 @@ pub static CATALOGUE: &[Rule] = &[
         "the document nests deeper than the configured limit",
     ),
     rule(
+        "limits.violations",
+        Error,
+        "more violations than limits.max_violations (or than the report's byte budget): the rest are counted, not listed",
+    ),
+    rule(
         "kind.unknown",
         Error,
         "the kind cannot be detected and was not given",

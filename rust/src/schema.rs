@@ -8,24 +8,31 @@
 
 use crate::node::{Type, Value};
 use crate::pointer::Path;
-use crate::report::{Severity, Violation};
+use crate::report::{Collected, ReportLimits, Severity, Violation};
 
-/// Collects violations while a document is walked.
+/// Collects violations while a document is walked, within the report's limits.
 pub struct Ctx<'i> {
     pub path: Path<'i>,
-    pub out: Vec<Violation>,
+    pub out: Collected,
 }
 
 impl<'i> Ctx<'i> {
     pub fn new() -> Self {
+        Ctx::with_limits(ReportLimits::default())
+    }
+
+    pub fn with_limits(limits: ReportLimits) -> Self {
         Ctx {
             path: Path::new(),
-            out: Vec::new(),
+            out: Collected::new(limits),
         }
     }
 
-    /// A violation at the current path.
+    /// A violation at the current path; the path is rendered only if it is kept.
     pub fn here(&mut self, rule: &'static str, severity: Severity, message: String) {
+        if !self.out.has_room() {
+            return self.out.skip(severity);
+        }
         let field = self.path.render();
         self.out.push(Violation {
             rule,

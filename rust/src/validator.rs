@@ -11,7 +11,7 @@ use crate::files::cache::DigestCache;
 use crate::files::staging::{self, FileSource, Staged};
 use crate::files::{self, package, root, Declared, Found};
 use crate::kinds::{self, Admission, Kind};
-use crate::report::{Report, Severity, Violation};
+use crate::report::{Collected, Report, Severity, Violation};
 use crate::schema::Ctx;
 
 /// Immutable once built, so one validator is shared freely across threads.
@@ -33,12 +33,12 @@ impl Validator {
     /// Checks one document (JSON or YAML bytes); `kind` overrides detection.
     pub fn check(&self, input: &[u8], kind: Option<Kind>, admission: &Admission) -> Report {
         let result = document::with_document(input, &self.config.limits, |root| {
-            let mut ctx = Ctx::new();
+            let mut ctx = Ctx::with_limits(self.config.report);
             let kind = self.apply_rules(root, kind, admission, &mut ctx);
             (kind, ctx.out)
         });
         match result {
-            Ok((kind, violations)) => Report::new(kind, violations),
+            Ok((kind, collected)) => Report::new(kind, collected.finish()),
             Err(violation) => Report::new(kind, vec![violation]),
         }
     }
@@ -124,15 +124,15 @@ impl Validator {
         admission: &Admission,
         verify: impl FnOnce(&[Declared]) -> (Vec<Violation>, Vec<Option<Found>>),
     ) -> Verified {
-        let (kind, mut violations, declared) = self.check_declared(input, kind, admission);
+        let (kind, mut collected, declared) = self.check_declared(input, kind, admission);
         let mut found = Vec::new();
         if kind == Some(Kind::SpecBundle) {
             let (v, f) = verify(&declared);
-            violations.extend(v);
+            collected.extend(v);
             found = f;
         }
         Verified {
-            report: Report::new(kind, violations),
+            report: Report::new(kind, collected.finish()),
             declared,
             found,
         }
@@ -190,9 +190,9 @@ impl Validator {
         input: &[u8],
         kind: Option<Kind>,
         admission: &Admission,
-    ) -> (Option<Kind>, Vec<Violation>, Vec<Declared>) {
+    ) -> (Option<Kind>, Collected, Vec<Declared>) {
         let result = document::with_document(input, &self.config.limits, |root| {
-            let mut ctx = Ctx::new();
+            let mut ctx = Ctx::with_limits(self.config.report);
             let kind = self.apply_rules(root, kind, admission, &mut ctx);
             let declared = if kind == Some(Kind::SpecBundle) {
                 files::declared(root)
@@ -203,7 +203,11 @@ impl Validator {
         });
         match result {
             Ok(r) => r,
-            Err(v) => (kind, vec![v], Vec::new()),
+            Err(v) => {
+                let mut collected = Collected::new(self.config.report);
+                collected.push(v);
+                (kind, collected, Vec::new())
+            }
         }
     }
 
