@@ -47,6 +47,8 @@ CASES = [
       raw=json.dumps(JOBSPEC).replace('"kind": "TrainingJob"', '"kind": "TrainingJob", "kind": "TrainingJob"', 1).encode()),
     C("limits.size", JOBSPEC, {}, [("limits.size", "")], config={"limits": {"max_document_bytes": 200}}),
     C("limits.depth", JOBSPEC, {}, [("limits.depth", "")], config={"limits": {"max_depth": 3}}),
+    C("limits.violations", JOBSPEC, {}, [("limits.violations", ""), ("json.duplicate_key", "/kind")], config={"limits": {"max_violations": 1}},
+      raw=json.dumps(JOBSPEC).replace('"kind": "TrainingJob"', '"kind": "TrainingJob", "kind": "TrainingJob", "kind": "TrainingJob"', 1).encode()),
     C("kind.unknown", BUNDLE, {}, [("kind.unknown", "")], raw=b'{"name": "x", "spec": {}}'),
     C("schema.type", BUNDLE, {"/compute_shape/gpus": "8"}, [("schema.type", "/compute_shape/gpus")]),
     C("schema.required", BUNDLE, {"/action": DELETE}, [("schema.required", "/action")]),
