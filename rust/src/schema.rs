@@ -67,6 +67,10 @@ impl Default for Ctx<'_> {
     }
 }
 
+/// The largest node or GPU count a document may ask for: beyond it a count is a
+/// violation, never a number the store or the scheduler cannot hold.
+pub const COUNT_MAX: i64 = i32::MAX as i64;
+
 /// A string test: `Err` carries the sentence that says what would be accepted.
 pub type Test = fn(&str) -> Result<(), String>;
 
@@ -89,6 +93,7 @@ pub enum Shape {
     /// `lexical`: only `8`, never `8.0` (forge/v2, as Python's `int`); otherwise JSON Schema's integer.
     Int {
         min: Option<i64>,
+        max: Option<i64>,
         lexical: bool,
     },
     Number {
@@ -213,7 +218,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                 }
             }
         }
-        Shape::Int { min, lexical } => {
+        Shape::Int { min, max, lexical } => {
             let n = if *lexical {
                 v.as_lexical_int()
             } else {
@@ -228,6 +233,15 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                         "schema.minimum",
                         Severity::Error,
                         format!("{n} is below the minimum of {min}"),
+                    );
+                }
+            }
+            if let Some(max) = max {
+                if n > *max as i128 {
+                    ctx.here(
+                        "schema.maximum",
+                        Severity::Error,
+                        format!("{n} is above the maximum of {max}"),
                     );
                 }
             }

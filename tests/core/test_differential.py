@@ -43,6 +43,7 @@ STRICTER = {
         "tao.execution.secret",  # credentials never enter a bundle
         "tao.supporting_file.duplicate_destination",
         "tao.gpu_spec_key.mismatch",  # (a warning; never blocks)
+        "schema.maximum",  # node and GPU counts beyond 2^31 - 1
     },
     "job_record": {"tao.record.first_state", "tao.record.after_terminal", "tao.record.terminal_mismatch", "tao.record.secret"},
     "best_rec": {"tao.dotted_key", "tao.best_rec.not_best"},  # the schema checks only the top level of best.specs

@@ -61,6 +61,9 @@ CASES = [
     C("schema.minItems", BUNDLE, {"/declared_outputs": []}, [("schema.minItems", "/declared_outputs")]),
     C("schema.minimum", BUNDLE, {"/compute_shape/nodes": 0}, [("schema.minimum", "/compute_shape/nodes")]),
     C("schema.maximum", JOBSPEC, {"/spec/data/quality": {"max_duplicate_ratio": 1.5}}, [("schema.maximum", "/spec/data/quality/max_duplicate_ratio")]),
+    # counts beyond 2^31 - 1 never reach the store
+    C("schema.maximum", JOBSPEC, {"/spec/resources/pools/0/nodes": 2**31}, [("schema.maximum", "/spec/resources/pools/0/nodes")]),
+    C("schema.maximum", BUNDLE, {"/compute_shape/gpus": 2**62, "/spec/train/num_gpus": 2**62}, [("schema.maximum", "/compute_shape/gpus")]),
     C("schema.uniqueItems", BUNDLE_EXEC, {"/execution/completion/success_states": ["SUCCESS", "SUCCESS"]}, [("schema.uniqueItems", "/execution/completion/success_states")]),
     C("schema.propertyNames", BUNDLE_EXEC, {"/execution/environment/bad-name": "1"}, [("schema.propertyNames", "/execution/environment/bad-name")]),
     C("schema.dependentRequired", JOBSPEC, {"/spec/data/quality": {"max_overlap_ratio": 0.1}}, [("schema.dependentRequired", "/spec/data/quality/overlap_with")]),
@@ -96,6 +99,8 @@ CASES = [
     C("forge.handshake.runtime_id", JOBSPEC, {"/spec/framework/runtime_id": "nemo-rl-0.6.0"}, [("forge.handshake.runtime_id", "/spec/framework/runtime_id")], config=DEMO_CONFIG),
     C("forge.core_version.unsupported", JOBSPEC, {"/provenance/core_version": "1.2.0"}, [("forge.core_version.unsupported", "/provenance/core_version")], config=DEMO_CONFIG),
     C("forge.quota.job", JOBSPEC, {"/spec/resources/pools/0/nodes": 2}, [("forge.quota.job", "/spec/resources")], config=DEMO_CONFIG),
+    C("forge.quota.job", JOBSPEC, {"/spec/resources/pools/0/nodes": 65536, "/spec/resources/pools/0/gpus_per_node": 65536}, [("forge.quota.job", "/spec/resources")]),
+    C("forge.quota.job", BUNDLE, {"/compute_shape/gpus": 8, "/compute_shape/nodes": 2}, [("forge.quota.job", "/compute_shape")], config=DEMO_CONFIG),
     C("forge.quota.project", JOBSPEC, {}, [("forge.quota.project", "/spec/resources")], admission={"project_quota": 10, "project_gpus_in_use": 4}),
     # TAO spec-bundle
     C("tao.dotted_key", BUNDLE, {"/spec/train/optim.lr": 0.1}, [("tao.dotted_key", "/spec/train/optim.lr")]),

@@ -31,6 +31,7 @@ static BEST: ObjectShape = ObjectShape {
             "checkpoint_epoch",
             Shape::Int {
                 min: Some(0),
+                max: None,
                 lexical: false,
             },
         ),
@@ -38,6 +39,7 @@ static BEST: ObjectShape = ObjectShape {
             "checkpoint_step",
             Shape::Int {
                 min: Some(0),
+                max: None,
                 lexical: false,
             },
         ),

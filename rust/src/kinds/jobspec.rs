@@ -11,7 +11,7 @@ use crate::pointer::pointer;
 use crate::report::Severity;
 use crate::schema::{
     self, array_of, opt, py_isspace, req, str_matching, Additional, Ctx, Field, ObjectShape,
-    Pattern, Shape, ANY, SAFE_SEGMENT, STRING,
+    Pattern, Shape, ANY, COUNT_MAX, SAFE_SEGMENT, STRING,
 };
 
 pub const API_VERSION: &str = "forge/v2";
@@ -189,6 +189,7 @@ const NONBLANK: Shape = Shape::Str {
 };
 const COUNT: Shape = Shape::Int {
     min: Some(1),
+    max: Some(COUNT_MAX),
     lexical: true,
 };
 const RATIO: Shape = Shape::Nullable(&Shape::Number {
@@ -510,7 +511,7 @@ fn count(v: Option<Value<'_, '_>>) -> Option<u64> {
         None => Some(1),
         Some(v) => v
             .as_lexical_int()
-            .filter(|n| *n >= 1)
+            .filter(|n| (1..=COUNT_MAX as i128).contains(n))
             .and_then(|n| u64::try_from(n).ok()),
     }
 }
@@ -591,6 +592,10 @@ fn resources(
     let Some(total) = total.filter(|_| !empty) else {
         return;
     };
+    if total > COUNT_MAX as u64 {
+        ctx.error(pointer(&["spec", "resources"]), "forge.quota.job", format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), more than the {COUNT_MAX} any job may ask for"));
+        return;
+    }
     if let Some(limit) = config.max_gpus_per_job {
         if total > limit {
             ctx.error(pointer(&["spec", "resources"]), "forge.quota.job", format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));

@@ -5,11 +5,12 @@
 //! Rules that need the files themselves (hashes, symlinks, packages) are not here.
 
 use crate::node::{quote, Type, Value};
+use crate::config::CoreConfig;
 use crate::pointer::pointer;
 use crate::report::Severity;
 use crate::schema::{
     self, array_of, opt, py_isspace, req, str_matching, Additional, Ctx, ObjectShape, Pattern,
-    Shape, NONEMPTY, STRING,
+    Shape, COUNT_MAX, NONEMPTY, STRING,
 };
 use crate::secrets;
 
@@ -79,6 +80,7 @@ static COMPUTE_SHAPE: ObjectShape = ObjectShape {
             "gpus",
             Shape::Int {
                 min: Some(0),
+                max: Some(COUNT_MAX),
                 lexical: false,
             },
         ),
@@ -86,6 +88,7 @@ static COMPUTE_SHAPE: ObjectShape = ObjectShape {
             "nodes",
             Shape::Int {
                 min: Some(1),
+                max: Some(COUNT_MAX),
                 lexical: false,
             },
         ),
@@ -115,6 +118,7 @@ static DISTRIBUTED: ObjectShape = ObjectShape {
             "processes_per_node",
             Shape::Int {
                 min: Some(1),
+                max: None,
                 lexical: false,
             },
         ),
@@ -433,12 +437,35 @@ fn placeholders_here(s: &str, ctx: &mut Ctx<'_>) {
 
 // ---------------------------------------------------------------- entry point
 
-pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(root: Value<'t, 'i>, config: &CoreConfig, ctx: &mut Ctx<'i>) {
     schema::walk(root, &Shape::Object(&BUNDLE), ctx);
+    job_gpus(root, config, ctx);
     mode_rules(root, ctx);
     spec_keys(root, ctx);
     commands(root, ctx);
     execution(root, ctx);
+}
+
+/// The per-job GPU limit applies to a bundle's `nodes * gpus` as to a JobSpec's pools.
+fn job_gpus(root: Value<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<'_>) {
+    let count = |key: &str| {
+        root.at(&["compute_shape", key])
+            .and_then(|v| v.as_schema_int())
+            .filter(|n| (0..=COUNT_MAX as i128).contains(n))
+    };
+    let (Some(gpus), Some(nodes)) = (count("gpus"), count("nodes")) else {
+        return; // missing or out of range: the schema rules say so
+    };
+    let total = gpus * nodes;
+    if let Some(limit) = config.max_gpus_per_job {
+        if total > limit as i128 {
+            ctx.error(
+                "/compute_shape".into(),
+                "forge.quota.job",
+                format!("the job asks for {total} GPUs (compute_shape.nodes * gpus), over the per-job limit of {limit}"),
+            );
+        }
+    }
 }
 
 fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
