@@ -116,8 +116,12 @@ class Validator:
     ) -> Staging:
         """Verifies, then stages the closed set atomically under ``<job_dir>/inputs/action-helpers/``.
 
-        An identical existing staging is reused; a different one is refused with
-        ``tao.staging.conflict`` and left untouched. Nothing is written unless the report passes.
+        An existing staging is reused when its manifest lists the same set and every file
+        in it still has the manifest's size and SHA-256 (each is hashed again); anything
+        else, and a symlink at ``inputs``, at the staging or inside it, is refused with
+        ``tao.staging.conflict`` and left untouched. Nothing beneath ``job_dir`` is reached
+        through a symlink. Nothing is written unless the report passes, and a staging that
+        fails leaves nothing behind.
         """
     def check_many(
         self, documents: Iterable[Document], kind: Kind | None = None, *, threads: int | None = None, owner: str | None = None

@@ -60,7 +60,9 @@ def discover(paths: list[str]) -> list[Item]:
     """Files as given (archives are packages, anything else a document); directories
     become their documents and packages, in path order. A directory with a
     `bundle.json` (or `.yaml`, `.yml`) at its top is one package, not a folder of
-    documents. Raises FileNotFoundError naming a path that does not exist or a
+    documents. Only regular files are items: a FIFO, socket or device named is
+    refused (`sources.NotRegular`), one met in a directory is passed over, as
+    `check` does. Raises FileNotFoundError naming a path that does not exist or a
     directory that holds nothing to revalidate."""
     items: list[Item] = []
     for raw in paths:
@@ -71,6 +73,7 @@ def discover(paths: list[str]) -> list[Item]:
                 raise FileNotFoundError(f"{raw}: the directory holds no documents (.json, .yaml, .yml) or packages ({', '.join(PACKAGE_SUFFIXES)}, or a directory with a bundle.json)")
             items.extend(found)
         elif p.exists():
+            sources.ensure_regular(raw)
             items.append(Item(raw, is_package(p)))
         else:
             raise FileNotFoundError(f"{raw}: no such file or directory")
@@ -152,12 +155,15 @@ def read_chunk(chunk: list[Item], *, ship_packages: bool, limits: Limits) -> lis
             if item.unpacked:
                 data = pack(item.path, limits.max_package_bytes)
             elif item.package:
-                data = Path(item.path).read_bytes()
+                with sources.open_regular(item.path) as f:
+                    data = f.read()
             else:
                 data = sources.read(item.path, limits.max_document_bytes).data
             out.append(Entry(item.path, item.package, data=data))
         except (ValueError, sources.TooLarge) as e:
             out.append(Entry(item.path, item.package, error=str(e), rule="limits.size"))
+        except sources.NotRegular as e:  # replaced by a FIFO or socket since it was found
+            out.append(Entry(item.path, item.package, error=str(e)))
         except OSError as e:
             out.append(Entry(item.path, item.package, error=f"cannot read {e.filename or item.path}: {e.strerror or e}"))
     return out

@@ -91,8 +91,9 @@ pub fn reading(input: &[u8], limits: &Limits) -> Result<Vec<u8>, Violation> {
     if text.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'{') {
         return Ok(text.to_vec());
     }
-    let text = std::str::from_utf8(text)
-        .map_err(|_| DecodeError::Syntax("the document is not valid UTF-8".into()).into_violation())?;
+    let text = std::str::from_utf8(text).map_err(|_| {
+        DecodeError::Syntax("the document is not valid UTF-8".into()).into_violation()
+    })?;
     crate::yaml::to_json(text, limits).map_err(DecodeError::into_violation)
 }
 

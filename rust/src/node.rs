@@ -221,7 +221,11 @@ pub fn few<S: AsRef<str>>(items: &[S]) -> String {
     if items.is_empty() {
         return "none".into();
     }
-    let shown: Vec<String> = items.iter().take(SHOWN).map(|s| quote(s.as_ref())).collect();
+    let shown: Vec<String> = items
+        .iter()
+        .take(SHOWN)
+        .map(|s| quote(s.as_ref()))
+        .collect();
     match items.len().saturating_sub(SHOWN) {
         0 => shown.join(", "),
         more => format!("{} and {more} more", shown.join(", ")),

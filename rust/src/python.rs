@@ -717,8 +717,7 @@ fn read_document(py: Python<'_>, document: &Bound<'_, PyAny>) -> PyResult<String
         guarded(|| crate::document::reading(bytes, &crate::document::Limits::default()))
     })?;
     match result {
-        Ok(json) => String::from_utf8(json)
-            .map_err(|e| PyValueError::new_err(e.to_string())),
+        Ok(json) => String::from_utf8(json).map_err(|e| PyValueError::new_err(e.to_string())),
         Err(v) => Err(PyValueError::new_err(format!("{}: {}", v.rule, v.message))),
     }
 }

@@ -312,7 +312,7 @@ pub static CATALOGUE: &[Rule] = &[
     rule(
         "tao.supporting_file.duplicate_destination",
         Error,
-        "two supporting files stage to the same destination",
+        "two supporting files stage to the same destination, or one inside another staged as a file",
     ),
     rule(
         "tao.supporting_file.missing",

@@ -310,3 +310,51 @@ def test_the_digest_cache_serves_unchanged_files_and_is_never_fooled(root):
     (root.parent / "outside.txt").write_bytes(b"notes\n")
     notes.symlink_to(root.parent / "outside.txt")
     assert ("tao.supporting_file.escape", f"{F}/1/source") in pairs(v.check(doc, root=root))
+
+
+# ---------------------------------------------------------------- hostile roots and destinations
+
+
+def test_a_socket_under_the_root_is_not_regular(root):
+    import socket
+
+    path = root / "scripts" / "helper.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(str(path))
+        report = V.check(bundle([("scripts/helper.sock", "helper.sock", "a" * 64)]), root=root)
+    assert pairs(report) == [("tao.supporting_file.not_regular", f"{F}/0/source")]
+    assert report.violations[0].message == "scripts/helper.sock is a socket, not a regular file"
+
+
+def test_a_sparse_10_gib_file_is_refused_from_its_size(tmp_path):
+    r = tmp_path / "root"
+    r.mkdir()
+    with open(r / "sparse.bin", "wb") as f:
+        f.truncate(10 << 30)
+    report = V.check(bundle([("sparse.bin", "sparse.bin", "0" * 64)]), root=r)  # the default limit: 1 GiB
+    assert pairs(report) == [("tao.supporting_file.missing", f"{F}/0/source")]
+    # Only fstat knows the size: a file refused while reading is "more than N bytes", no more.
+    assert report.violations[0].message == f"sparse.bin cannot be read: more than {1 << 30} bytes (it is {10 << 30} bytes)"
+
+
+@pytest.mark.parametrize(
+    ("destinations", "later", "says"),
+    [
+        (["x", "x/y"], 1, '"x/y" would stage inside "x", which another supporting file stages as a file'),
+        (["x/y", "x"], 1, '"x" stages as a file, but another supporting file stages "x/y" inside it'),
+        (["./x", "x//y/z"], 1, '"x//y/z" would stage inside "./x", which another supporting file stages as a file'),
+        (["a/b", "a.b", "a"], 2, '"a" stages as a file, but another supporting file stages "a/b" inside it'),
+        (["a//b", "./a/b"], 1, 'another supporting file already stages to "./a/b"'),
+    ],
+)
+def test_a_destination_inside_another_is_a_duplicate_destination(destinations, later, says):
+    doc = bundle([(f"scripts/f{i}.py", d, "a" * 64) for i, d in enumerate(destinations)])
+    report = V.check(doc)
+    assert pairs(report) == [("tao.supporting_file.duplicate_destination", f"{F}/{later}/destination")]
+    assert says in report.violations[0].message
+
+
+def test_many_destinations_are_compared_without_every_pair(tmp_path):
+    files = [(f"s/f{i}.py", f"d{i % 50}/f{i}.py", "a" * 64) for i in range(20_000)] + [("s/x.py", "d7", "a" * 64)]
+    v = jobgate.Validator({"limits": {"max_document_bytes": 8 << 20}})
+    assert pairs(v.check(bundle(files))) == [("tao.supporting_file.duplicate_destination", f"{F}/20000/destination")]

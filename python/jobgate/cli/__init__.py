@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 
-from jobgate import __version__
+from jobgate import __version__, sources
 from jobgate.cli import bench, check, demo, jobs, revalidate, serve, stage, submit
 from jobgate.config import ConfigError
 
@@ -21,6 +21,18 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 class UsageError(Exception):
     """A command that cannot run as asked; exit code 2."""
+
+
+def named_files(*paths: str | None) -> None:
+    """Refuses a file named by an option (configuration, package) that is a FIFO, socket
+    or device: reading it would block, or never end. Documents are refused by
+    `sources` as they are read."""
+    for path in paths:
+        if path:
+            try:
+                sources.ensure_regular(path)
+            except sources.NotRegular as e:
+                raise UsageError(str(e)) from None
 
 
 class _Parser(argparse.ArgumentParser):

@@ -36,10 +36,11 @@ def judge(validator: Validator, docs: list[sources.Source | sources.TooLarge], a
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 
     if not args.paths and not args.package:
         raise UsageError("check needs at least one PATH (or --package FILE)")
+    named_files(args.config, args.package)
     config = load_config(args.config) if args.config else Config()
     validator = Validator(config)
     try:

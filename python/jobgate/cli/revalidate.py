@@ -42,12 +42,13 @@ def show_progress() -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from jobgate import load_config, revalidation
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 
     if args.address and args.engine != "ray":
         raise UsageError("--address is for --engine ray")
     if args.threads is not None and (args.engine != "local" or args.threads < 1):
         raise UsageError("--threads takes a number of at least 1, with --engine local")
+    named_files(args.config)
     config = load_config(args.config) if args.config else None
     try:
         items = revalidation.discover(args.paths)

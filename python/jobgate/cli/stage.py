@@ -24,10 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 
     if args.bundle is None and args.root:
         raise UsageError("stage --root needs the BUNDLE document")
+    named_files(args.config, args.package)
     validator = Validator(args.config) if args.config else Validator()
     try:
         doc = sources.read(args.bundle) if args.bundle else None

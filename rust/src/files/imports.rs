@@ -86,9 +86,7 @@ impl Lexer {
             if let Some(q) = self.in_triple {
                 if c == '\\' {
                     chars.next();
-                } else if c == q
-                    && chars.next_if_eq(&q).is_some()
-                    && chars.next_if_eq(&q).is_some()
+                } else if c == q && chars.next_if_eq(&q).is_some() && chars.next_if_eq(&q).is_some()
                 {
                     self.in_triple = None;
                     code.push_str("\"\"");
@@ -236,13 +234,17 @@ mod tests {
 
     #[test]
     fn streams_in_pieces_of_any_size() {
-        let src = "import helper_a\nx = 1\nfrom . import (\n  helper_b,\n  helper_c)\nimport helper_d";
+        let src =
+            "import helper_a\nx = 1\nfrom . import (\n  helper_b,\n  helper_c)\nimport helper_d";
         for size in [1, 2, 3, 7, 64] {
             let mut scanner = ImportScanner::default();
             for piece in src.as_bytes().chunks(size) {
                 scanner.feed(piece);
             }
-            assert_eq!(scanner.finish(), ["helper_a", "helper_b", "helper_c", "helper_d"]);
+            assert_eq!(
+                scanner.finish(),
+                ["helper_a", "helper_b", "helper_c", "helper_d"]
+            );
         }
         // A helper larger than any buffer is still read to its end.
         let mut big = "x = 1\n".repeat(400_000);

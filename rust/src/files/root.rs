@@ -16,12 +16,9 @@ use rustix::fs::{openat2, FileType, Mode, OFlags, ResolveFlags, Stat};
 
 use super::cache::{Digest, DigestCache, Key};
 use super::hashing::sha256_reader;
-use super::imports::sibling_imports;
+use super::imports::ImportScanner;
 use super::{compare, violation, Declared, Found};
 use crate::report::Violation;
-
-/// Python helpers larger than this are hashed but not scanned for imports.
-const MAX_SCANNED_HELPER: u64 = 4 << 20;
 
 pub struct RootDir {
     fd: OwnedFd,
@@ -62,22 +59,34 @@ impl RootDir {
             }
             rustix::io::Errno::XDEV => OpenError::Escape,
             rustix::io::Errno::LOOP => OpenError::Missing("its symlinks loop".into()),
-            e => OpenError::Io(e.into()),
+            // A socket cannot be opened at all (ENXIO), nor a device without a driver:
+            // what the path is says more than why the open failed.
+            e => match self.kind_of(rel) {
+                Some(what) => OpenError::NotRegular(what),
+                None => OpenError::Io(e.into()),
+            },
         })?;
         let stat = rustix::fs::fstat(&fd).map_err(|e| OpenError::Io(e.into()))?;
-        match FileType::from_raw_mode(stat.st_mode) {
-            FileType::RegularFile => {}
-            FileType::Directory => return Err(OpenError::NotRegular("a directory")),
-            FileType::Fifo => return Err(OpenError::NotRegular("a FIFO")),
-            FileType::Socket => return Err(OpenError::NotRegular("a socket")),
-            FileType::CharacterDevice | FileType::BlockDevice => {
-                return Err(OpenError::NotRegular("a device"))
-            }
-            _ => return Err(OpenError::NotRegular("not a regular file")),
+        if let Some(what) = not_regular(&stat) {
+            return Err(OpenError::NotRegular(what));
         }
         // Reading blocks normally from here on; NONBLOCK only kept a FIFO from hanging the open.
         let _ = rustix::fs::fcntl_setfl(&fd, OFlags::empty());
         Ok((File::from(fd), stat))
+    }
+
+    /// What `rel` is when it is not a regular file, looked at through an `O_PATH`
+    /// descriptor (which opens sockets and devices without touching them).
+    fn kind_of(&self, rel: &str) -> Option<&'static str> {
+        let fd = openat2(
+            &self.fd,
+            rel,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+        .ok()?;
+        not_regular(&rustix::fs::fstat(&fd).ok()?)
     }
 
     /// Whether `rel` exists (as anything) beneath the root.
@@ -90,6 +99,19 @@ impl RootDir {
             ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
         )
         .is_ok()
+    }
+}
+
+/// What a file is, in a message's words, when it is not a regular file.
+pub fn not_regular(stat: &Stat) -> Option<&'static str> {
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => None,
+        FileType::Directory => Some("a directory"),
+        FileType::Fifo => Some("a FIFO"),
+        FileType::Socket => Some("a socket"),
+        FileType::CharacterDevice | FileType::BlockDevice => Some("a device"),
+        FileType::Symlink => Some("a symbolic link"),
+        FileType::Unknown => Some("of an unknown type"),
     }
 }
 
@@ -137,6 +159,14 @@ fn verify_one(
         Ok(opened) => opened,
         Err(e) => return (vec![open_violation(d, e)], None),
     };
+    // The size fstat gives is refused before a byte is read: a sparse file of many
+    // gigabytes costs a stat, not the time to read it up to the limit.
+    if stat.st_size as u64 > max_file_bytes {
+        return (
+            vec![too_large(d, max_file_bytes, stat.st_size as u64)],
+            None,
+        );
+    }
     // The key describes the file opened, the one that would be read.
     let key = cache.map(|_| Key::of(&stat));
     let cached = cache.zip(key.as_ref()).and_then(|(c, k)| c.get(k));
@@ -175,17 +205,26 @@ fn verify_one(
     (out, Some(found))
 }
 
+/// A source over the per-file limit (`limits.max_package_bytes`), refused from its
+/// size; the message reads as the one for a file found too large while reading
+/// (`sha256_reader`'s "more than N bytes").
+fn too_large(d: &Declared, limit: u64, size: u64) -> Violation {
+    violation(
+        d.field("source"),
+        "tao.supporting_file.missing",
+        format!(
+            "{} cannot be read: more than {limit} bytes (it is {size} bytes)",
+            d.source
+        ),
+    )
+}
+
 /// The digest of a helper and, for a Python one small enough to scan, its sibling imports.
 fn hash_helper(file: &mut File, source: &str, max_file_bytes: u64) -> io::Result<Digest> {
-    let is_python = source.ends_with(".py");
-    let mut text = Vec::new();
-    let sink: Option<&mut dyn io::Write> = if is_python { Some(&mut text) } else { None };
+    let mut scanner = source.ends_with(".py").then(ImportScanner::default);
+    let sink = scanner.as_mut().map(|s| s as &mut dyn io::Write);
     let (sha256, size) = sha256_reader(file, max_file_bytes, sink)?;
-    let imports = if is_python && size <= MAX_SCANNED_HELPER {
-        sibling_imports(&String::from_utf8_lossy(&text))
-    } else {
-        Vec::new()
-    };
+    let imports = scanner.map(ImportScanner::finish).unwrap_or_default();
     Ok(Digest {
         sha256,
         size,
@@ -227,4 +266,70 @@ pub fn normalize(path: &str) -> String {
         .filter(|s| !s.is_empty() && *s != ".")
         .collect::<Vec<_>>()
         .join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    fn declared(source: &str) -> Declared {
+        Declared {
+            index: 0,
+            source: source.into(),
+            destination: source.into(),
+            sha256: "0".repeat(64),
+        }
+    }
+
+    #[test]
+    fn sockets_fifos_and_devices_are_not_regular() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _listener = UnixListener::bind(tmp.path().join("s.sock")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            tmp.path().join("pipe"),
+            FileType::Fifo,
+            Mode::from_bits_truncate(0o644),
+            0,
+        )
+        .unwrap();
+        std::fs::create_dir(tmp.path().join("dir")).unwrap();
+        let root = RootDir::open(tmp.path()).unwrap();
+        for (name, what) in [
+            ("s.sock", "a socket"),
+            ("pipe", "a FIFO"),
+            ("dir", "a directory"),
+        ] {
+            match root.open_file(name) {
+                Err(OpenError::NotRegular(found)) => assert_eq!(found, what, "{name}"),
+                _ => panic!("{name} opened as a regular file"),
+            }
+        }
+        let (violations, _) = verify(&root, &[declared("s.sock")], 1 << 20, None);
+        assert_eq!(violations[0].rule, "tao.supporting_file.not_regular");
+        assert_eq!(
+            violations[0].message,
+            "s.sock is a socket, not a regular file"
+        );
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_from_its_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sparse = File::create(tmp.path().join("sparse.bin")).unwrap();
+        sparse.set_len(10 << 30).unwrap();
+        let root = RootDir::open(tmp.path()).unwrap();
+        let (violations, found) = verify(&root, &[declared("sparse.bin")], 1 << 20, None);
+        assert_eq!(found, vec![None]);
+        assert_eq!(violations[0].rule, "tao.supporting_file.missing");
+        assert_eq!(
+            violations[0].message,
+            format!(
+                "sparse.bin cannot be read: more than {} bytes (it is {} bytes)",
+                1 << 20,
+                10u64 << 30
+            )
+        );
+    }
 }

@@ -4,8 +4,8 @@
 //!
 //! Rules that need the files themselves (hashes, symlinks, packages) are not here.
 
-use crate::node::{quote, Type, Value};
 use crate::config::CoreConfig;
+use crate::node::{quote, Type, Value};
 use crate::pointer::pointer;
 use crate::report::Severity;
 use crate::schema::{
@@ -718,31 +718,81 @@ fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         }
     }
     if let Some(files) = exec.get("supporting_files") {
-        let mut seen: Vec<String> = Vec::new();
-        for (i, f) in files.items().enumerate() {
-            let Some(dest) = f.get_str("destination") else {
-                continue;
-            };
-            let normal = normalize_destination(dest);
-            if seen.contains(&normal) {
-                ctx.error(
-                    pointer(&["execution", "supporting_files", &i.to_string(), "destination"]),
-                    "tao.supporting_file.duplicate_destination",
-                    format!("another supporting file already stages to {}; give each file its own destination", quote(dest)),
-                );
-            } else {
-                seen.push(normal);
-            }
+        let destinations: Vec<(usize, &str)> = files
+            .items()
+            .enumerate()
+            .filter_map(|(i, f)| Some((i, f.get_str("destination")?)))
+            .collect();
+        for (i, message) in destination_clashes(&destinations) {
+            ctx.error(
+                pointer(&[
+                    "execution",
+                    "supporting_files",
+                    &i.to_string(),
+                    "destination",
+                ]),
+                "tao.supporting_file.duplicate_destination",
+                message,
+            );
         }
     }
 }
 
+/// Destinations that cannot all be staged, as (the later entry's index, why): the same
+/// place twice, or one staged inside another that is staged as a file (`x` and
+/// `x/y`). Sorted by segments, equal destinations are neighbours and each one's
+/// descendants follow it directly, so one pass with a stack of the current
+/// ancestors finds every clash: O(n log n) comparisons, never every pair.
+fn destination_clashes(destinations: &[(usize, &str)]) -> Vec<(usize, String)> {
+    type Entry<'s> = (Vec<&'s str>, usize, &'s str);
+    let mut sorted: Vec<Entry<'_>> = destinations
+        .iter()
+        .map(|&(i, dest)| (segments(dest).collect(), i, dest))
+        .collect();
+    sorted.sort();
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut reported = std::collections::HashSet::new();
+    let mut previous: Option<&Entry<'_>> = None;
+    let mut ancestors: Vec<&Entry<'_>> = Vec::new();
+    for entry in &sorted {
+        let (segs, i, dest) = entry;
+        if previous.is_some_and(|p| p.0 == *segs) {
+            // Among equals the earliest entry comes first and is kept.
+            if reported.insert(*i) {
+                out.push((*i, format!("another supporting file already stages to {}; give each file its own destination", quote(dest))));
+            }
+            continue;
+        }
+        previous = Some(entry);
+        if segs.is_empty() {
+            continue; // names the staging directory itself, not a file anything could sit in
+        }
+        while ancestors.last().is_some_and(|a| !segs.starts_with(&a.0)) {
+            ancestors.pop();
+        }
+        if let Some(&(_, j, above)) = ancestors.last() {
+            let later = (*i).max(*j);
+            if reported.insert(later) {
+                let message = if later == *i {
+                    format!("{} would stage inside {}, which another supporting file stages as a file; a destination cannot be both a file and a directory", quote(dest), quote(above))
+                } else {
+                    format!("{} stages as a file, but another supporting file stages {} inside it; a destination cannot be both a file and a directory", quote(above), quote(dest))
+                };
+                out.push((later, message));
+            }
+        }
+        ancestors.push(entry);
+    }
+    out
+}
+
+fn segments(dest: &str) -> impl Iterator<Item = &str> {
+    dest.split('/').filter(|s| !s.is_empty() && *s != ".")
+}
+
 /// `a//b/./c` and `a/b/c` stage to the same place.
 pub fn normalize_destination(dest: &str) -> String {
-    dest.split('/')
-        .filter(|s| !s.is_empty() && *s != ".")
-        .collect::<Vec<_>>()
-        .join("/")
+    segments(dest).collect::<Vec<_>>().join("/")
 }
 
 #[cfg(test)]
@@ -793,6 +843,53 @@ mod tests {
         for bad in ["tao_toolkit.pyt", "/a", "a/", "/", "a /b", ""] {
             assert!(image_uri(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn destination_clashes_name_the_later_entry() {
+        let clashes = |d: &[&str]| {
+            let indexed: Vec<(usize, &str)> = d.iter().copied().enumerate().collect();
+            let mut out: Vec<usize> = destination_clashes(&indexed)
+                .into_iter()
+                .map(|(i, _)| i)
+                .collect();
+            out.sort();
+            out
+        };
+        assert_eq!(
+            clashes(&["a", "b", "a.b/c", "a0", "c/d"]),
+            Vec::<usize>::new()
+        );
+        assert_eq!(clashes(&["x", "x/y"]), vec![1]);
+        assert_eq!(clashes(&["x/y", "x"]), vec![1]);
+        assert_eq!(clashes(&["x", "x.a", "x/y"]), vec![2]); // '.' sorts before '/'
+        assert_eq!(clashes(&["./x", "x//y/z", "a//b", "a/b"]), vec![1, 3]);
+        assert_eq!(clashes(&["x/y", "x/z", "x"]), vec![2]); // reported once
+        assert_eq!(clashes(&["x", "x", "x"]), vec![1, 2]);
+        assert_eq!(clashes(&[".", "./", "a"]), vec![1]);
+        let (_, message) = &destination_clashes(&[(0, "x"), (1, "x/y")])[0];
+        assert!(
+            message.starts_with(
+                r#""x/y" would stage inside "x", which another supporting file stages as a file"#
+            ),
+            "{message}"
+        );
+        let (_, message) = &destination_clashes(&[(0, "x/y"), (1, "x")])[0];
+        assert!(
+            message.starts_with(
+                r#""x" stages as a file, but another supporting file stages "x/y" inside it"#
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn many_destinations_in_one_pass() {
+        let names: Vec<String> = (0..50_000).map(|i| format!("d{}/f{i}", i % 100)).collect();
+        let mut indexed: Vec<(usize, &str)> =
+            names.iter().map(String::as_str).enumerate().collect();
+        indexed.push((50_000, "d7"));
+        assert_eq!(destination_clashes(&indexed).len(), 1);
     }
 
     #[test]

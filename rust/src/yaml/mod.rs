@@ -601,8 +601,14 @@ mod tests {
             r#"{"x":{"b":1},"y":[{"b":1},{"b":1}]}"#
         );
         // An alias of a collection or a number cannot be a key.
-        assert!(matches!(conv("a: &m {b: 1}\n*m : 2\n"), Err(DecodeError::Syntax(_))));
-        assert!(matches!(conv("a: &n 1\n*n : 2\n"), Err(DecodeError::Syntax(_))));
+        assert!(matches!(
+            conv("a: &m {b: 1}\n*m : 2\n"),
+            Err(DecodeError::Syntax(_))
+        ));
+        assert!(matches!(
+            conv("a: &n 1\n*n : 2\n"),
+            Err(DecodeError::Syntax(_))
+        ));
     }
 
     fn refused(text: &str) -> String {
@@ -638,9 +644,20 @@ mod tests {
     #[test]
     fn refuses_scalars_yaml_11_reads_otherwise() {
         for text in [
-            "a: yes\n", "a: Off\n", "a: 010\n", "a: 1_000\n", "a: 1:20\n", "a: 1e3\n",
-            "a: 0o10\n", "a: 2001-12-14\n", "a: -0x1f\n", "a: 0b1\n", "a: =\n",
-            "a: !!int 010\n", "a: !!bool yes\n", "a: !!float 1_0\n",
+            "a: yes\n",
+            "a: Off\n",
+            "a: 010\n",
+            "a: 1_000\n",
+            "a: 1:20\n",
+            "a: 1e3\n",
+            "a: 0o10\n",
+            "a: 2001-12-14\n",
+            "a: -0x1f\n",
+            "a: 0b1\n",
+            "a: =\n",
+            "a: !!int 010\n",
+            "a: !!bool yes\n",
+            "a: !!float 1_0\n",
         ] {
             let m = refused(text);
             assert!(m.contains("PyYAML") || m.contains("!!"), "{text:?}: {m}");
@@ -648,7 +665,8 @@ mod tests {
         assert!(refused("a: yes\n").contains("the boolean true"));
         // What both read alike passes.
         assert_eq!(
-            conv("a: 1\nb: 1.5\nc: 0x1F\nd: -7\ne: 1.5e+3\nf: .5\ng: 'yes'\nh: y\ni: 00\n").unwrap(),
+            conv("a: 1\nb: 1.5\nc: 0x1F\nd: -7\ne: 1.5e+3\nf: .5\ng: 'yes'\nh: y\ni: 00\n")
+                .unwrap(),
             r#"{"a":1,"b":1.5,"c":31,"d":-7,"e":1500.0,"f":0.5,"g":"yes","h":"y","i":0}"#
         );
     }
@@ -657,7 +675,14 @@ mod tests {
     fn refuses_merge_keys_and_non_string_keys() {
         let m = refused("a: {<<: {image: evil}, b: 1}\n");
         assert!(m.contains("merge keys"), "{m}");
-        for text in ["1: x\n", "true: x\n", "null: x\n", "yes: x\n", "!!int 1: x\n", "? \n: x\n"] {
+        for text in [
+            "1: x\n",
+            "true: x\n",
+            "null: x\n",
+            "yes: x\n",
+            "!!int 1: x\n",
+            "? \n: x\n",
+        ] {
             assert!(refused(text).contains("key"), "{text:?}");
         }
         assert_eq!(
@@ -668,9 +693,17 @@ mod tests {
 
     #[test]
     fn refuses_characters_yaml_readers_disagree_on() {
-        for text in ["a: x\u{2028}y\n", "a: x\u{85}y\n", "a: \"x\u{1}\"\n", "a: x\u{7f}\n"] {
+        for text in [
+            "a: x\u{2028}y\n",
+            "a: x\u{85}y\n",
+            "a: \"x\u{1}\"\n",
+            "a: x\u{7f}\n",
+        ] {
             assert!(refused(text).contains("U+"), "{text:?}");
         }
-        assert_eq!(conv("a: \"x\\u2028y\"\n").unwrap(), "{\"a\":\"x\u{2028}y\"}");
+        assert_eq!(
+            conv("a: \"x\\u2028y\"\n").unwrap(),
+            "{\"a\":\"x\u{2028}y\"}"
+        );
     }
 }

@@ -168,13 +168,15 @@ fn is_float(b: &[u8]) -> bool {
         // [-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
         |s| {
             s.sign();
-            s.digit() && {
-                s.many(digit_or_underscore);
-                s.eat(b'.')
-            } && {
-                s.many(digit_or_underscore);
-                exponent(s)
-            }
+            s.digit()
+                && {
+                    s.many(digit_or_underscore);
+                    s.eat(b'.')
+                }
+                && {
+                    s.many(digit_or_underscore);
+                    exponent(s)
+                }
         },
         // \.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
         |s| {
@@ -186,10 +188,12 @@ fn is_float(b: &[u8]) -> bool {
         // [-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
         |s| {
             s.sign();
-            s.digit() && {
-                s.many(digit_or_underscore);
-                sexagesimal(s)
-            } && s.eat(b'.')
+            s.digit()
+                && {
+                    s.many(digit_or_underscore);
+                    sexagesimal(s)
+                }
+                && s.eat(b'.')
                 && {
                     s.many(digit_or_underscore);
                     true
