@@ -123,6 +123,7 @@ CASES = [
     C("tao.execution.secret", BUNDLE_EXEC, {"/execution/environment/WANDB_API_KEY": "0123456789abcdef"}, [("tao.execution.secret", "/execution/environment/WANDB_API_KEY")]),
     C("tao.execution.processes_per_node", BUNDLE_EXEC, {"/execution/distributed/processes_per_node": 4}, [("tao.execution.processes_per_node", "/execution/distributed/processes_per_node")], severity="warning"),
     C("tao.supporting_file.path", BUNDLE_EXEC, {"/execution/supporting_files/0/destination": "/opt/helper.py"}, [("tao.supporting_file.path", "/execution/supporting_files/0/destination")]),
+    C("tao.supporting_file.path", BUNDLE_EXEC, {"/execution/supporting_files/0/destination": "./"}, [("tao.supporting_file.path", "/execution/supporting_files/0/destination")]),
     C("tao.supporting_file.duplicate_destination", BUNDLE_EXEC, {"/execution/supporting_files/-": {"source": "scripts/other.py", "destination": "checkpoint_action.py", "sha256": "b" * 64}}, [("tao.supporting_file.duplicate_destination", "/execution/supporting_files/1/destination")]),
     # TAO job-record
     C("tao.record.first_state", RECORD, {"/transitions/0/state": "RUNNING"}, [("tao.record.first_state", "/transitions/0/state")]),

@@ -263,6 +263,9 @@ pub fn supporting_path(s: &str) -> Result<(), String> {
     if s.chars().any(py_isspace) {
         return Err("has whitespace".into());
     }
+    if !s.is_empty() && s.split('/').all(|seg| seg.is_empty() || seg == ".") {
+        return Err("names no file, only the directory itself; give the file's path".into());
+    }
     Ok(())
 }
 
