@@ -17,6 +17,8 @@ from typing import Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from jobgate.sources import NotRegular, open_regular
+
 DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
@@ -238,7 +240,10 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     """Reads and validates `jobgate.toml`; raises ConfigError naming the file and key."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        with open_regular(str(p)) as f:  # a FIFO named as the configuration never hangs
+            raw = f.read()
+    except NotRegular as e:
+        raise ConfigError(f"{p}: cannot read the configuration: it {e.why}") from None
     except OSError as e:
         raise ConfigError(f"{p}: cannot read the configuration: {e.strerror or e}") from None
     try:

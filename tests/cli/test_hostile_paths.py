@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, require_shared
 from tests.files.test_supporting_files import bundle, sha, tar_package
+
+require_shared()
 
 VALID = EXAMPLES / "spec_bundle.config_mode.dino_train.valid.json"
 F = "/execution/supporting_files"
@@ -89,6 +91,12 @@ def test_options_naming_a_fifo_are_exit_2(fifo, tmp_path):
         run = jobgate(*args)
         assert run.returncode == 2 and f"{fifo}: is a FIFO, not a regular file" in run.stderr, args
     assert not job.exists()
+
+
+def test_the_python_api_refuses_a_fifo_configuration_without_hanging(fifo):
+    code = "import jobgate, sys\ntry:\n    jobgate.load_config(sys.argv[1])\nexcept jobgate.ConfigError as e:\n    print(e)\n"
+    run = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == f"{fifo}: cannot read the configuration: it is a FIFO, not a regular file"
 
 
 def test_the_core_refuses_a_fifo_package_without_hanging(fifo):
