@@ -20,9 +20,9 @@ import pytest
 from jobgate.cli import main
 from tests.cli.test_check_cli import run_cli
 from tests.conftest import DEMO_CONFIG, EXAMPLES, ROOT, free_port, require_shared, sample
+from tests.files.test_supporting_files import packaged, tar_package, zip_package
 
 require_shared()
-from tests.files.test_supporting_files import packaged, tar_package, zip_package
 
 JOBSPEC = sample("jobspec.valid.json")
 

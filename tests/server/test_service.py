@@ -18,10 +18,10 @@ from grpc_status import rpc_status
 import jobgate
 from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
 from tests.conftest import EXAMPLES, UPSTREAM, example, mutate, require_shared, sample, schema
-
-require_shared()
 from tests.files.test_supporting_files import packaged, tar_package
 from tests.server.conftest import Running, config_for
+
+require_shared()
 
 JOBSPEC = sample("jobspec.valid.json")
 BUNDLE = example("spec_bundle.config_mode.dino_train.valid.json")
