@@ -629,6 +629,7 @@ fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
         .unwrap_or(DEFAULT_MAX_DEPTH);
     let mut config =
         CoreConfig::with_limits(max_bytes, max_depth).map_err(PyValueError::new_err)?;
+    config.package.max_bundle_bytes = max_bytes as u64;
     config.registries = get("registries").map(|v| v.extract()).transpose()?;
     config.series = get("series").map(|v| v.extract()).transpose()?;
     config.max_gpus_per_job = get("max_gpus_per_job").map(|v| v.extract()).transpose()?;

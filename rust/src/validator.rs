@@ -87,24 +87,6 @@ impl Validator {
                 }))
             }
             FileSource::Package(path) => {
-                // A FIFO would block the read forever, a device could be read forever:
-                // what the path is, told by stat, is refused before it is opened.
-                if let Some(what) = rustix::fs::stat(path)
-                    .ok()
-                    .and_then(|stat| root::not_regular(&stat))
-                {
-                    let message = format!(
-                        "the package {} cannot be read: it is {what}, not a regular file",
-                        path.display()
-                    );
-                    let v = Violation {
-                        rule: "json.syntax",
-                        field: String::new(),
-                        message,
-                        severity: Severity::Error,
-                    };
-                    return Ok(Verified::refused(kind, v));
-                }
                 let contents = match package::read(path, &self.config.package) {
                     Ok(c) => c,
                     Err(e) => return Ok(Verified::refused(kind, e.into_violation())),

@@ -11,6 +11,9 @@ pub mod imports;
 pub mod package;
 pub mod root;
 pub mod staging;
+pub mod streams;
+pub mod tar_format;
+pub mod zip_format;
 
 use crate::kinds::spec_bundle::supporting_path;
 use crate::node::Value;

