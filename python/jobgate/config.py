@@ -21,6 +21,11 @@ from jobgate.sources import NotRegular, open_regular
 
 DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
+# A transition's message as stored; longer ones keep their head and a marker.
+DEFAULT_MAX_MESSAGE_BYTES = 4096
+# With the defaults a record (at most 512 messages of 4 KiB, plus what its document
+# gave it, at most max_document_bytes) fits in 4 MiB, gRPC's default receive limit.
+DEFAULT_MAX_TRANSITIONS = 512
 
 
 class ConfigError(Exception):
@@ -38,6 +43,8 @@ class Limits(_Model):
     max_package_bytes: int = Field(1 << 30, gt=0, description="all members of a package, inflated; and each file under a root")
     max_package_members: int = Field(100_000, gt=0)
     max_violations: int = Field(1000, ge=1, description="violations listed per report; the rest are counted in limits.violations")
+    max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=64, description="a transition message as stored, UTF-8; the rest is cut with a marker")
+    max_transitions: int = Field(DEFAULT_MAX_TRANSITIONS, ge=2, description="transitions a record keeps; beyond, only a terminal state is still recorded")
 
 
 class RecipeRef(_Model):
@@ -120,6 +127,16 @@ class Server(_Model):
     max_message_bytes: int = Field(16 << 20, gt=0)
     # host:port of the Prometheus /metrics endpoint; unset turns it off.
     metrics_listen: str | None = None
+    # Each open stream (WatchJob, AdmitStream, reflection) holds a servicer thread for
+    # as long as it is open: streams get their own threads, up to max_streams, and
+    # unary calls and health checks the `threads` others, so no number of streams can
+    # starve them. Beyond a limit a stream is refused with RESOURCE_EXHAUSTED.
+    max_streams: int = Field(256, ge=1, description="streams open at once, all accounts together")
+    max_streams_per_account: int = Field(64, ge=1, description="streams one account may hold open at once")
+    threads: int = Field(32, ge=1, description="servicer threads for unary calls and health checks")
+    # WatchJob wakes at once for marks made through this server; one shared poll of the
+    # store finds those made elsewhere (other replicas, `jobgate jobs mark`).
+    watch_poll_seconds: float = Field(0.5, gt=0, le=60)
 
     @field_validator("tokens")
     @classmethod
@@ -147,6 +164,9 @@ class Store(_Model):
     # SQLite in WAL mode: "normal" survives any process crash (records stay whole or
     # absent) and syncs at checkpoints; "full" also survives power loss, one fsync per commit.
     sqlite_synchronous: Literal["normal", "full"] = "normal"
+    # Database connections a server process opens, at most: they are lent to a thread
+    # for one operation, so many threads (one per open stream) share a few.
+    connections: int = Field(16, ge=1, le=1000)
 
 
 class Config(_Model):

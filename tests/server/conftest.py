@@ -28,10 +28,12 @@ def config_for(tmp_path, **server):
 
 
 class Running:
-    def __init__(self, config) -> None:
+    def __init__(self, config, store=None) -> None:
         self.config = config
-        self.server, self.port, self.gate = create_server(config, "127.0.0.1:0")
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.server, self.port, self.gate = create_server(config, "127.0.0.1:0", store=store)
+        # A client that reads what the server may send (records of several MiB).
+        limit = config.server.max_message_bytes
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}", options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
         self.admission = admission_pb2_grpc.AdmissionServiceStub(self.channel)
         self.jobs = jobs_pb2_grpc.JobServiceStub(self.channel)
         self.auth = [("authorization", f"Bearer {TOKEN}")]

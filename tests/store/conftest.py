@@ -1,5 +1,6 @@
 """Both store backends, each on a real database: a fresh SQLite file, and a fresh
-database on the PostgreSQL server that scripts/postgres starts (JOBGATE_TEST_POSTGRES_URL)."""
+database on the PostgreSQL server that scripts/postgres starts (JOBGATE_TEST_POSTGRES_URL);
+a gate on each, and a real server on each."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from jobgate.config import Config
 from jobgate.server.gate import Gate
 from jobgate.store import open_store
+from tests.server.conftest import Running, config_for
 
 
 def postgres_url() -> str:
@@ -51,3 +53,19 @@ def gate(backend, tmp_path):
     g = Gate(config, open_store(path, url))
     yield g
     g.store.close()
+
+
+def config_on(backend, tmp_path, **server):
+    """The test server's configuration, its store on `backend`."""
+    path, url = backend
+    config = config_for(tmp_path, **server)
+    return config.model_copy(update={"store": config.store.model_copy(update={"path": path, "url": url})})
+
+
+@pytest.fixture
+def served(backend, tmp_path):
+    """A real server on port 0 whose store is each backend in turn."""
+    r = Running(config_on(backend, tmp_path))
+    yield r
+    r.close()
+    r.gate.store.close()

@@ -19,9 +19,10 @@ from jobgate.config import Config
 from jobgate.server.auth import Authenticator
 from jobgate.server.gate import Gate
 from jobgate.server.metrics import Metrics
-from jobgate.server.service import AdmissionService, JobService, add_admission_service
-from jobgate.store import open_store
-from jobgate.v1 import admission_pb2, jobs_pb2, jobs_pb2_grpc
+from jobgate.server.service import AdmissionService, JobService, add_admission_service, add_job_service
+from jobgate.server.streams import StreamGuard, Watches
+from jobgate.store import StoreFull, StoreUnavailable, open_store
+from jobgate.v1 import admission_pb2, jobs_pb2
 
 SERVICE_NAMES = (
     admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"].full_name,
@@ -62,21 +63,56 @@ def check_store_location(config: Config) -> None:
         raise StartupError(f"the store {store} lies inside results_root {results}; records must live outside every results tree (store.path)")
 
 
-def create_server(config: Config, address: str | None = None, *, store=None, max_workers: int = 32) -> tuple[grpc.Server, int, Gate]:
+class Server:
+    """The running service. Stopping it ends its streams first: WatchJob streams and
+    streams waiting on their client at once, the others after the message in hand;
+    only then do unary calls in flight get the grace period to finish."""
+
+    def __init__(self, server: grpc.Server, streams: StreamGuard, watches: Watches, health: health.HealthServicer) -> None:
+        self._server, self.streams, self.watches, self._health = server, streams, watches, health
+
+    def stop(self, grace: float | None) -> threading.Event:
+        self._health.enter_graceful_shutdown()
+        self.streams.close()
+        self.watches.close()
+        return self._server.stop(grace)
+
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return self._server.wait_for_termination(timeout)
+
+
+def create_server(config: Config, address: str | None = None, *, store=None) -> tuple[Server, int, Gate]:
     """A configured, started server on `address` (port 0 picks a free port)."""
     check_store_location(config)
-    store = store or open_store(config.store.path, config.store.url, config.store.sqlite_synchronous)
+    if store is None:
+        try:
+            store = open_store(
+                config.store.path,
+                config.store.url,
+                config.store.sqlite_synchronous,
+                connections=config.store.connections,
+                max_message_bytes=config.limits.max_message_bytes,
+                max_transitions=config.limits.max_transitions,
+            )
+        except (StoreUnavailable, StoreFull) as e:
+            raise StartupError(f"the job store cannot be opened: {e}") from None
     gate = Gate(config, store)
     auth = Authenticator(config.server.tokens, config.server.allow_anonymous)
     metrics = Metrics()
     gate.auth, gate.metrics = auth, metrics
-    limit = config.server.max_message_bytes
+    settings = config.server
+    streams = StreamGuard(settings.max_streams, settings.max_streams_per_account, auth.identify)
+    watches = Watches(store, settings.watch_poll_seconds)
+    limit = settings.max_message_bytes
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="jobgate-rpc"),
+        # Every open stream holds a thread; `threads` more are left for unary calls and
+        # health checks, whatever the streams do.
+        futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
+        interceptors=[streams],
         options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", 1)],
     )
     add_admission_service(AdmissionService(config, gate, auth, metrics), server)
-    jobs_pb2_grpc.add_JobServiceServicer_to_server(JobService(store, auth), server)
+    add_job_service(JobService(store, auth, watches, limit), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for name in ("", *SERVICE_NAMES):
@@ -98,7 +134,7 @@ def create_server(config: Config, address: str | None = None, *, store=None, max
     server.start()
     if config.server.metrics_listen:
         gate.metrics_port = metrics.serve_http(config.server.metrics_listen)
-    return server, port, gate
+    return Server(server, streams, watches, health_servicer), port, gate
 
 
 class JsonLogFormatter(logging.Formatter):

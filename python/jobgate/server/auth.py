@@ -22,29 +22,40 @@ class Authenticator:
 
     def account(self, context: grpc.ServicerContext) -> str:
         """The caller's account, or aborts the call with UNAUTHENTICATED."""
+        account, refusal = self._resolve(context)
+        if account is None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
+            raise AssertionError("unreachable")
+        return account
+
+    def identify(self, context: grpc.ServicerContext) -> str | None:
+        """The caller's account when its credentials are good, else None; never aborts
+        (the stream limits count a stream before its handler authenticates it)."""
+        return self._resolve(context)[0]
+
+    def _resolve(self, context: grpc.ServicerContext) -> tuple[str | None, str]:
         header = ""
-        for key, value in context.invocation_metadata():
+        for key, value in context.invocation_metadata() or ():
             if key == "authorization":
-                header = value if isinstance(value, str) else value.decode()
+                header = value if isinstance(value, str) else value.decode(errors="replace")
                 break
         if header:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "the authorization metadata must be 'Bearer <token>'")
-            digest = hashlib.sha256(token.strip().encode()).hexdigest()
+                return None, "the authorization metadata must be 'Bearer <token>'"
+            digest = hashlib.sha256(token.strip().encode(errors="replace")).hexdigest()
             for known, account in self._by_hash.items():
                 if hmac.compare_digest(known, digest):
-                    return account
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "the bearer token is not known to this server")
+                    return account, ""
+            return None, "the bearer token is not known to this server"
         # Mutual TLS: the verified client certificate names the account.
         names = context.auth_context().get("x509_common_name") or []
         if names:
             name = names[0]
-            return name.decode() if isinstance(name, bytes) else name
+            return (name.decode(errors="replace") if isinstance(name, bytes) else name), ""
         if self.allow_anonymous:
-            return ANONYMOUS
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, "this server needs a bearer token in the authorization metadata")
-        raise AssertionError("unreachable")
+            return ANONYMOUS, ""
+        return None, "this server needs a bearer token in the authorization metadata"
 
 
 def token_hash(token: str) -> str:

@@ -6,6 +6,7 @@ Shared by every RPC (Admit, AdmitBatch, AdmitStream) so their reports are the sa
 
 from __future__ import annotations
 
+import logging
 import queue
 import re
 import threading
@@ -17,7 +18,10 @@ import jobgate
 from jobgate import sources
 from jobgate.config import Config
 from jobgate.reports import ReportView, renamed
-from jobgate.store import JobStore, NewJob
+from jobgate.store import JobStore, NewJob, StoreFull, StoreUnavailable
+from jobgate.store.base import storable
+
+log = logging.getLogger("jobgate.server")
 
 # How a package sent with a request is named in reports (it has no path of its own).
 PACKAGE_NAME = "<package>"
@@ -35,12 +39,30 @@ def _segment(text: str, fallback: str) -> str:
     return cleaned[:40] or fallback
 
 
+class NotLaunchable(ValueError):
+    """A real admission of a kind that launches nothing: a job id is the handle to a
+    launch (SPEC §4), and only JobSpecs and spec-bundles launch. A dry run still
+    returns its report."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"a {kind} document can be checked (dry_run) but not admitted: only jobspec and spec_bundle documents launch jobs")
+        self.kind = kind
+
+
+# Kinds a report can pass that open no record (they describe jobs, they do not launch one).
+NOT_LAUNCHABLE = ("job_record", "best_rec")
+
+
 class GroupCommitter:
     """Opens the records of concurrent admissions in shared transactions: while one
     group commits (and waits for its fsync), the next one gathers, so a disk flush is
     paid per group, not per job. Within a group admissions run in arrival order, each
-    seeing the GPUs of those before it; a failed commit fails its whole group and
-    writes none of it."""
+    seeing the GPUs of those before it.
+
+    No admission can fail another: each is made storable before it joins a group
+    (`storable`), and when a group's commit fails all the same, its members are
+    committed again one by one, so that only the one at fault fails. A store that is
+    down or full fails every member at once: retrying them would fail alike."""
 
     def __init__(self, store: JobStore, max_group: int = 256) -> None:
         self.store, self.max_group = store, max_group
@@ -49,6 +71,7 @@ class GroupCommitter:
         self._thread.start()
 
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        job = storable(job)  # raises Unstorable to this caller alone
         outcome: Future = Future()
         self._queue.put((job, decide, outcome))
         return outcome.result()
@@ -68,14 +91,29 @@ class GroupCommitter:
                     self._queue.put(None)
                     break
                 group.append(item)
-            try:
-                ids = self.store.admit_many([(job, decide) for job, decide, _ in group])
-            except BaseException as e:  # noqa: BLE001 - every waiter learns why
-                for _, _, outcome in group:
-                    outcome.set_exception(e)
-                continue
-            for (_, _, outcome), job_id in zip(group, ids, strict=True):
-                outcome.set_result(job_id)
+            self._commit(group)
+
+    def _commit(self, group: list) -> None:
+        try:
+            ids = self.store.admit_many([(job, decide) for job, decide, _ in group])
+        except (StoreUnavailable, StoreFull) as e:
+            for _, _, outcome in group:
+                outcome.set_exception(e)
+            return
+        except BaseException as e:  # noqa: BLE001 - every waiter learns why
+            if len(group) == 1:
+                group[0][2].set_exception(e)
+                return
+            log.warning("a commit group failed; committing its members one by one", extra={"fields": {"members": len(group), "error": repr(e)}})
+            for member in group:
+                self._commit([member])
+            return
+        for (_, _, outcome), job_id in zip(group, ids, strict=True):
+            outcome.set_result(job_id)
+
+    def pending(self) -> int:
+        """Admissions waiting for the next group."""
+        return self._queue.qsize()
 
     def close(self) -> None:
         self._queue.put(None)
@@ -119,20 +157,32 @@ class Gate:
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)
 
-    def admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"") -> Admission:
+    def launch_facts(self, data: bytes, kind: str | None, account: str):
+        """What a real admission reads from the document, or NotLaunchable when its kind
+        launches nothing: AdmitBatch asks this of every item before admitting any."""
+        facts = self.validator.facts(data, kind, owner=account)
+        if facts is not None and facts.kind in NOT_LAUNCHABLE:
+            raise NotLaunchable(facts.kind)
+        return facts
+
+    def admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None) -> Admission:
         """Checks (and unless `dry_run`, admits) one document; with `package`, a
-        spec-bundle's supporting files are verified against that archive too."""
+        spec-bundle's supporting files are verified against that archive too. A real
+        admission of a job_record or best_rec raises NotLaunchable and opens nothing;
+        `facts`, from `launch_facts`, spares reading the document twice."""
         if not package:
-            return self._admit(data, kind, account, dry_run=dry_run, package=None)
+            return self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts)
         with sources.spooled(package) as path:
-            admission = self._admit(data, kind, account, dry_run=dry_run, package=path)
+            admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts)
         report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
         return Admission(ReportView.from_dict(report), admission.job_id)
 
-    def _admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None) -> Admission:
+    def _admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None) -> Admission:
         # The core reads what admission needs from its own parse: no Python dict per document.
-        needs_facts = not dry_run or self.has_quotas()
-        facts = self.validator.facts(data, kind, owner=None if dry_run else account) if needs_facts else None
+        if facts is None and not dry_run:
+            facts = self.launch_facts(data, kind, account)
+        elif facts is None and self.has_quotas():
+            facts = self.validator.facts(data, kind, owner=None)
         quota = self.quota(facts.project) if facts is not None and facts.kind == "jobspec" else None
 
         def check(in_use: int | None) -> jobgate.Report:
@@ -149,7 +199,10 @@ class Gate:
         failure: list[BaseException] = []
 
         def decide(in_use: int) -> bool:
-            # Runs on the committer thread; a failure here fails this admission only.
+            # Runs on the committer thread, again if its group is retried one by one; a
+            # failure here fails this admission only.
+            report_box.clear()
+            failure.clear()
             try:
                 report_box.append(check(in_use))
             except Exception as e:  # noqa: BLE001

@@ -10,7 +10,8 @@ words `sf recipe status --server` uses.
 - upgrade_advised: an older version of the recipe.
 
 Only `current` passes the admission handshake; every other status says what
-`sf recipe upgrade` (or a client upgrade) fixes.
+`sf recipe upgrade` (or a client upgrade) fixes. A lock past the document limits
+(`limits.size`, `limits.depth`) is not judged at all: LockUnreadable.
 """
 
 from __future__ import annotations
@@ -20,12 +21,27 @@ import json
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+import jobgate
 from jobgate.config import Config
 
 
+class LockUnreadable(ValueError):
+    """The lock is larger or deeper than any document may be: a request that cannot be
+    handled, not a lock to judge."""
+
+
 def status(config: Config, lock_bytes: bytes, core_version: str = "") -> tuple[str, str, dict[str, str]]:
+    # The core reads the lock within the document limits (a lock of 100,000 "[" is
+    # refused there, at depth 64); what it hands back is plain JSON text.
     try:
-        lock = json.loads(lock_bytes)
+        text = jobgate.read_document(lock_bytes)
+    except ValueError as e:
+        rule, _, message = str(e).partition(": ")
+        if rule.startswith("limits."):
+            raise LockUnreadable(message) from None
+        return "malformed", f"the lock is not a recipe.lock.json: {message}", {}
+    try:
+        lock = json.loads(text)
         recipe, framework = lock["recipe"], lock["framework"]
         name, version, digest = str(recipe["name"]), str(recipe["version"]), str(recipe["digest"])
         runtime_id, kind = str(framework["runtime_id"]), str(framework.get("kind", ""))

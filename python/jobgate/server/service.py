@@ -1,26 +1,51 @@
-"""The servicers: map messages to the gate and the store, and failures to status codes."""
+"""The servicers: map messages to the gate and the store, and failures to status codes.
+
+Every request arrives as bytes and is decoded here, so that a request that is not
+one is INVALID_ARGUMENT with a google.rpc.BadRequest naming it, like every other
+malformed request. A store that is down is UNAVAILABLE, a full disk
+RESOURCE_EXHAUSTED, and anything unforeseen INTERNAL with a reference to the log:
+no caller ever sees an address, SQL or a Python traceback.
+"""
 
 from __future__ import annotations
 
+import errno
 import functools
+import logging
+import math
+import re
+import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import grpc
 import orjson
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf import json_format, message_factory
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import DecodeError, Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from jobgate.config import Config
 from jobgate.server import recipes
 from jobgate.server.auth import Authenticator
-from jobgate.server.gate import KIND_NAMES, Gate
+from jobgate.server.gate import KIND_NAMES, Gate, NotLaunchable
 from jobgate.server.metrics import Metrics
-from jobgate.store import JobNotFound, JobStore, TerminalState
+from jobgate.server.streams import SHUTTING_DOWN, Watches
+from jobgate.store import JobNotFound, JobStore, RecordFull, StoreFull, StoreUnavailable, TerminalState, Unstorable
 from jobgate.store.base import TERMINAL
-from jobgate.v1 import admission_pb2, admission_pb2_grpc, job_pb2, jobs_pb2, jobs_pb2_grpc, report_pb2
+from jobgate.v1 import admission_pb2, job_pb2, jobs_pb2, report_pb2
+
+log = logging.getLogger("jobgate.server")
+
+# A ListJobs page, encoded, at most: gRPC's default receive limit, so that any client
+# can read any page. A page always holds at least one record.
+PAGE_BYTES = 4 << 20
+# Records read from the store at a time while a page fills.
+PAGE_CHUNK = 50
+# A page token is the sequence number of the page's last record, in decimal.
+PAGE_TOKEN = re.compile(r"[0-9]{1,18}")
 
 
 def bad_request(context: grpc.ServicerContext, field: str, description: str) -> None:
@@ -29,6 +54,34 @@ def bad_request(context: grpc.ServicerContext, field: str, description: str) -> 
     status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=f"{field}: {description}")
     status.details.add().Pack(detail)
     context.abort_with_status(rpc_status.to_status(status))
+
+
+@contextmanager
+def failures_mapped(context: grpc.ServicerContext, rpc: str) -> Iterator[None]:
+    """The store's and the machine's failures as status codes a client can act on."""
+    try:
+        yield
+    except StoreUnavailable as e:
+        context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+    except StoreFull as e:
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+    except Exception as e:
+        if isinstance(e, grpc.RpcError) or context.code() is not None:
+            raise  # the call was aborted or cancelled: its status is already set
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            log.error("disk full", extra={"fields": {"rpc": rpc, "error": str(e)}})
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "the server's disk is full (temporary files); retry later")
+        ref = secrets.token_hex(4)
+        log.exception("internal error", extra={"fields": {"rpc": rpc, "ref": ref}})
+        context.abort(grpc.StatusCode.INTERNAL, f"internal error (ref {ref}); the server log has the details")
+
+
+def decode(message_type: type[Message], data: bytes, context: grpc.ServicerContext, field: str = "request", what: str = "") -> Message:
+    try:
+        return message_type.FromString(data)
+    except DecodeError:
+        bad_request(context, field, f"{what}is not an encoded {message_type.DESCRIPTOR.full_name}")
+        raise AssertionError("unreachable") from None
 
 
 def report_message(report) -> report_pb2.Report:
@@ -76,6 +129,45 @@ class BatchEncoder:
         return b"".join(self.item(r) for r in reports)
 
 
+def _non_finite(message: Message, path: str) -> str | None:
+    """The path of a number with no JSON form (NaN, infinity) in a google.protobuf
+    Value of `message`, the one thing a typed message can hold that JSON cannot."""
+    name = message.DESCRIPTOR.full_name
+    if name == "google.protobuf.Value":
+        kind = message.WhichOneof("kind")
+        if kind == "number_value":
+            return None if math.isfinite(message.number_value) else path
+        if kind in ("struct_value", "list_value"):
+            return _non_finite(getattr(message, kind), path)
+        return None
+    if name == "google.protobuf.Struct":
+        return next((p for key, value in message.fields.items() if (p := _non_finite(value, f"{path}.{key}"))), None)
+    if name == "google.protobuf.ListValue":
+        return next((p for i, value in enumerate(message.values) if (p := _non_finite(value, f"{path}[{i}]"))), None)
+    for fd, value in message.ListFields():
+        if fd.type != fd.TYPE_MESSAGE:
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            items = [(f"{path}.{fd.name}[{key!r}]", v) for key, v in value.items() if isinstance(v, Message)]
+        elif fd.is_repeated:
+            items = [(f"{path}.{fd.name}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            items = [(f"{path}.{fd.name}", value)]
+        found = next((p for where, v in items if (p := _non_finite(v, where))), None)
+        if found:
+            return found
+    return None
+
+
+def _typed_json(typed: Message, context: grpc.ServicerContext, field: str) -> bytes:
+    try:
+        return orjson.dumps(json_format.MessageToDict(typed))
+    except json_format.Error:
+        where = _non_finite(typed, field) or field
+        bad_request(context, where, "is NaN or infinite, which JSON cannot hold; send a finite number or raw document bytes")
+        raise AssertionError("unreachable") from None
+
+
 def document_bytes(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> tuple[bytes, str | None]:
     """The bytes the core checks: raw bytes as sent, or the typed message's JSON form."""
     kind = KIND_NAMES.get(document.kind)
@@ -83,9 +175,9 @@ def document_bytes(document: admission_pb2.Document, context: grpc.ServicerConte
     if which == "raw":
         return document.raw, kind
     if which == "jobspec":
-        return orjson.dumps(json_format.MessageToDict(document.jobspec)), kind or "jobspec"
+        return _typed_json(document.jobspec, context, f"{field}.jobspec"), kind or "jobspec"
     if which == "spec_bundle":
-        return orjson.dumps(json_format.MessageToDict(document.spec_bundle)), kind or "spec_bundle"
+        return _typed_json(document.spec_bundle, context, f"{field}.spec_bundle"), kind or "spec_bundle"
     bad_request(context, f"{field}.body", "a document needs raw bytes, a jobspec or a spec_bundle")
     raise AssertionError("unreachable")
 
@@ -111,17 +203,30 @@ def timed(rpc: str):
     return wrap
 
 
-class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
+class AdmissionService:
+    """jobgate.v1.AdmissionService. A real admission of a job_record or best_rec is
+    INVALID_ARGUMENT naming the document (only jobspec and spec_bundle documents
+    launch); its dry run returns its report."""
+
     def __init__(self, config: Config, gate: Gate, auth: Authenticator, metrics: Metrics | None = None) -> None:
         self.config, self.gate, self.auth = config, gate, auth
         self.metrics = metrics or Metrics()
         self.encoder = BatchEncoder()
 
+    def _admit(self, context: grpc.ServicerContext, field: str, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, facts=None):
+        try:
+            return self.gate.admit(data, kind, account, dry_run=dry_run, package=package, facts=facts)
+        except NotLaunchable as e:
+            bad_request(context, field, str(e))
+        except Unstorable as e:
+            bad_request(context, field, f"cannot be stored: {e}")
+        raise AssertionError("unreachable")
+
     @timed("Admit")
-    def Admit(self, request, context):  # noqa: N802 - gRPC method names
+    def Admit(self, request: admission_pb2.AdmitRequest, context):  # noqa: N802 - gRPC method names
         account = self.auth.account(context)
         data, kind = document_bytes(request.document, context, "document")
-        result = self.gate.admit(data, kind, account, dry_run=request.dry_run, package=request.document.package)
+        result = self._admit(context, "document", data, kind, account, dry_run=request.dry_run, package=request.document.package)
         self.metrics.report("Admit", result.report)
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
@@ -136,10 +241,7 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
             self._batch_size(fast.documents, limit, context)
             self.metrics.counts("AdmitBatch", fast.verdicts, fast.rules)
             return fast.response
-        try:
-            message = admission_pb2.AdmitBatchRequest.FromString(request)
-        except DecodeError:
-            bad_request(context, "request", "is not an encoded jobgate.v1.AdmitBatchRequest")
+        message = decode(admission_pb2.AdmitBatchRequest, request, context)
         self._batch_size(len(message.documents), limit, context)
         items = [(*document_bytes(d, context, f"documents[{i}]"), d.package) for i, d in enumerate(message.documents)]
         kinds = {k for _, k, _ in items}
@@ -147,12 +249,20 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
             reports = self.gate.check_many([d for d, _, _ in items], next(iter(kinds), None), account)
             self.metrics.reports("AdmitBatch", reports)
             return self.encoder.response(reports)
+        # A batch that cannot be admitted whole is refused before any item opens a record.
+        facts = [None] * len(items)
+        if not message.dry_run:
+            for i, (data, kind, _) in enumerate(items):
+                try:
+                    facts[i] = self.gate.launch_facts(data, kind, account)
+                except NotLaunchable as e:
+                    bad_request(context, f"documents[{i}]", str(e))
         # Item by item: quota is consumed in item order; a passed deadline stops the batch.
         results = []
-        for data, kind, package in items:
+        for i, (data, kind, package) in enumerate(items):
             if not context.is_active():
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
-            r = self.gate.admit(data, kind, account, dry_run=message.dry_run, package=package)
+            r = self._admit(context, f"documents[{i}]", data, kind, account, dry_run=message.dry_run, package=package, facts=facts[i])
             self.metrics.report("AdmitBatch", r.report)
             results.append(self.encoder.item(r.report, r.job_id))
         return b"".join(results)
@@ -162,41 +272,27 @@ class AdmissionService(admission_pb2_grpc.AdmissionServiceServicer):
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the batch holds {documents} documents; at most {limit} per call (limits.max_batch)")
         self.metrics.batch_size.observe(documents)
 
-    def AdmitStream(self, request_iterator, context):  # noqa: N802
+    def AdmitStream(self, request_iterator: Iterator[admission_pb2.AdmitStreamRequest], context):  # noqa: N802
         account = self.auth.account(context)
         gauge = self.metrics.in_flight.labels("AdmitStream")
         gauge.inc()
         try:
             for request in request_iterator:
                 data, kind = document_bytes(request.document, context, "document")
-                r = self.gate.admit(data, kind, account, dry_run=request.dry_run, package=request.document.package)
+                r = self._admit(context, "document", data, kind, account, dry_run=request.dry_run, package=request.document.package)
                 self.metrics.report("AdmitStream", r.report)
                 yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
         finally:
             gauge.dec()
 
     @timed("RecipeStatus")
-    def RecipeStatus(self, request, context):  # noqa: N802
+    def RecipeStatus(self, request: admission_pb2.RecipeStatusRequest, context):  # noqa: N802
         self.auth.account(context)
-        status, message, catalog = recipes.status(self.gate.config, request.lock, request.core_version)
+        try:
+            status, message, catalog = recipes.status(self.gate.config, request.lock, request.core_version)
+        except recipes.LockUnreadable as e:
+            bad_request(context, "lock", str(e))
         return admission_pb2.RecipeStatusResponse(status=status, message=message, **catalog)
-
-
-def add_admission_service(service: AdmissionService, server: grpc.Server) -> None:
-    """Registers AdmissionService as the generated code would, except that AdmitBatch
-    takes and answers encoded bytes: its dry-run path hands the request to the core
-    whole (Validator.check_batch_request), and its general path encodes the response
-    item by item (BatchEncoder)."""
-    m = admission_pb2
-    handlers = {
-        "Admit": grpc.unary_unary_rpc_method_handler(service.Admit, request_deserializer=m.AdmitRequest.FromString, response_serializer=m.AdmitResponse.SerializeToString),
-        "AdmitBatch": grpc.unary_unary_rpc_method_handler(service.AdmitBatch, request_deserializer=None, response_serializer=None),
-        "AdmitStream": grpc.stream_stream_rpc_method_handler(service.AdmitStream, request_deserializer=m.AdmitStreamRequest.FromString, response_serializer=m.AdmitStreamResponse.SerializeToString),
-        "RecipeStatus": grpc.unary_unary_rpc_method_handler(service.RecipeStatus, request_deserializer=m.RecipeStatusRequest.FromString, response_serializer=m.RecipeStatusResponse.SerializeToString),
-    }
-    name = m.DESCRIPTOR.services_by_name["AdmissionService"].full_name
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
-    server.add_registered_method_handlers(name, handlers)
 
 
 def record_message(record: dict) -> job_pb2.JobRecord:
@@ -204,30 +300,54 @@ def record_message(record: dict) -> job_pb2.JobRecord:
     return json_format.ParseDict(clean, job_pb2.JobRecord())
 
 
-class JobService(jobs_pb2_grpc.JobServiceServicer):
-    def __init__(self, store: JobStore, auth: Authenticator) -> None:
-        self.store, self.auth = store, auth
+def _size_as_field(payload: int) -> int:
+    """Bytes a length-delimited field of `payload` bytes takes (tag, length, payload)."""
+    return 1 + len(_varint(payload)) + payload
 
-    def GetJob(self, request, context):  # noqa: N802
+
+class JobService:
+    """jobgate.v1.JobService."""
+
+    def __init__(self, store: JobStore, auth: Authenticator, watches: Watches, max_response_bytes: int) -> None:
+        self.store, self.auth, self.watches = store, auth, watches
+        # Room for the page token beside the records.
+        self.page_bytes = min(PAGE_BYTES, max_response_bytes) - 32
+
+    def GetJob(self, request: jobs_pb2.GetJobRequest, context):  # noqa: N802
         self.auth.account(context)
         try:
             return jobs_pb2.GetJobResponse(job=record_message(self.store.get(request.job_id)))
         except JobNotFound:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
 
-    def ListJobs(self, request, context):  # noqa: N802
+    def ListJobs(self, request: jobs_pb2.ListJobsRequest, context):  # noqa: N802
+        """A page holds at most page_size records and at most PAGE_BYTES encoded."""
         self.auth.account(context)
         size = request.page_size or 50
         if not 0 < size <= 1000:
             bad_request(context, "page_size", "must be between 1 and 1000")
-        if request.page_token and not request.page_token.isdigit():
-            bad_request(context, "page_token", "is not a token this server issued")
+        if request.page_token and not PAGE_TOKEN.fullmatch(request.page_token):
+            bad_request(context, "page_token", "is not a token this server issued; pass next_page_token as it was received")
         terminal = request.terminal if request.HasField("terminal") else None
-        rows = self.store.list(state=request.state, project=request.project, owner=request.owner, terminal=terminal, limit=size + 1, after=request.page_token)
-        token = str(rows[size - 1]["_seq"]) if len(rows) > size else ""
-        return jobs_pb2.ListJobsResponse(jobs=[record_message(r) for r in rows[:size]], next_page_token=token)
+        jobs: list[job_pb2.JobRecord] = []
+        used, after = 0, request.page_token
+        while True:
+            want = min(size - len(jobs), PAGE_CHUNK)
+            rows = self.store.list(state=request.state, project=request.project, owner=request.owner, terminal=terminal, limit=want + 1, after=after)
+            for row in rows[:want]:
+                job = record_message(row)
+                cost = _size_as_field(job.ByteSize())
+                if jobs and used + cost > self.page_bytes:
+                    return jobs_pb2.ListJobsResponse(jobs=jobs, next_page_token=after)
+                jobs.append(job)
+                used += cost
+                after = str(row["_seq"])
+            if len(rows) <= want:
+                return jobs_pb2.ListJobsResponse(jobs=jobs, next_page_token="")
+            if len(jobs) == size:
+                return jobs_pb2.ListJobsResponse(jobs=jobs, next_page_token=after)
 
-    def MarkJob(self, request, context):  # noqa: N802
+    def MarkJob(self, request: jobs_pb2.MarkJobRequest, context):  # noqa: N802
         self.auth.account(context)
         try:
             record = self.store.mark(request.job_id, request.state, request.message, request.source or "agent", request.backend_ref, request.err_class)
@@ -235,21 +355,105 @@ class JobService(jobs_pb2_grpc.JobServiceServicer):
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
         except TerminalState as e:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
-        except ValueError as e:
-            bad_request(context, "state" if "state" in str(e) else "source" if "source" in str(e) else "err_class", str(e))
+        except RecordFull as e:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+        except Unstorable as e:
+            bad_request(context, e.field, e.reason)
+        self.watches.notify(request.job_id, len(record["transitions"]))
         return jobs_pb2.MarkJobResponse(job=record_message(record))
 
-    def WatchJob(self, request, context) -> Iterator[job_pb2.Transition]:  # noqa: N802
+    def WatchJob(self, request: jobs_pb2.WatchJobRequest, context) -> Iterator[job_pb2.Transition]:  # noqa: N802
+        """The history, then each new transition as it is written, until a terminal one.
+        Between transitions the stream sleeps on `Watches`; it costs no query."""
         self.auth.account(context)
+        watch = self.watches.watch(request.job_id, context)  # before the history: no mark is missed between the two
         try:
-            self.store.get(request.job_id)
-        except JobNotFound:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
-        seen = 0
-        while context.is_active():
-            for n, t in self.store.transitions(request.job_id, after=seen):
-                seen = n
-                yield job_pb2.Transition(**t)
-                if t["state"] in TERMINAL:
-                    return
-            time.sleep(0.1)
+            try:
+                self.store.get(request.job_id)
+            except JobNotFound:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+            seen = 0
+            while True:
+                for n, t in self.store.transitions(request.job_id, after=seen):
+                    seen = n
+                    yield job_pb2.Transition(**t)
+                    if t["state"] in TERMINAL:
+                        return
+                if not watch.wait_beyond(seen):
+                    if self.watches.closed:
+                        context.abort(grpc.StatusCode.UNAVAILABLE, f"{SHUTTING_DOWN}; watching again resumes from the history")
+                    return  # the client went away
+        finally:
+            watch.end()
+
+
+def _handler(method, rpc: Callable, request_type: type[Message] | None, response_type: type[Message] | None) -> grpc.RpcMethodHandler:
+    """A handler that takes the request as bytes, decodes it itself (a request that is
+    not one is a BadRequest, never grpc's own INTERNAL) and maps failures."""
+    name = method.name
+    serialize = response_type.SerializeToString if response_type is not None else None
+
+    def parsed(data, context):
+        return data if request_type is None else decode(request_type, data, context)
+
+    def parsed_stream(datas, context):
+        for i, data in enumerate(datas):
+            yield decode(request_type, data, context, what=f"stream message {i + 1} ") if request_type is not None else data
+
+    if not method.client_streaming and not method.server_streaming:
+
+        def unary(data, context):
+            with failures_mapped(context, name):
+                return rpc(parsed(data, context), context)
+
+        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=None, response_serializer=serialize)
+
+    if not method.client_streaming:
+
+        def unary_stream(data, context):
+            with failures_mapped(context, name):
+                yield from rpc(parsed(data, context), context)
+
+        return grpc.unary_stream_rpc_method_handler(unary_stream, request_deserializer=None, response_serializer=serialize)
+
+    if method.server_streaming:
+
+        def stream_stream(datas, context):
+            with failures_mapped(context, name):
+                yield from rpc(parsed_stream(datas, context), context)
+
+        return grpc.stream_stream_rpc_method_handler(stream_stream, request_deserializer=None, response_serializer=serialize)
+
+    def stream_unary(datas, context):
+        with failures_mapped(context, name):
+            return rpc(parsed_stream(datas, context), context)
+
+    return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=None, response_serializer=serialize)
+
+
+def add_service(servicer, service: ServiceDescriptor, server: grpc.Server, *, raw: tuple[str, ...] = ()) -> None:
+    """Registers every RPC of `service` from its descriptor: a servicer without one of
+    them fails here, at start, rather than leaving it unregistered. The RPCs named in
+    `raw` take and answer encoded bytes (AdmitBatch: its dry-run path hands the
+    request to the core whole, and its general path encodes the response item by item)."""
+    handlers = {}
+    for method in service.methods:
+        rpc = getattr(servicer, method.name)
+        bytes_only = method.name in raw
+        request_type = None if bytes_only else message_factory.GetMessageClass(method.input_type)
+        response_type = None if bytes_only else message_factory.GetMessageClass(method.output_type)
+        handlers[method.name] = _handler(method, rpc, request_type, response_type)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)
+
+
+ADMISSION_SERVICE = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
+JOB_SERVICE = jobs_pb2.DESCRIPTOR.services_by_name["JobService"]
+
+
+def add_admission_service(service: AdmissionService, server: grpc.Server) -> None:
+    add_service(service, ADMISSION_SERVICE, server, raw=("AdmitBatch",))
+
+
+def add_job_service(service: JobService, server: grpc.Server) -> None:
+    add_service(service, JOB_SERVICE, server)

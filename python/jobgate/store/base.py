@@ -1,18 +1,31 @@
-"""The store interface: what admission and the JobService need from any backend."""
+"""The store interface: what admission and the JobService need from any backend, and
+what every backend shares: the bounds on what is stored, the errors a caller may
+show, and the pool of connections."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
+
+from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES
 
 STATES = ("PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN")
 TERMINAL = ("COMPLETE", "ERROR", "CANCELED")
 SOURCES = ("agent", "poller", "backend-hook")
 ERR_CLASSES = ("ERR_INFRA", "ERR_PROGRAM")
+# GPUs a record holds, at most: a 32-bit count, so that a project's sum of them in a
+# 64-bit column can never overflow. The core refuses larger counts; the store clamps
+# what reaches it rather than fail an admission (or its whole commit group) on it.
+MAX_GPUS = 2**31 - 1
+# A backend's handle for a job (a slurm id, a pod name): anything longer is not one.
+MAX_BACKEND_REF_BYTES = 1024
 
 
 class JobNotFound(LookupError):
@@ -21,6 +34,27 @@ class JobNotFound(LookupError):
 
 class TerminalState(ValueError):
     """A transition out of a terminal state."""
+
+
+class RecordFull(ValueError):
+    """The record holds limits.max_transitions transitions; only a terminal state may follow."""
+
+
+class Unstorable(ValueError):
+    """A value no backend can hold; `field` names it. Raised before anything is written."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field, self.reason = field, reason
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached or is busy; worth retrying. The message says only
+    that: addresses and SQL go to the log, never to a caller."""
+
+
+class StoreFull(Exception):
+    """The store's disk is full; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +104,39 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+def storable(job: NewJob) -> NewJob:
+    """`job` as every backend can hold it, or Unstorable naming the field. Checked before
+    an admission joins a commit group, so that no value of one can fail the others."""
+    for name in ("id_prefix", "project", "owner"):
+        if "\x00" in getattr(job, name):
+            # Plain columns (PostgreSQL TEXT) cannot hold NUL; the record's JSON can.
+            raise Unstorable(name, "contains a NUL character")
+    gpus = min(max(int(job.gpus), 0), MAX_GPUS)
+    return job if gpus == job.gpus else dataclasses.replace(job, gpus=gpus)
+
+
+def stored_message(message: str, limit: int = DEFAULT_MAX_MESSAGE_BYTES) -> str:
+    """A transition message as stored: redacted of credentials, then at most `limit`
+    bytes of UTF-8, cut at a character boundary and ending in a marker that says how
+    many bytes were left out."""
+    # Redacting costs time per byte: only a head longer than any cut point is redacted
+    # (a credential that straddles the cut still shows enough of itself to match).
+    head_chars = 2 * limit + 1024
+    head, tail = message[:head_chars], message[head_chars:]
+    text = redact(head).encode("utf-8", "replace")  # "replace": lone surrogates from argv
+    dropped = len(tail.encode("utf-8", "replace"))
+    if len(text) <= limit and not dropped:
+        return text.decode("utf-8")
+    total = len(text) + dropped
+    room = limit - len(_cut_marker(total).encode())  # the marker of the longest possible count
+    kept = text[:room].decode("utf-8", "ignore")  # "ignore" drops only a split last character
+    return kept + _cut_marker(total - len(kept.encode("utf-8")))
+
+
+def _cut_marker(dropped: int) -> str:
+    return f"… [truncated {dropped} bytes]"
+
+
 # The credential shapes of tao.record.secret, replaced before anything is stored.
 _REDACT = [
     (re.compile(r"(?<![A-Za-z0-9_])(hf_|ghp_)[A-Za-z0-9]{8,}"), r"\1***"),
@@ -99,14 +166,29 @@ def list_filter(mark: str, *, state: str, project: str, owner: str, terminal: bo
     return " AND ".join(clauses), args
 
 
-def check_mark(state: str, source: str, err_class: str) -> None:
-    """Refuses a transition outside the fixed vocabulary, before any store is touched."""
+def check_mark(state: str, source: str, err_class: str, backend_ref: str = "") -> None:
+    """Refuses a transition outside the fixed vocabulary, before any store is touched;
+    Unstorable names the field."""
     if state not in STATES:
-        raise ValueError(f"state {state!r} is not one of {', '.join(STATES)}")
+        raise Unstorable("state", f"{_shown(state)} is not one of {', '.join(STATES)}")
     if source not in SOURCES:
-        raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
+        raise Unstorable("source", f"{_shown(source)} is not one of {', '.join(SOURCES)}")
     if err_class and err_class not in ERR_CLASSES:
-        raise ValueError(f"err_class {err_class!r} is not one of {', '.join(ERR_CLASSES)}")
+        raise Unstorable("err_class", f"{_shown(err_class)} is not one of {', '.join(ERR_CLASSES)}")
+    size = len(backend_ref.encode("utf-8", "replace"))
+    if size > MAX_BACKEND_REF_BYTES:
+        raise Unstorable("backend_ref", f"is {size} bytes; a backend's handle is at most {MAX_BACKEND_REF_BYTES}")
+
+
+def _shown(value: str) -> str:
+    """A caller's value in a message: quoted, and short."""
+    return repr(value) if len(value) <= 40 else repr(value[:40]) + f"… ({len(value)} characters)"
+
+
+def check_room(job_id: str, transitions: int, state: str, max_transitions: int) -> None:
+    """A full record still takes its terminal state (else its GPUs would stay held)."""
+    if transitions >= max_transitions and state not in TERMINAL:
+        raise RecordFull(f"job {job_id} holds {transitions} transitions, the most a record keeps (limits.max_transitions); only a terminal state can still be recorded")
 
 
 def apply_mark(job_id: str, record: dict[str, Any], current: str, terminal: bool, state: str, source: str, backend_ref: str, err_class: str) -> bool:
@@ -130,6 +212,47 @@ def apply_mark(job_id: str, record: dict[str, Any], current: str, terminal: bool
     return True
 
 
+C = TypeVar("C")
+
+
+class ConnectionPool(Generic[C]):
+    """At most `size` database connections, each lent to one thread for one operation:
+    a server's many threads (one per open stream) never hold more than `size`."""
+
+    def __init__(self, connect: Callable[[], C], size: int, usable: Callable[[C], bool], close: Callable[[C], None], wait: float = 30.0) -> None:
+        self._connect, self._usable, self._close, self._wait = connect, usable, close, wait
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[C] = []
+        self._lock = threading.Lock()
+        self.size = size
+
+    @contextmanager
+    def connection(self) -> Iterator[C]:
+        if not self._slots.acquire(timeout=self._wait):
+            raise StoreUnavailable(f"all {self.size} connections to the job store stayed busy for {self._wait:.0f} s")
+        try:
+            with self._lock:
+                db = self._idle.pop() if self._idle else None
+            if db is None or not self._usable(db):
+                db = self._connect()
+            try:
+                yield db
+            finally:
+                if self._usable(db):
+                    with self._lock:
+                        self._idle.append(db)
+                else:
+                    self._close(db)
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for db in idle:
+            self._close(db)
+
+
 class JobStore(Protocol):
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
         """Atomically: reads the project's GPUs in unfinished jobs, calls `decide(in_use)`,
@@ -149,8 +272,15 @@ class JobStore(Protocol):
     def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]: ...
 
     def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
-        """Appends a transition; raises JobNotFound or TerminalState."""
+        """Appends a transition (its message as `stored_message` bounds it); raises
+        JobNotFound, TerminalState, RecordFull or Unstorable."""
 
-    def transitions(self, job_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]: ...
+    def transitions(self, job_id: str, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        """The job's transitions numbered above `after`, as (number, transition)."""
+
+    def latest(self, job_ids: list[str]) -> dict[str, int]:
+        """The number of each job's last transition (unknown ids are left out): one
+        query for all the jobs a server's WatchJob streams follow."""
 
     def close(self) -> None: ...
+

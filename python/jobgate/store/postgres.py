@@ -1,28 +1,40 @@
 """PostgreSQL, for several service replicas sharing state (psycopg 3). The quota check
 and the insert run in one transaction under a per-project advisory lock, so two
-replicas never oversubscribe a project; marks lock the job's row."""
+replicas never oversubscribe a project; marks lock the job's row. Connections come
+from a small pool; the driver's failures leave as StoreFull or StoreUnavailable, and
+what a caller sent is stored whole, NUL characters included."""
 
 from __future__ import annotations
 
+import functools
 import json
-import threading
+import logging
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 
+from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
     TERMINAL,
+    ConnectionPool,
     JobNotFound,
     NewJob,
+    StoreFull,
+    StoreUnavailable,
     apply_mark,
     check_mark,
+    check_room,
     job_suffix,
     list_filter,
     now,
     opened_record,
-    redact,
+    storable,
+    stored_message,
 )
+
+log = logging.getLogger("jobgate.store")
 
 MIGRATIONS = [
     # 1: records and their transitions
@@ -58,25 +70,71 @@ MIGRATIONS = [
     """
     CREATE SEQUENCE job_id_seq;
     """,
+    # 4: TEXT and JSONB cannot hold NUL (U+0000), which a document or a message may
+    # carry: a record is kept as json (its text, where NUL is the escape \\u0000) and a
+    # message as its UTF-8 bytes. Nothing queries inside either.
+    """
+    ALTER TABLE jobs ALTER COLUMN record TYPE json USING record::json;
+    ALTER TABLE transitions ALTER COLUMN message TYPE bytea USING convert_to(message, 'UTF8');
+    """,
 ]
+
+# Ids per query of `latest`.
+_IDS_PER_QUERY = 500
+
+
+def _translated(method):
+    """The driver's failures as the store's own: a full disk is StoreFull, a server
+    that cannot be reached (down, restarting, out of connections) is StoreUnavailable.
+    The details, which name the server and the SQL, are logged, never passed on."""
+
+    @functools.wraps(method)
+    def inner(self: PostgresStore, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except psycopg.errors.DiskFull as e:
+            log.error("job store disk full", extra={"fields": {"error": str(e)}})
+            raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written") from None
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+            log.error("job store unavailable", extra={"fields": {"error": str(e)}})
+            raise StoreUnavailable("the job store is unavailable; retry shortly") from None
+
+    return inner
+
+
+def _text(*values: str) -> bool:
+    """Whether PostgreSQL TEXT can hold the values: no stored id or name has a NUL, so
+    a lookup by one that does finds nothing rather than failing."""
+    return not any("\x00" in v for v in values)
 
 
 class PostgresStore:
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connections: int = 16,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_transitions: int = DEFAULT_MAX_TRANSITIONS,
+    ) -> None:
         self.url = url
-        self._local = threading.local()
+        self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
+        self._pool: ConnectionPool[psycopg.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: not db.closed, close=psycopg.Connection.close)
         self._migrate()
 
-    def _db(self) -> psycopg.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None or db.closed:
-            db = psycopg.connect(self.url, autocommit=False)
-            self._local.db = db
-        return db
+    def _connect(self) -> psycopg.Connection:
+        # A server that does not answer must not hold a caller forever.
+        options = {} if "connect_timeout" in self.url else {"connect_timeout": 10}
+        return psycopg.connect(self.url, autocommit=False, **options)
 
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection]:
+        with self._pool.connection() as db, db.transaction():
+            yield db
+
+    @_translated
     def _migrate(self) -> None:
-        db = self._db()
-        with db.transaction():
+        with self._transaction() as db:
             db.execute("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
             db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
@@ -85,30 +143,33 @@ class PostgresStore:
                     db.execute(sql)
                     db.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (version, now()))
 
+    @_translated
     def gpus_in_use(self, project: str) -> int:
-        db = self._db()
-        with db.transaction():
+        if not _text(project):
+            return 0
+        with self._transaction() as db:
             row = db.execute("SELECT gpus FROM project_usage WHERE project = %s", (project,)).fetchone()
-            return int(row[0]) if row else 0
+        return int(row[0]) if row else 0
 
+    @_translated
     def usage(self) -> dict[str, int]:
-        db = self._db()
-        with db.transaction():
+        with self._transaction() as db:
             return {project: int(gpus) for project, gpus in db.execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
 
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
         return self.admit_many([(job, decide)])[0]
 
+    @_translated
     def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | None]:
         """Admits in order in one transaction (one commit for the group), holding the
         advisory lock of every project involved, taken in sorted order (no deadlock)."""
-        db = self._db()
-        with db.transaction():
+        with self._transaction() as db:
             for project in sorted({job.project for job, _ in items}):
                 db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobgate.quota:{project}",))
             return [self._open(db, job, decide) for job, decide in items]
 
     def _open(self, db: psycopg.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        job = storable(job)
         usage, number = db.execute("SELECT (SELECT gpus FROM project_usage WHERE project = %s), nextval('job_id_seq')", (job.project,)).fetchone()
         if not decide(int(usage or 0)):
             return None
@@ -124,72 +185,90 @@ class PostgresStore:
                 "INSERT INTO jobs (id, project, owner, gpus, state, record, document) VALUES (%s, %s, %s, %s, 'PENDING', %s, %s)",
                 (job_id, job.project, job.owner, job.gpus, json.dumps(opened_record(job, job_id, ts)), job.document),
             )
-            db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
+            db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', %s, 'agent')", (job_id, ts, b"record opened at admission"))
         return job_id
 
     def _export(self, db: psycopg.Connection, job_id: str, record: dict[str, Any]) -> dict[str, Any]:
         record = dict(record)
         record["transitions"] = [
-            {"ts": ts, "state": state, "message": message, "source": source}
+            {"ts": ts, "state": state, "message": bytes(message).decode("utf-8"), "source": source}
             for ts, state, message, source in db.execute("SELECT ts, state, message, source FROM transitions WHERE job_id = %s ORDER BY n", (job_id,))
         ]
         return record
 
-    def get(self, job_id: str) -> dict[str, Any]:
-        db = self._db()
-        with db.transaction():
-            row = db.execute("SELECT record FROM jobs WHERE id = %s", (job_id,)).fetchone()
-            if row is None:
-                raise JobNotFound(job_id)
-            return self._export(db, job_id, row[0])
+    def _get(self, db: psycopg.Connection, job_id: str) -> dict[str, Any]:
+        row = db.execute("SELECT record FROM jobs WHERE id = %s", (job_id,)).fetchone() if _text(job_id) else None
+        if row is None:
+            raise JobNotFound(job_id)
+        return self._export(db, job_id, row[0])
 
+    @_translated
+    def get(self, job_id: str) -> dict[str, Any]:
+        with self._transaction() as db:
+            return self._get(db, job_id)
+
+    @_translated
     def document(self, job_id: str) -> bytes:
-        db = self._db()
-        with db.transaction():
-            row = db.execute("SELECT document FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        row = None
+        if _text(job_id):
+            with self._transaction() as db:
+                row = db.execute("SELECT document FROM jobs WHERE id = %s", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(job_id)
         return bytes(row[0])
 
+    @_translated
     def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]:
+        if not _text(state, project, owner):
+            return []
         where, args = list_filter("%s", state=state, project=project, owner=owner, terminal=terminal, after=after)
-        db = self._db()
-        with db.transaction():
-            rows = db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT %s", (*args, limit)).fetchall()
-            out = []
-            for job_id, record, seq in rows:
+        out = []
+        with self._transaction() as db:
+            for job_id, record, seq in db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT %s", (*args, limit)).fetchall():
                 exported = self._export(db, job_id, record)
                 exported["_seq"] = seq
                 out.append(exported)
         return out
 
+    @_translated
     def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
-        check_mark(state, source, err_class)
-        db = self._db()
-        with db.transaction():
+        check_mark(state, source, err_class, backend_ref)
+        if not _text(job_id):
+            raise JobNotFound(job_id)
+        message = stored_message(message, self.max_message_bytes)
+        with self._transaction() as db:
             row = db.execute("SELECT record, state, terminal, project, gpus FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
             record = dict(row[0])
             if apply_mark(job_id, record, row[1], row[2], state, source, backend_ref, err_class):
-                n = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = %s", (job_id,)).fetchone()[0]) + 1
-                db.execute("INSERT INTO transitions VALUES (%s, %s, %s, %s, %s, %s)", (job_id, n, now(), state, redact(message), source))
+                last = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = %s", (job_id,)).fetchone()[0])
+                check_room(job_id, last, state, self.max_transitions)
+                db.execute("INSERT INTO transitions VALUES (%s, %s, %s, %s, %s, %s)", (job_id, last + 1, now(), state, message.encode("utf-8"), source))
                 db.execute("UPDATE jobs SET record = %s, state = %s, terminal = %s WHERE id = %s", (json.dumps(record), state, state in TERMINAL, job_id))
                 if state in TERMINAL:  # its GPUs no longer count against the project
                     db.execute("UPDATE project_usage SET gpus = gpus - %s WHERE project = %s", (row[4], row[3]))
             else:
                 db.execute("UPDATE jobs SET record = %s WHERE id = %s", (json.dumps(record), job_id))
-        return self.get(job_id)
+            # Read in the same transaction: the caller gets what this mark committed.
+            return self._get(db, job_id)
 
-    def transitions(self, job_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
-        db = self._db()
-        with db.transaction():
+    @_translated
+    def transitions(self, job_id: str, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        if not _text(job_id):
+            return []
+        with self._transaction() as db:
             rows = db.execute("SELECT n, ts, state, message, source FROM transitions WHERE job_id = %s AND n > %s ORDER BY n", (job_id, after)).fetchall()
-        for n, ts, state, message, source in rows:
-            yield n, {"ts": ts, "state": state, "message": message, "source": source}
+        return [(n, {"ts": ts, "state": state, "message": bytes(message).decode("utf-8"), "source": source}) for n, ts, state, message, source in rows]
+
+    @_translated
+    def latest(self, job_ids: list[str]) -> dict[str, int]:
+        ids = [i for i in job_ids if _text(i)]
+        out: dict[str, int] = {}
+        with self._transaction() as db:
+            for i in range(0, len(ids), _IDS_PER_QUERY):
+                out.update(db.execute("SELECT job_id, MAX(n) FROM transitions WHERE job_id = ANY(%s) GROUP BY job_id", (ids[i : i + _IDS_PER_QUERY],)).fetchall())
+        return out
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._pool.close()

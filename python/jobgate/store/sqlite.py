@@ -1,28 +1,40 @@
 """SQLite, the embedded default: one file in WAL mode, versioned migrations, and one
-write transaction (BEGIN IMMEDIATE) per admission, so quota checks and inserts are
-atomic across threads and processes."""
+write transaction (BEGIN IMMEDIATE) per admission group, so quota checks and inserts
+are atomic across threads and processes. Connections come from a small pool; the
+driver's failures leave as StoreFull or StoreUnavailable."""
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
+import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
     TERMINAL,
+    ConnectionPool,
     JobNotFound,
     NewJob,
+    StoreFull,
+    StoreUnavailable,
     apply_mark,
     check_mark,
+    check_room,
     job_suffix,
     list_filter,
     now,
     opened_record,
-    redact,
+    storable,
+    stored_message,
 )
+
+log = logging.getLogger("jobgate.store")
 
 MIGRATIONS = [
     # 1: records and their transitions
@@ -58,32 +70,85 @@ MIGRATIONS = [
     """,
 ]
 
+# Ids per query of `latest`, well under SQLite's limit on bound parameters.
+_IDS_PER_QUERY = 500
+
+
+def _translated(method):
+    """The driver's failures as the store's own: a full disk is StoreFull, a database
+    that cannot be opened or stays locked is StoreUnavailable; the details are logged."""
+
+    @functools.wraps(method)
+    def inner(self: SqliteStore, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as e:
+            primary = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
+            if primary == sqlite3.SQLITE_FULL:
+                log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": str(e)}})
+                raise StoreFull("the disk holding the job store (store.path) is full; nothing was written") from None
+            if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL):
+                log.error("job store unavailable", extra={"fields": {"store": str(self.path), "error": str(e)}})
+                raise StoreUnavailable("the job store is unavailable; retry shortly") from None
+            raise
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": str(e)}})
+                raise StoreFull("the disk holding the job store (store.path) is full; nothing was written") from None
+            raise
+
+    return inner
+
 
 class SqliteStore:
-    def __init__(self, directory: str | Path, synchronous: str = "normal") -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        synchronous: str = "normal",
+        *,
+        connections: int = 16,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_transitions: int = DEFAULT_MAX_TRANSITIONS,
+    ) -> None:
         if synchronous not in ("normal", "full"):
             raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
         self.synchronous = synchronous.upper()
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "jobs.sqlite3"
-        self._local = threading.local()
+        self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
+        self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: True, close=sqlite3.Connection.close)
         self._migrate()
 
-    def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(f"PRAGMA synchronous={self.synchronous}")
-            db.execute("PRAGMA busy_timeout=30000")
-            self._local.db = db
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={self.synchronous}")
+        db.execute("PRAGMA busy_timeout=30000")
         return db
 
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._pool.connection() as db:
+            yield db
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        with self._pool.connection() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                # SQLite ends the transaction itself on some errors (a full disk): rolling
+                # back again would only hide the error behind "no transaction is active".
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
+    @_translated
     def _migrate(self) -> None:
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._writing() as db:
             db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
             for version, sql in enumerate(MIGRATIONS, start=1):
@@ -91,35 +156,30 @@ class SqliteStore:
                     for statement in filter(str.strip, sql.split(";")):
                         db.execute(statement)
                     db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, now()))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
+    @_translated
     def gpus_in_use(self, project: str) -> int:
-        row = self._db().execute("SELECT gpus FROM project_usage WHERE project = ?", (project,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT gpus FROM project_usage WHERE project = ?", (project,)).fetchone()
         return int(row[0]) if row else 0
 
+    @_translated
     def usage(self) -> dict[str, int]:
-        return {project: int(gpus) for project, gpus in self._db().execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
+        with self._reading() as db:
+            return {project: int(gpus) for project, gpus in db.execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
 
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
         return self.admit_many([(job, decide)])[0]
 
+    @_translated
     def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | None]:
         """Admits in order in one write transaction (one fsync for the group): each
         decision sees the GPUs of the records opened before it."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            ids = [self._open(db, job, decide) for job, decide in items]
-            db.execute("COMMIT")
-            return ids
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        with self._writing() as db:
+            return [self._open(db, job, decide) for job, decide in items]
 
     def _open(self, db: sqlite3.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+        job = storable(job)
         row = db.execute("SELECT gpus FROM project_usage WHERE project = ?", (job.project,)).fetchone()
         if not decide(int(row[0]) if row else 0):
             return None
@@ -138,8 +198,7 @@ class SqliteStore:
         db.execute("INSERT INTO transitions VALUES (?, 1, ?, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
         return job_id
 
-    def _export(self, db: sqlite3.Connection, row: tuple) -> dict[str, Any]:
-        job_id, record_json = row
+    def _export(self, db: sqlite3.Connection, job_id: str, record_json: str) -> dict[str, Any]:
         record = json.loads(record_json)
         for private in ("owner", "project", "gpus"):
             record.pop(private, None)
@@ -149,60 +208,72 @@ class SqliteStore:
         ]
         return record
 
-    def get(self, job_id: str) -> dict[str, Any]:
-        db = self._db()
-        row = db.execute("SELECT id, record FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    def _get(self, db: sqlite3.Connection, job_id: str) -> dict[str, Any]:
+        row = db.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(job_id)
-        return self._export(db, row)
+        return self._export(db, job_id, row[0])
 
+    @_translated
+    def get(self, job_id: str) -> dict[str, Any]:
+        with self._reading() as db:
+            return self._get(db, job_id)
+
+    @_translated
     def document(self, job_id: str) -> bytes:
-        row = self._db().execute("SELECT document FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        with self._reading() as db:
+            row = db.execute("SELECT document FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobNotFound(job_id)
         return bytes(row[0])
 
+    @_translated
     def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]:
         where, args = list_filter("?", state=state, project=project, owner=owner, terminal=terminal, after=after)
-        db = self._db()
-        rows = db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT ?", (*args, limit)).fetchall()
         out = []
-        for job_id, record, seq in rows:
-            exported = self._export(db, (job_id, record))
-            exported["_seq"] = seq
-            out.append(exported)
+        with self._reading() as db:
+            for job_id, record, seq in db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT ?", (*args, limit)).fetchall():
+                exported = self._export(db, job_id, record)
+                exported["_seq"] = seq
+                out.append(exported)
         return out
 
+    @_translated
     def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
-        check_mark(state, source, err_class)
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        check_mark(state, source, err_class, backend_ref)
+        message = stored_message(message, self.max_message_bytes)
+        with self._writing() as db:
             row = db.execute("SELECT record, state, terminal, project, gpus FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(job_id)
             record = json.loads(row[0])
             if apply_mark(job_id, record, row[1], bool(row[2]), state, source, backend_ref, err_class):
-                n = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = ?", (job_id,)).fetchone()[0]) + 1
-                db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?)", (job_id, n, now(), state, redact(message), source))
+                last = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = ?", (job_id,)).fetchone()[0])
+                check_room(job_id, last, state, self.max_transitions)
+                db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?)", (job_id, last + 1, now(), state, message, source))
                 db.execute("UPDATE jobs SET record = ?, state = ?, terminal = ? WHERE id = ?", (json.dumps(record), state, int(state in TERMINAL), job_id))
                 if state in TERMINAL:  # its GPUs no longer count against the project
                     db.execute("UPDATE project_usage SET gpus = gpus - ? WHERE project = ?", (row[4], row[3]))
             else:
                 db.execute("UPDATE jobs SET record = ? WHERE id = ?", (json.dumps(record), job_id))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return self.get(job_id)
+            # Read in the same transaction: the caller gets what this mark committed.
+            return self._get(db, job_id)
 
-    def transitions(self, job_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
-        db = self._db()
-        for n, ts, state, message, source in db.execute("SELECT n, ts, state, message, source FROM transitions WHERE job_id = ? AND n > ? ORDER BY n", (job_id, after)):
-            yield n, {"ts": ts, "state": state, "message": message, "source": source}
+    @_translated
+    def transitions(self, job_id: str, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        with self._reading() as db:
+            rows = db.execute("SELECT n, ts, state, message, source FROM transitions WHERE job_id = ? AND n > ? ORDER BY n", (job_id, after)).fetchall()
+        return [(n, {"ts": ts, "state": state, "message": message, "source": source}) for n, ts, state, message, source in rows]
+
+    @_translated
+    def latest(self, job_ids: list[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self._reading() as db:
+            for i in range(0, len(job_ids), _IDS_PER_QUERY):
+                chunk = job_ids[i : i + _IDS_PER_QUERY]
+                marks = ", ".join("?" * len(chunk))
+                out.update(db.execute(f"SELECT job_id, MAX(n) FROM transitions WHERE job_id IN ({marks}) GROUP BY job_id", chunk).fetchall())
+        return out
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        self._pool.close()
