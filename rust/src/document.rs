@@ -245,6 +245,10 @@ fn scan_duplicates<'t, 'i>(
                 let mut sorted = keys.clone();
                 sorted.sort_unstable();
                 for w in sorted.windows(2).filter(|w| w[0] == w[1]) {
+                    if !out.has_room() {
+                        out.skip(Severity::Error);
+                        continue;
+                    }
                     out.push(Violation {
                         rule: "json.duplicate_key",
                         field: path.child(w[1]),

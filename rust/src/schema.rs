@@ -42,6 +42,23 @@ impl<'i> Ctx<'i> {
         });
     }
 
+    /// A violation at the current path's child `key`; neither the pointer nor the
+    /// message is built once the report is full (a deep path costs as much as the
+    /// document is deep, for every violation under it).
+    pub fn at_key(
+        &mut self,
+        key: &str,
+        rule: &'static str,
+        severity: Severity,
+        message: impl FnOnce() -> String,
+    ) {
+        if !self.out.has_room() {
+            return self.out.skip(severity);
+        }
+        let field = self.path.child(key);
+        self.at(field, rule, severity, message());
+    }
+
     /// A violation at an explicit pointer.
     pub fn at(&mut self, field: String, rule: &'static str, severity: Severity, message: String) {
         self.out.push(Violation {
@@ -371,13 +388,9 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     for (key, value) in v.entries() {
         if let Some(p) = obj.keys {
             if let Err(why) = (p.test)(key) {
-                let field = ctx.path.child(key);
-                ctx.at(
-                    field,
-                    p.rule,
-                    p.severity,
-                    format!("the key {} {why}", crate::node::quote(key)),
-                );
+                ctx.at_key(key, p.rule, p.severity, || {
+                    format!("the key {} {why}", crate::node::quote(key))
+                });
             }
         }
         match obj.fields.iter().position(|f| f.name == key) {
@@ -389,23 +402,19 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
             }
             None => match obj.additional {
                 Additional::Forbid(severity) => {
-                    let field = ctx.path.child(key);
-                    let known: Vec<&str> = obj.fields.iter().map(|f| f.name).collect();
                     let what = if severity == Severity::Warning {
                         "is not a known field and is ignored"
                     } else {
                         "is not allowed here"
                     };
-                    ctx.at(
-                        field,
-                        "schema.additionalProperties",
-                        severity,
+                    ctx.at_key(key, "schema.additionalProperties", severity, || {
+                        let known: Vec<&str> = obj.fields.iter().map(|f| f.name).collect();
                         format!(
                             "the field {} {what}; known fields: {}",
                             crate::node::quote(key),
                             known.join(", ")
-                        ),
-                    );
+                        )
+                    });
                 }
                 Additional::Allow => {}
                 Additional::Values(shape) => {
@@ -418,16 +427,12 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     }
     for (i, f) in obj.fields.iter().enumerate() {
         if f.required && seen & (1 << i) == 0 {
-            let field = ctx.path.child(f.name);
-            ctx.at(
-                field,
-                f.missing_rule,
-                Severity::Error,
+            ctx.at_key(f.name, f.missing_rule, Severity::Error, || {
                 format!(
                     "the required field {} is missing",
                     crate::node::quote(f.name)
-                ),
-            );
+                )
+            });
         }
     }
 }

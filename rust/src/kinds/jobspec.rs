@@ -4,6 +4,8 @@
 //!
 //! Unknown fields are warnings: a newer client may send them.
 
+use std::collections::{HashMap, HashSet};
+
 use crate::config::{core_version_allowed, CatalogEntry, CoreConfig, Observability};
 use crate::kinds::Admission;
 use crate::node::{few, quote, Type, Value};
@@ -534,11 +536,13 @@ fn resources(
     if empty {
         ctx.error(pointer(&["spec", "resources", "pools"]), "forge.resources.pools_empty", "spec.resources.pools is missing or empty; declare at least one pool, e.g. {\"name\": \"train\", \"nodes\": 1, \"gpus_per_node\": 8}".into());
     }
+    // Sets, not lists: thousands of pools and roles must cost linear time.
     let mut names: Vec<&str> = Vec::new();
+    let mut named: HashSet<&str> = HashSet::new();
     let mut total: Option<u64> = Some(0);
     for (i, pool) in pools.map(|p| p.items()).into_iter().flatten().enumerate() {
         if let Some(name) = pool.get_str("name") {
-            if names.contains(&name) {
+            if !named.insert(name) {
                 ctx.error(
                     pointer(&["spec", "resources", "pools", &i.to_string(), "name"]),
                     "forge.resources.pool_duplicate",
@@ -575,7 +579,7 @@ fn resources(
             let Some(target) = target.as_str() else {
                 continue;
             };
-            if !names.contains(&target) {
+            if !named.contains(target) {
                 ctx.error(
                     pointer(&["spec", "resources", "roles", role]),
                     "forge.resources.role_pool",
@@ -695,7 +699,9 @@ fn plugins(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     let Some(plugins) = spec.get("plugins") else {
         return;
     };
-    let mut ids: Vec<(&str, &str)> = Vec::new();
+    let mut ids: HashSet<(&str, &str)> = HashSet::new();
+    // The first owner seen for each leaf name.
+    let mut leaves: HashMap<&str, &str> = HashMap::new();
     for (i, p) in plugins.items().enumerate() {
         let Some(id) = p.get_str("id") else { continue };
         let field = pointer(&["spec", "plugins", &i.to_string(), "id"]);
@@ -711,16 +717,17 @@ fn plugins(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             );
             continue;
         };
-        if ids.iter().any(|(o, n)| *o == owner && *n == name) {
+        if ids.contains(&(owner, name)) {
             ctx.error(
                 field,
                 "forge.plugins.duplicate",
                 format!("plugin {} is listed twice", quote(id)),
             );
-        } else if let Some((other, _)) = ids.iter().find(|(o, n)| *n == name && *o != owner) {
+        } else if let Some(other) = leaves.get(name).filter(|o| **o != owner) {
             ctx.error(field, "forge.plugins.leaf_collision", format!("plugins {other}/{name} and {id} would both unpack to forge_plugins/{name}; they cannot be combined"));
         }
-        ids.push((owner, name));
+        ids.insert((owner, name));
+        leaves.entry(name).or_insert(owner);
     }
 }
 
@@ -738,6 +745,7 @@ fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
                 .collect()
         })
         .unwrap_or_default();
+    let suite_set: HashSet<&str> = suites.iter().copied().collect();
     let Some(gates) = eval.get("gates") else {
         return;
     };
@@ -760,7 +768,7 @@ fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         }
         if let Some(metric) = g.get_str("metric") {
             let benchmark = trim_py(metric).split('/').next().unwrap_or("");
-            if metric.contains('/') && !suites.is_empty() && !suites.contains(&benchmark) {
+            if metric.contains('/') && !suites.is_empty() && !suite_set.contains(benchmark) {
                 ctx.error(
                     pointer(&["spec", "evaluation", "gates", &i.to_string(), "metric"]),
                     "forge.evaluation.gate",

@@ -359,17 +359,14 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, rule: &'static s
         Type::Object(_) => {
             for (key, value) in v.entries() {
                 if key.is_empty() || key.contains('.') {
-                    let field = ctx.path.child(key);
-                    let hint = if key.is_empty() {
-                        "an empty key cannot be mapped into the container's config".to_string()
-                    } else {
-                        format!("nest it instead, e.g. {}", nest_hint(key))
-                    };
-                    ctx.error(
-                        field,
-                        rule,
-                        format!("the key {} is dotted or empty; {hint}", quote(key)),
-                    );
+                    ctx.at_key(key, rule, Severity::Error, || {
+                        let hint = if key.is_empty() {
+                            "an empty key cannot be mapped into the container's config".to_string()
+                        } else {
+                            format!("nest it instead, e.g. {}", nest_hint(key))
+                        };
+                        format!("the key {} is dotted or empty; {hint}", quote(key))
+                    });
                 }
                 ctx.path.push_key(key);
                 scan_nested(value, ctx, rule);
@@ -405,6 +402,7 @@ fn nest_hint(key: &str) -> String {
 pub fn unknown_placeholders(s: &str) -> Vec<&str> {
     let b = s.as_bytes();
     let mut found = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for open in memchr::memchr_iter(b'{', b) {
         if open > 0 && b[open - 1] == b'$' {
             continue;
@@ -418,7 +416,7 @@ pub fn unknown_placeholders(s: &str) -> Vec<&str> {
             continue;
         }
         let name = &s[open + 1..open + 1 + len];
-        if !PLACEHOLDERS.contains(&name) && !found.contains(&name) {
+        if !PLACEHOLDERS.contains(&name) && seen.insert(name) {
             found.push(name);
         }
     }
