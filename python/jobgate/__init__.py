@@ -10,7 +10,7 @@ rule id and a JSON Pointer.
     'fail'
 """
 
-from jobgate._core import Report, Staging, Validator, Violation, __version__, read_document, rules
+from jobgate._core import Report, Staging, Validator, Violation, __version__, fit_reports, read_document, rules
 from jobgate.config import Config, ConfigError, load_config
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Validator",
     "Violation",
     "__version__",
+    "fit_reports",
     "load_config",
     "read_document",
     "rules",

@@ -100,12 +100,14 @@ class Validator:
         quota_default: int | None = None,
         quota_projects: Mapping[str, int] | None = None,
         gpus_in_use: Mapping[str, int] | Callable[[], Mapping[str, int]] | None = None,
+        max_response_bytes: int | None = None,
     ) -> BatchOutcome | None:
         """The service's AdmitBatch dry-run path: an encoded ``jobgate.v1.AdmitBatchRequest``
         in, the encoded ``AdmitBatchResponse`` out (GIL released, no Python object per
         document); ``None`` when the request is not a dry run of raw documents. With
         quotas, ``gpus_in_use`` (or what it returns, called only when this path answers)
-        is the usage every document's project is judged against."""
+        is the usage every document's project is judged against. With
+        ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does."""
     def stage(
         self,
         document: Document | None,
@@ -124,9 +126,16 @@ class Validator:
         fails leaves nothing behind.
         """
     def check_many(
-        self, documents: Iterable[Document], kind: Kind | None = None, *, threads: int | None = None, owner: str | None = None
+        self,
+        documents: Iterable[Document],
+        kind: Kind | None = None,
+        *,
+        threads: int | None = None,
+        owner: str | None = None,
+        max_response_bytes: int | None = None,
     ) -> list[Report]:
-        """Checks many documents with the GIL released, on every core (or ``threads``)."""
+        """Checks many documents with the GIL released, on every core (or ``threads``).
+        With ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does."""
 
 class Facts:
     """What admission needs besides the verdict, read from the core's own parse."""
@@ -168,6 +177,12 @@ class Staging:
     @property
     def files(self) -> list[tuple[str, str, str, int]]:
         """``(source, destination, sha256, size)`` per staged file."""
+
+def fit_reports(reports: list[Report], max_bytes: int) -> list[Report]:
+    """The reports of one batch with the largest cut so that together they take about
+    `max_bytes` once encoded (and the response that carries them fits one message).
+    Reports under their share come back unchanged; a cut report keeps its first
+    violations, counts the rest in ``limits.violations``, and keeps its verdict."""
 
 def read_document(document: Document) -> str:
     """The document as jobgate reads it, as JSON text: the input itself for JSON, the

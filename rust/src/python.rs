@@ -323,7 +323,9 @@ impl Validator {
     }
 
     /// Checks many documents on every core (or `threads` of them) with the GIL released.
-    #[pyo3(signature = (documents, kind=None, *, threads=None, owner=None))]
+    /// With `max_response_bytes`, the largest reports are cut so that all of them
+    /// together fit one response of that size (see `fit_reports`).
+    #[pyo3(signature = (documents, kind=None, *, threads=None, owner=None, max_response_bytes=None))]
     fn check_many(
         &self,
         py: Python<'_>,
@@ -331,6 +333,7 @@ impl Validator {
         kind: Option<&str>,
         threads: Option<usize>,
         owner: Option<String>,
+        max_response_bytes: Option<usize>,
     ) -> PyResult<Vec<Report>> {
         let kind = parse_kind(kind)?;
         if threads == Some(0) {
@@ -344,14 +347,18 @@ impl Validator {
             owner,
             ..Default::default()
         };
-        let reports = if docs.iter().any(|d| matches!(d, Document::Unreadable(_))) {
-            docs.iter()
-                .map(|d| d.check(&self.core, kind, &admission))
-                .collect()
-        } else {
-            let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
-            py.detach(|| guarded(|| self.core.check_many(&slices, kind, threads, &admission)))?
-        };
+        let mut reports: Vec<CoreReport> =
+            if docs.iter().any(|d| matches!(d, Document::Unreadable(_))) {
+                docs.iter()
+                    .map(|d| d.check(&self.core, kind, &admission))
+                    .collect()
+            } else {
+                let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
+                py.detach(|| guarded(|| self.core.check_many(&slices, kind, threads, &admission)))?
+            };
+        if let Some(budget) = max_response_bytes {
+            crate::report::fit(&mut reports, budget);
+        }
         Ok(reports.into_iter().map(Report::wrap).collect())
     }
 
@@ -365,7 +372,7 @@ impl Validator {
     /// document against `gpus_in_use`, one snapshot for the batch: a `{project: GPUs}`
     /// mapping, or a callable returning one, called only when this path answers the
     /// request (so a request it leaves to the caller costs no usage lookup).
-    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None))]
+    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, max_response_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn check_batch_request(
         &self,
@@ -377,6 +384,7 @@ impl Validator {
         quota_default: Option<u64>,
         quota_projects: Option<HashMap<String, u64>>,
         gpus_in_use: Option<&Bound<'_, PyAny>>,
+        max_response_bytes: Option<usize>,
     ) -> PyResult<Option<BatchOutcome>> {
         let Some(batch) = py.detach(|| guarded(|| crate::wire::decode(request)))? else {
             return Ok(None);
@@ -403,7 +411,16 @@ impl Validator {
             ..Default::default()
         };
         let outcome = py.detach(|| {
-            guarded(|| crate::wire::answer(&self.core, &batch, &admission, max_batch, threads))
+            guarded(|| {
+                crate::wire::answer(
+                    &self.core,
+                    &batch,
+                    &admission,
+                    max_batch,
+                    threads,
+                    max_response_bytes,
+                )
+            })
         })?;
         let verdicts = PyDict::new(py);
         for (verdict, n) in outcome.verdicts {
@@ -705,6 +722,47 @@ fn rules(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .collect()
 }
 
+/// The reports of one batch, the largest cut so that together they weigh at most
+/// `max_bytes` and fit one response; reports under their share come back unchanged,
+/// and every verdict is kept (see `report::fit`).
+/// A report shaped like one (`kind`, `violations` of `rule`, `field`, `message`,
+/// `severity`) is taken too, e.g. one whose messages were renamed.
+#[pyfunction]
+fn fit_reports(reports: Vec<Bound<'_, PyAny>>, max_bytes: usize) -> PyResult<Vec<Report>> {
+    let mut inner: Vec<CoreReport> = reports.iter().map(core_report).collect::<PyResult<_>>()?;
+    crate::report::fit(&mut inner, max_bytes);
+    Ok(inner.into_iter().map(Report::wrap).collect())
+}
+
+fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<CoreReport> {
+    if let Ok(r) = obj.cast::<Report>() {
+        return Ok(r.get().inner.clone());
+    }
+    let kind: String = obj.getattr("kind")?.extract()?;
+    let mut violations = Vec::new();
+    for v in obj.getattr("violations")?.try_iter()? {
+        let v = v?;
+        let rule: String = v.getattr("rule")?.extract()?;
+        let rule = crate::rules::CATALOGUE
+            .iter()
+            .find(|r| r.id == rule)
+            .map(|r| r.id)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown rule {rule:?}")))?;
+        let severity: String = v.getattr("severity")?.extract()?;
+        violations.push(CoreViolation {
+            rule,
+            field: v.getattr("field")?.extract()?,
+            message: v.getattr("message")?.extract()?,
+            severity: if severity == "error" {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
+        });
+    }
+    Ok(CoreReport::new(Kind::parse(&kind), violations))
+}
+
 /// The document as jobgate reads it, as JSON text; ValueError with the refusal's
 /// message (`json.syntax`, `limits.size`, `limits.depth`) when it cannot be read.
 #[pyfunction]
@@ -734,5 +792,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BatchOutcome>()?;
     m.add_function(wrap_pyfunction!(rules, m)?)?;
     m.add_function(wrap_pyfunction!(read_document, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_reports, m)?)?;
     Ok(())
 }

@@ -105,28 +105,58 @@ impl Collected {
         }
     }
 
-    /// The kept violations, with one `limits.violations` counting the rest. It is an
-    /// error when an error was left out, so leaving violations out never changes a verdict.
-    pub fn finish(mut self) -> Vec<Violation> {
-        if self.omitted > 0 {
-            let severity = if self.omitted_errors > 0 {
-                Severity::Error
-            } else {
-                Severity::Warning
-            };
-            self.kept.push(Violation {
-                rule: "limits.violations",
-                field: String::new(),
-                message: format!(
-                    "{} more violations ({} of them errors) are not listed: a report lists at most {} violations and {} bytes of fields and messages (limits.max_violations); fix the ones listed and check again",
-                    self.omitted, self.omitted_errors, self.limits.max_violations, self.limits.max_bytes
-                ),
-                severity,
-            });
-        }
-        self.kept
+    /// The report: the kept violations, with one `limits.violations` counting the rest.
+    pub fn into_report(self, kind: Option<Kind>) -> Report {
+        let mut report = Report::new(kind, self.kept);
+        report.omitted = Omitted {
+            count: self.omitted,
+            errors: self.omitted_errors,
+        };
+        report.state_omitted(&format!(
+            "a report lists at most {} violations and {} bytes of fields and messages (limits.max_violations)",
+            self.limits.max_violations, self.limits.max_bytes
+        ));
+        report
     }
 }
+
+/// How many violations a report leaves out, and how many of those are errors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Omitted {
+    pub count: usize,
+    pub errors: usize,
+}
+
+/// Cuts the largest reports of a batch so that all of them together weigh at most
+/// `budget` bytes (see `Report::weight`), and the response that carries them fits
+/// its message limit. Reports under the cap they share are left as they are, so an
+/// ordinary batch is untouched; a cut report keeps its first violations, counts the
+/// rest in `limits.violations`, and keeps its verdict.
+pub fn fit(reports: &mut [Report], budget: usize) {
+    let total: usize = reports.iter().map(Report::weight).sum();
+    if total <= budget || reports.is_empty() {
+        return;
+    }
+    // The largest cap that every report may weigh and still sum to the budget.
+    let mut weights: Vec<usize> = reports.iter().map(Report::weight).collect();
+    weights.sort_unstable();
+    let (mut left, mut cap) = (budget, 0);
+    for (i, w) in weights.iter().enumerate() {
+        let share = left / (weights.len() - i);
+        if *w > share {
+            cap = share;
+            break;
+        }
+        left -= w;
+    }
+    for report in reports.iter_mut().filter(|r| r.weight() > cap) {
+        report.cut(cap);
+    }
+}
+
+/// What one violation adds to an encoded report besides its field and message: the
+/// rule id and protobuf framing, generously.
+const VIOLATION_OVERHEAD: usize = 64;
 
 /// The verdict on one document: its kind and every violation found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,13 +164,76 @@ pub struct Report {
     /// The detected or given kind; `None` when it could not be told.
     pub kind: Option<Kind>,
     pub violations: Vec<Violation>,
+    /// What `limits.violations` counts.
+    pub omitted: Omitted,
 }
 
 impl Report {
     pub fn new(kind: Option<Kind>, mut violations: Vec<Violation>) -> Report {
-        // Stable sort: violations of the same field and rule keep the order they were found in.
-        violations.sort_by(|a, b| a.field.cmp(&b.field).then_with(|| a.rule.cmp(b.rule)));
-        Report { kind, violations }
+        sort(&mut violations);
+        Report {
+            kind,
+            violations,
+            omitted: Omitted::default(),
+        }
+    }
+
+    /// About the bytes the report takes once encoded.
+    pub fn weight(&self) -> usize {
+        self.violations
+            .iter()
+            .map(|v| v.field.len() + v.message.len() + VIOLATION_OVERHEAD)
+            .sum::<usize>()
+            + VIOLATION_OVERHEAD
+    }
+
+    /// Keeps the first violations that fit in `max_weight` and counts the others.
+    fn cut(&mut self, max_weight: usize) {
+        let all = std::mem::take(&mut self.violations);
+        // Room for the `limits.violations` that says what was cut.
+        let mut room = max_weight.saturating_sub(4 * VIOLATION_OVERHEAD + 256);
+        let mut out_of_room = false;
+        for v in all {
+            if v.rule == "limits.violations" {
+                continue; // counted in `omitted` already; stated again below
+            }
+            let weight = v.field.len() + v.message.len() + VIOLATION_OVERHEAD;
+            if !out_of_room && weight <= room {
+                room -= weight;
+                self.violations.push(v);
+            } else {
+                out_of_room = true;
+                self.omitted.count += 1;
+                self.omitted.errors += usize::from(v.severity == Severity::Error);
+            }
+        }
+        self.state_omitted(
+            "a report in a large batch lists fewer, so that the whole response fits one message",
+        );
+    }
+
+    /// (Re)states `limits.violations` from the counts. It is an error when an error was
+    /// left out, so leaving violations out never changes a verdict.
+    fn state_omitted(&mut self, why: &str) {
+        self.violations.retain(|v| v.rule != "limits.violations");
+        if self.omitted.count == 0 {
+            return;
+        }
+        let severity = if self.omitted.errors > 0 {
+            Severity::Error
+        } else {
+            Severity::Warning
+        };
+        self.violations.push(Violation {
+            rule: "limits.violations",
+            field: String::new(),
+            message: format!(
+                "{} more violations ({} of them errors) are not listed: {why}; fix the ones listed and check again",
+                self.omitted.count, self.omitted.errors
+            ),
+            severity,
+        });
+        sort(&mut self.violations);
     }
 
     pub fn kind_name(&self) -> &'static str {
@@ -186,5 +279,67 @@ impl Report {
                 "severity": v.severity.as_str(),
             })).collect::<Vec<_>>(),
         })
+    }
+}
+
+/// By field, then rule; stable, so violations of the same field and rule keep the order
+/// they were found in.
+fn sort(violations: &mut [Violation]) {
+    violations.sort_by(|a, b| a.field.cmp(&b.field).then_with(|| a.rule.cmp(b.rule)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(n: usize, field_len: usize) -> Report {
+        let violations = (0..n)
+            .map(|i| Violation {
+                rule: "tao.dotted_key",
+                field: format!("/{i:06}{}", "k".repeat(field_len)),
+                message: "dotted".into(),
+                severity: Severity::Error,
+            })
+            .collect();
+        Report::new(None, violations)
+    }
+
+    #[test]
+    fn fit_cuts_only_the_largest_reports_and_keeps_verdicts() {
+        let small = report(2, 10);
+        let mut reports = vec![
+            small.clone(),
+            report(500, 1000),
+            report(300, 1000),
+            small.clone(),
+        ];
+        let budget = 200_000;
+        fit(&mut reports, budget);
+        assert!(reports.iter().map(Report::weight).sum::<usize>() <= budget);
+        assert_eq!(reports[0], small);
+        assert_eq!(reports[3], small);
+        for (cut, n) in reports[1..3].iter().zip([500, 300]) {
+            assert!(!cut.ok());
+            let first = &cut.violations[0];
+            assert_eq!(
+                (first.rule, first.severity),
+                ("limits.violations", Severity::Error)
+            );
+            assert!(cut.omitted.count > 0);
+            assert_eq!(cut.violations.len() - 1 + cut.omitted.count, n);
+        }
+        // A report cut twice counts everything it left out.
+        let mut again = reports.clone();
+        fit(&mut again, budget / 4);
+        assert!(again[1].omitted.count > reports[1].omitted.count);
+        assert_eq!(again[1].violations.len() - 1 + again[1].omitted.count, 500);
+    }
+
+    #[test]
+    fn fit_leaves_a_batch_under_budget_alone() {
+        let mut reports = vec![report(3, 10), report(5, 10)];
+        let before = reports.clone();
+        fit(&mut reports, 1 << 20);
+        assert_eq!(reports, before);
     }
 }

@@ -38,7 +38,7 @@ impl Validator {
             (kind, ctx.out)
         });
         match result {
-            Ok((kind, collected)) => Report::new(kind, collected.finish()),
+            Ok((kind, collected)) => collected.into_report(kind),
             Err(violation) => Report::new(kind, vec![violation]),
         }
     }
@@ -132,7 +132,7 @@ impl Validator {
             found = f;
         }
         Verified {
-            report: Report::new(kind, collected.finish()),
+            report: collected.into_report(kind),
             declared,
             found,
         }

@@ -150,13 +150,15 @@ pub fn decode(request: &[u8]) -> Option<Batch> {
 }
 
 /// Checks a decoded batch and encodes its `AdmitBatchResponse`; a batch of more than
-/// `max_batch` documents is only counted.
+/// `max_batch` documents is only counted. With `max_response_bytes`, the largest
+/// reports are cut so that the response fits (`report::fit`).
 pub fn answer(
     validator: &Validator,
     batch: &Batch,
     admission: &Admission,
     max_batch: usize,
     threads: Option<usize>,
+    max_response_bytes: Option<usize>,
 ) -> BatchOutcome {
     let mut outcome = BatchOutcome {
         documents: batch.len(),
@@ -165,9 +167,12 @@ pub fn answer(
     if batch.len() > max_batch {
         return outcome;
     }
-    let reports = validator.check_each(&batch.items, threads, admission, |(raw, kind)| {
+    let mut reports = validator.check_each(&batch.items, threads, admission, |(raw, kind)| {
         (raw.as_slice(), *kind)
     });
+    if let Some(budget) = max_response_bytes {
+        crate::report::fit(&mut reports, budget);
+    }
     let response = AdmitBatchResponse {
         results: reports
             .iter()
@@ -222,7 +227,7 @@ mod tests {
         max_batch: usize,
         threads: Option<usize>,
     ) -> Option<BatchOutcome> {
-        decode(request).map(|batch| answer(validator, &batch, admission, max_batch, threads))
+        decode(request).map(|batch| answer(validator, &batch, admission, max_batch, threads, None))
     }
 
     fn request(documents: Vec<Document>, dry_run: bool) -> Vec<u8> {

@@ -134,12 +134,18 @@ class Gate:
     def quota(self, project: str) -> int | None:
         return self.config.project_quota(project)
 
+    def response_budget(self) -> int:
+        """The bytes a batch's reports may take together, so that its response fits one
+        message with room for job ids and framing; the core cuts the largest reports
+        beyond it (`jobgate.fit_reports`)."""
+        return self.config.server.max_message_bytes * 3 // 4
+
     def check_many(self, documents: list[bytes], kind: str | None, account: str) -> list[jobgate.Report]:
         """Dry-run reports for many documents, in parallel. Project quotas are applied
         from the store's current usage, as a dry-run Admit would."""
         if not self.has_quotas():
-            return self.validator.check_many(documents, kind, owner=account)
-        return [self.admit(d, kind, account, dry_run=True).report for d in documents]
+            return self.validator.check_many(documents, kind, owner=account, max_response_bytes=self.response_budget())
+        return jobgate.fit_reports([self.admit(d, kind, account, dry_run=True).report for d in documents], self.response_budget())
 
     def check_batch_request(self, request: bytes, account: str, max_batch: int):
         """The core's answer to an encoded dry-run AdmitBatchRequest of raw documents
@@ -152,7 +158,7 @@ class Gate:
                 return None
             # The usage is read only when the core answers the request itself.
             quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage}
-        return validator.check_batch_request(request, owner=account, max_batch=max_batch, **quotas)
+        return validator.check_batch_request(request, owner=account, max_batch=max_batch, max_response_bytes=config.server.max_message_bytes * 3 // 4, **quotas)
 
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)

@@ -27,6 +27,7 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+import jobgate
 from jobgate.config import Config
 from jobgate.server import recipes
 from jobgate.server.auth import Authenticator
@@ -264,8 +265,10 @@ class AdmissionService:
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
             r = self._admit(context, f"documents[{i}]", data, kind, account, dry_run=message.dry_run, package=package, facts=facts[i])
             self.metrics.report("AdmitBatch", r.report)
-            results.append(self.encoder.item(r.report, r.job_id))
-        return b"".join(results)
+            results.append(r)
+        # The reports together fit the response: the largest are cut, verdicts kept.
+        reports = jobgate.fit_reports([r.report for r in results], self.gate.response_budget())
+        return b"".join(self.encoder.item(report, r.job_id) for report, r in zip(reports, results, strict=True))
 
     def _batch_size(self, documents: int, limit: int, context: grpc.ServicerContext) -> None:
         if documents > limit:
