@@ -108,11 +108,35 @@ impl Validator {
                         return Ok(Verified::refused(kind, v));
                     }
                 };
+                let shipped = match (input, &contents.bundle) {
+                    (Some(doc), Some((name, own))) => self.other_bundle(doc, name, own),
+                    _ => None,
+                };
                 Ok(self.verify_with(document, kind, admission, |declared| {
-                    package::compare_members(&contents, declared)
+                    let (mut violations, found) = package::compare_members(&contents, declared);
+                    violations.extend(shipped);
+                    (violations, found)
                 }))
             }
         }
+    }
+
+    /// A package's own bundle document, when it is not the bundle being checked with
+    /// it: whoever extracts the package gets that one, so it rides along undeclared.
+    /// Compared as read (key order and formatting aside).
+    fn other_bundle(&self, checked: &[u8], name: &str, own: &[u8]) -> Option<Violation> {
+        let read = |bytes: &[u8]| {
+            document::reading(bytes, &self.config.limits)
+                .ok()
+                .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok())
+        };
+        let same = matches!((read(checked), read(own)), (Some(a), Some(b)) if a == b);
+        (!same).then(|| Violation {
+            rule: "tao.supporting_file.undeclared",
+            field: "/execution/supporting_files".into(),
+            message: format!("the package holds its own {name}, which is not the bundle checked with it; whoever extracts the package gets that one, so ship the package with the bundle it holds"),
+            severity: Severity::Error,
+        })
     }
 
     /// The document's report plus what `verify` finds of its declared files (only for

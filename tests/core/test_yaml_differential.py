@@ -64,7 +64,9 @@ class Doc:
         if not self.draw(st.integers(0, 5)) == 0:
             return ""
         self.next_anchor += 1
-        return f"&a{self.next_anchor} "
+        # Now and then a name that YAML 1.1 and 1.2 readers end in different places.
+        odd = self.draw(st.sampled_from(["", "", "", "", ":x", ".y", "?"]))
+        return f"&a{self.next_anchor}{odd} "
 
     def tag(self) -> str:
         return self.draw(st.sampled_from(TAGS)) + " " if self.draw(st.integers(0, 12)) == 0 else ""
@@ -176,7 +178,7 @@ def jobgate_reading(text: str) -> Any | None:
 @SETTINGS
 def test_what_jobgate_reads_is_what_safe_load_builds(data):
     doc = Doc(data)
-    text = doc.block_map(0, 0) + "\n"
+    text = doc.block_map(0, 0) + data.draw(st.sampled_from(["\n", "\n", "", "\n  ", "\r\n"]))
     mine = jobgate_reading(text)
     if mine is None:
         return
@@ -224,6 +226,9 @@ REFUSED = {
     "base 60 1:20": (with_extra("x: 1:20"), '"1:20"'),
     "a date": (with_extra("x: 2001-12-14"), "a date"),
     "an integer key": (with_extra("1: x"), 'key "1"'),
+    "an anchor name PyYAML ends early": (with_extra("&x:y mode: config"), "anchor &x:y"),
+    "an anchor defined twice": (with_extra("p: &x 1\nq: &x 2\nr: *x"), "defined twice"),
+    "a block scalar cut by the end of the text": (with_extra("x: |\n  run").rstrip("\n"), "block scalar"),
 }
 
 

@@ -253,6 +253,25 @@ def test_a_helper_of_any_size_is_scanned_for_imports(tmp_path):
     assert ("tao.supporting_file.undeclared_import", f"{F}/0/source") in pairs(report)
 
 
+def test_a_package_shipping_another_bundle_than_the_one_checked(tmp_path):
+    doc, entries = packaged()
+    evil = {**doc, "image": "evil.example.com/pwn:latest"}
+    path = write(tmp_path, "p.tar", tar_bytes([("file", "bundle.json", json.dumps(evil).encode()), *entries[1:]]))
+    report = V.check(doc, package=path)  # what `tar -x` gives is `evil`, never checked
+    assert pairs(report) == [("tao.supporting_file.undeclared", F)]
+    assert "not the bundle checked with it" in report.violations[0].message
+    # The same bundle, however it is formatted, is the one shipped.
+    same = write(tmp_path, "same.tar", tar_bytes([("file", "bundle.json", json.dumps(doc, indent=2, sort_keys=True).encode()), *entries[1:]]))
+    assert V.check(doc, package=same).ok
+
+
+def test_a_file_named_like_a_directory(tmp_path):
+    doc, entries = packaged()
+    path = write(tmp_path, "p.tar", tar_bytes([entries[0], ("file", "scripts/helper.py/.", HELPER)]))
+    report = V.check(doc, package=path)
+    assert ("tao.supporting_file.path", F) in pairs(report) and not report.ok
+
+
 def test_zip64_unicode_path_and_cp437_names_are_refused(tmp_path):
     doc, entries = packaged()
     buf = io.BytesIO()

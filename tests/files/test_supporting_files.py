@@ -8,6 +8,8 @@ import hashlib
 import io
 import json
 import os
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -121,6 +123,36 @@ def test_undeclared_sibling_import(root):
     assert "util" in report.violations[0].message and "helpers_pkg" in report.violations[1].message
     closed = bundle(declare(root, "scripts/checkpoint_action.py", "scripts/extra.py", "scripts/util.py", "scripts/helpers_pkg/__init__.py"))
     assert V.check(closed, root=root).ok
+
+
+IMPORT_FORMS = {
+    "a submodule of a declared package": (b"from pkg.util import x\n", ["pkg/__init__.py"], "pkg/util.py"),
+    "a namespace package": (b"from ns import mod\n", [], "ns/mod.py"),
+    "a dotted import": (b"import pkg.util\n", ["pkg/__init__.py"], "pkg/util.py"),
+    "after a byte order mark": (b"\xef\xbb\xbfimport sibling\n", [], "sibling.py"),
+    "after a lone carriage return": (b"x = 1\rimport sibling\r", [], "sibling.py"),
+    "after a string continued by a backslash": (b'x = "abc\\\n"; import sibling\n', [], "sibling.py"),
+    "an NFKC-equivalent name": ("import \uff53ibling\n".encode(), [], "sibling.py"),
+    "a foreign source encoding": (b"# coding: unicode_escape\n#\\u000aimport sibling\n", [], "helper.py"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(IMPORT_FORMS))
+def test_every_import_python_would_make_is_seen(tmp_path, form):
+    source, declared_too, loaded = IMPORT_FORMS[form]
+    r = tmp_path / "root"
+    for rel in ("sibling.py", "pkg/__init__.py", "pkg/util.py", "ns/mod.py"):
+        (r / rel).parent.mkdir(parents=True, exist_ok=True)
+        (r / rel).write_bytes(b"x = 1\n")
+    (r / "helper.py").write_bytes(source)
+    report = V.check(bundle(declare(r, "helper.py", *declared_too)), root=r)
+    assert pairs(report) == [("tao.supporting_file.undeclared_import", f"{F}/0/source")], report.violations
+    assert loaded in report.violations[0].message
+    if form != "a foreign source encoding":  # Python really loads it
+        run = subprocess.run([sys.executable, "helper.py"], cwd=r, capture_output=True)
+        assert run.returncode == 0, run.stderr
+        closed = bundle(declare(r, "helper.py", *declared_too, loaded))
+        assert V.check(closed, root=r).ok
 
 
 def test_unopenable_root_is_an_error_not_a_verdict(tmp_path):

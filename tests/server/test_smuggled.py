@@ -78,6 +78,7 @@ def _packages() -> dict[str, tuple[dict, bytes]]:
         "a tar with a zip appended": (doc, pkg.tar_bytes(entries) + pkg.zip_bytes([("file", "evil.sh", pkg.EVIL)])),
         "a zip with a prefix": (doc, b"#!/bin/sh\nexec python -m helper\n" + pkg.zip_bytes(entries)),
         "two bundle documents": (doc, pkg.tar_bytes([*entries, ("file", "bundle.yaml", json.dumps(pkg.bundle({})).encode())])),
+        "a package shipping another bundle": (doc, pkg.tar_bytes([("file", "bundle.json", json.dumps({**doc, "image": "evil.example.com/pwn:1"}).encode()), *entries[1:]])),
     }
 
 
@@ -122,10 +123,12 @@ def test_a_package_is_refused_by_check_revalidate_and_stage(tmp_path, capsys, na
     assert [(v["rule"], v["field"]) for v in json.loads(out)["results"][0]["violations"]] == want
 
     # revalidate judges the package by its own bundle document, which is `doc` here
-    code, out = run_cli(capsys, ["revalidate", str(archive.parent), "--format", "json"])
-    assert code == 1
-    (result,) = json.loads(out)["results"]
-    assert result["verdict"] == "fail" and [(v["rule"], v["field"]) for v in result["violations"]] == want
+    # (except where the package ships another one, which is the whole point)
+    if name != "a package shipping another bundle":
+        code, out = run_cli(capsys, ["revalidate", str(archive.parent), "--format", "json"])
+        assert code == 1
+        (result,) = json.loads(out)["results"]
+        assert result["verdict"] == "fail" and [(v["rule"], v["field"]) for v in result["violations"]] == want
 
     job = tmp_path / "job"
     code, out = run_cli(capsys, ["stage", str(bundle), "--package", str(archive), "--job-dir", str(job)])

@@ -12,6 +12,7 @@
 //! hashed every time, never cached. And a file written while it was being read is not
 //! cached either: its key is taken again after the read and must not have moved.
 
+use super::imports::Imports;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -56,8 +57,8 @@ impl Key {
 pub struct Digest {
     pub sha256: String,
     pub size: u64,
-    /// For Python helpers, the sibling modules it imports.
-    pub imports: Vec<String>,
+    /// For Python helpers, what it imports from beside it.
+    pub imports: Imports,
 }
 
 #[derive(Debug, Default)]
@@ -128,7 +129,7 @@ mod tests {
         Digest {
             sha256: "ab".into(),
             size: 3,
-            imports: vec![],
+            imports: Imports::default(),
         }
     }
 

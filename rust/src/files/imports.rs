@@ -1,12 +1,28 @@
 //! The sibling modules a Python helper imports, so the staged set can be proven
 //! import-closed. A light statement scanner, not a Python parser: it reads `import`
 //! and `from ... import` statements (with parentheses and backslash continuations,
-//! after `;` and after a compound statement's `:`) outside comments and strings,
-//! streaming, so a helper of any size is read whole in bounded memory.
+//! after `;` and after a compound statement's `:`) outside comments and strings, the
+//! way Python reads its source: universal newlines, a leading BOM, strings continued
+//! by a backslash, identifiers NFKC-normalized. It streams, so a helper of any size
+//! is read whole in bounded memory. Imports made at run time (`importlib`,
+//! `__import__`) are not seen.
 
-/// Module names that resolve next to the helper: `import x`, `from x import y`,
-/// `from . import z`, `from .m import y`. Deduplicated, in order of appearance.
-pub fn sibling_imports(source: &str) -> Vec<String> {
+use std::collections::HashSet;
+
+use unicode_normalization::UnicodeNormalization;
+
+/// What a helper's imports could load from beside it: module paths relative to the
+/// helper's directory (`util`, `pkg/sub`), each a `<path>.py` or `<path>/__init__.py`,
+/// and a source encoding other than UTF-8 when the helper declares one (its text then
+/// means something else to Python than the bytes read here).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Imports {
+    pub modules: Vec<String>,
+    pub encoding: Option<String>,
+}
+
+/// The imports of a whole helper's text.
+pub fn sibling_imports(source: &str) -> Imports {
     let mut scanner = ImportScanner::default();
     scanner.feed(source.as_bytes());
     scanner.finish()
@@ -22,16 +38,44 @@ const MAX_PIECE: usize = 1 << 20;
 #[derive(Default)]
 pub struct ImportScanner {
     pending: Vec<u8>,
+    /// The last chunk ended on `\r`: a `\n` that opens the next one ends no line.
+    after_cr: bool,
+    lines: usize,
     lexer: Lexer,
+    found: Found,
+}
+
+/// Module paths in order of appearance, each once.
+#[derive(Default)]
+struct Found {
     modules: Vec<String>,
+    seen: HashSet<String>,
+    encoding: Option<String>,
+}
+
+impl Found {
+    fn push(&mut self, path: String) {
+        if !path.is_empty() && self.seen.insert(path.clone()) {
+            self.modules.push(path);
+        }
+    }
 }
 
 impl ImportScanner {
     pub fn feed(&mut self, mut chunk: &[u8]) {
-        while let Some(pos) = memchr::memchr(b'\n', chunk) {
+        if self.after_cr && chunk.first() == Some(&b'\n') {
+            chunk = &chunk[1..];
+        }
+        self.after_cr = false;
+        // Python's universal newlines: `\n`, `\r\n` and a lone `\r` all end a line.
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', chunk) {
             self.pending.extend_from_slice(&chunk[..pos]);
             self.line();
-            chunk = &chunk[pos + 1..];
+            let crlf = chunk[pos] == b'\r' && chunk.get(pos + 1) == Some(&b'\n');
+            if chunk[pos] == b'\r' && pos + 1 == chunk.len() {
+                self.after_cr = true;
+            }
+            chunk = &chunk[pos + 1 + usize::from(crlf)..];
         }
         self.pending.extend_from_slice(chunk);
         if self.pending.len() >= MAX_PIECE {
@@ -39,18 +83,28 @@ impl ImportScanner {
         }
     }
 
-    pub fn finish(mut self) -> Vec<String> {
+    pub fn finish(mut self) -> Imports {
         if !self.pending.is_empty() {
             self.line();
         }
-        self.lexer.end_statement(&mut self.modules);
-        self.modules
+        self.lexer.end_statement(&mut self.found);
+        Imports {
+            modules: self.found.modules,
+            encoding: self.found.encoding,
+        }
     }
 
     fn line(&mut self) {
         let text = String::from_utf8_lossy(&self.pending);
-        let text = text.strip_suffix('\r').unwrap_or(&text);
-        self.lexer.line(text, &mut self.modules);
+        let mut text: &str = &text;
+        if self.lines == 0 {
+            text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        }
+        if self.lines < 2 && self.found.encoding.is_none() {
+            self.found.encoding = foreign_encoding(text);
+        }
+        self.lines += 1;
+        self.lexer.line(text, &mut self.found);
         self.pending.clear();
     }
 }
@@ -66,53 +120,79 @@ impl std::io::Write for ImportScanner {
     }
 }
 
+/// PEP 263: `# -*- coding: <name> -*-` on line one or two. Only UTF-8 (and ASCII,
+/// its subset) reads as the bytes here do.
+fn foreign_encoding(line: &str) -> Option<String> {
+    let comment = line
+        .trim_start_matches([' ', '\t', '\x0c'])
+        .strip_prefix('#')?;
+    let at = comment.find("coding")?;
+    let rest = comment[at + "coding".len()..].strip_prefix([':', '='])?;
+    let name: String = rest
+        .trim_start_matches([' ', '\t'])
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    let normal = name.to_ascii_lowercase().replace('_', "-");
+    let utf8 = normal == "utf-8"
+        || normal.starts_with("utf-8-")
+        || matches!(normal.as_str(), "utf8" | "ascii" | "us-ascii");
+    (!name.is_empty() && !utf8).then_some(name)
+}
+
 /// Python's tokens as far as statements go: string literals (one-line and triple
 /// quoted, with escapes) are blanked, comments dropped, brackets counted for implicit
 /// line joining, backslashes join lines. A `(` or `#` inside a string changes nothing.
 #[derive(Default)]
 struct Lexer {
-    /// The quote character of a triple-quoted string still open, across lines.
-    in_triple: Option<char>,
+    /// The quote of a string still open at the end of the line: a triple-quoted one,
+    /// or a one-line string continued by a backslash.
+    open: Option<(char, bool)>,
     depth: i64,
     /// The logical statement so far, strings blanked to `""`.
     current: String,
 }
 
 impl Lexer {
-    fn line(&mut self, raw: &str, modules: &mut Vec<String>) {
+    fn line(&mut self, raw: &str, found: &mut Found) {
         let mut chars = raw.chars().peekable();
         let mut code = String::new();
-        while let Some(c) = chars.next() {
-            if let Some(q) = self.in_triple {
-                if c == '\\' {
-                    chars.next();
-                } else if c == q && chars.next_if_eq(&q).is_some() && chars.next_if_eq(&q).is_some()
-                {
-                    self.in_triple = None;
-                    code.push_str("\"\"");
+        loop {
+            if let Some((q, triple)) = self.open {
+                // Inside a string: to its closing quote, or on to the next line.
+                let mut closed = false;
+                while let Some(c) = chars.next() {
+                    if c == '\\' {
+                        if chars.next().is_none() && !triple {
+                            return self.after_line(code, true, found); // continued
+                        }
+                    } else if c == q
+                        && (!triple
+                            || (chars.next_if_eq(&q).is_some() && chars.next_if_eq(&q).is_some()))
+                    {
+                        closed = true;
+                        break;
+                    }
                 }
-                continue;
+                if !closed {
+                    if !triple {
+                        self.open = None; // an unterminated one-line string ends with its line
+                    }
+                    return self.after_line(code, self.open.is_some(), found);
+                }
+                self.open = None;
+                code.push_str("\"\"");
             }
+            let Some(c) = chars.next() else { break };
             match c {
                 '#' => break,
                 '"' | '\'' => {
-                    if chars.next_if_eq(&c).is_some() {
-                        if chars.next_if_eq(&c).is_some() {
-                            self.in_triple = Some(c);
-                        } else {
-                            code.push_str("\"\"");
-                        }
+                    let triple = chars.next_if_eq(&c).is_some();
+                    if triple && chars.next_if_eq(&c).is_none() {
+                        code.push_str("\"\""); // an empty string
                         continue;
                     }
-                    // A one-line string: to its closing quote or the end of the line.
-                    while let Some(d) = chars.next() {
-                        if d == '\\' {
-                            chars.next();
-                        } else if d == c {
-                            break;
-                        }
-                    }
-                    code.push_str("\"\"");
+                    self.open = Some((c, triple));
                 }
                 '(' | '[' | '{' => {
                     self.depth += 1;
@@ -125,19 +205,23 @@ impl Lexer {
                 _ => code.push(c),
             }
         }
-        let trimmed = code.trim_end();
-        let continued = self.in_triple.is_some() || trimmed.ends_with('\\');
+        let continued = code.trim_end().ends_with('\\');
+        self.after_line(code, continued, found);
+    }
+
+    fn after_line(&mut self, code: String, continued: bool, found: &mut Found) {
         if self.current.len() < MAX_PIECE {
             self.current.push(' ');
-            self.current.push_str(trimmed.trim_end_matches('\\'));
+            self.current
+                .push_str(code.trim_end().trim_end_matches('\\'));
         }
         if self.depth <= 0 && !continued {
-            self.end_statement(modules);
+            self.end_statement(found);
         }
     }
 
     /// Simple statements follow `;` or a compound statement's `:` (`if x: import y`).
-    fn end_statement(&mut self, modules: &mut Vec<String>) {
+    fn end_statement(&mut self, found: &mut Found) {
         self.depth = 0;
         let statement = std::mem::take(&mut self.current);
         let mut level = 0i64;
@@ -147,66 +231,93 @@ impl Lexer {
                 '(' | '[' | '{' => level += 1,
                 ')' | ']' | '}' => level -= 1,
                 ';' | ':' if level <= 0 => {
-                    import_names(statement[start..i].trim(), modules);
+                    import_paths(statement[start..i].trim(), found);
                     start = i + 1;
                 }
                 _ => {}
             }
         }
-        import_names(statement[start..].trim(), modules);
+        import_paths(statement[start..].trim(), found);
     }
 }
 
-/// The sibling candidates one simple statement names, if it is an import.
-fn import_names(statement: &str, out: &mut Vec<String>) {
-    let words: Vec<&str> = statement.split_whitespace().collect();
-    match words.first() {
-        Some(&"import") => {
-            for item in statement["import".len()..].split(',') {
-                let module = item
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("")
-                    .trim_matches(|c| c == '(' || c == ')');
-                push(out, module.split('.').next().unwrap_or(""));
-            }
-        }
-        Some(&"from") if words.len() >= 3 => {
-            let module = words[1];
-            let level = module.bytes().take_while(|c| *c == b'.').count();
-            let rest = &module[level..];
-            match (level, rest.is_empty()) {
-                (0, _) | (1, false) => push(out, rest.split('.').next().unwrap_or("")),
-                (1, true) => {
-                    // `from . import a, b as c`: each name may be a sibling module.
-                    if let Some(pos) = statement.find(" import ") {
-                        let names = statement[pos + 8..]
-                            .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace());
-                        for item in names.split(',') {
-                            push(
-                                out,
-                                item.split_whitespace()
-                                    .next()
-                                    .unwrap_or("")
-                                    .trim_matches(|c| c == '(' || c == ')'),
-                            );
-                        }
-                    }
-                }
-                _ => {} // `from ..x`: the parent package, not a sibling
-            }
-        }
-        _ => {}
-    }
+/// A dotted name as Python reads it: NFKC-normalized identifiers joined by `/`;
+/// `None` if it is not one.
+fn module_path(dotted: &str) -> Option<String> {
+    let parts: Vec<String> = dotted.split('.').map(|p| p.nfkc().collect()).collect();
+    let identifier = |p: &String| {
+        !p.is_empty()
+            && p.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !p.starts_with(|c: char| c.is_ascii_digit())
+    };
+    parts.iter().all(identifier).then(|| parts.join("/"))
 }
 
-fn push(out: &mut Vec<String>, name: &str) {
-    let ok = !name.is_empty()
-        && name != "*"
-        && name.chars().all(|c| c.is_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit());
-    if ok && !out.iter().any(|n| n == name) {
-        out.push(name.to_string());
+/// Every module an import of `path` (`a/b/c`) loads: `a`, `a/b`, `a/b/c`.
+fn push_prefixes(path: &str, found: &mut Found) {
+    for (i, c) in path.char_indices() {
+        if c == '/' {
+            found.push(path[..i].to_string());
+        }
+    }
+    found.push(path.to_string());
+}
+
+/// The names an `import` list or a `from ... import` list gives, `as` aliases dropped.
+fn names(list: &str) -> impl Iterator<Item = &str> {
+    list.split([',', '(', ')'])
+        .filter_map(|item| item.split_whitespace().next())
+        .filter(|n| *n != "*")
+}
+
+/// The module paths one simple statement may load beside the helper, if it imports.
+fn import_paths(statement: &str, found: &mut Found) {
+    let statement = statement.trim_start_matches('(');
+    if let Some(rest) = statement
+        .strip_prefix("import")
+        .filter(|r| r.starts_with(char::is_whitespace))
+    {
+        for name in names(rest) {
+            if let Some(path) = module_path(name) {
+                push_prefixes(&path, found);
+            }
+        }
+        return;
+    }
+    let Some(rest) = statement
+        .strip_prefix("from")
+        .filter(|r| r.starts_with(char::is_whitespace))
+    else {
+        return;
+    };
+    let Some((module, list)) = rest.split_once(" import") else {
+        return;
+    };
+    let module = module.trim();
+    let level = module.bytes().take_while(|c| *c == b'.').count();
+    let dotted = &module[level..];
+    if level > 1 {
+        return; // `from ..x`: the parent package, not a sibling
+    }
+    let base = if dotted.is_empty() {
+        String::new()
+    } else {
+        match module_path(dotted) {
+            Some(path) => {
+                push_prefixes(&path, found);
+                format!("{path}/")
+            }
+            None => return,
+        }
+    };
+    if level == 0 && dotted.is_empty() {
+        return;
+    }
+    // `from a import b` loads a/b when b is a submodule (or `a` a namespace package).
+    for name in names(list) {
+        if let Some(leaf) = module_path(name).filter(|p| !p.contains('/')) {
+            found.push(format!("{base}{leaf}"));
+        }
     }
 }
 
@@ -214,41 +325,94 @@ fn push(out: &mut Vec<String>, name: &str) {
 mod tests {
     use super::*;
 
+    fn modules(src: &str) -> Vec<String> {
+        sibling_imports(src).modules
+    }
+
     #[test]
     fn reads_the_import_forms() {
         let src = "import os, helper_a as a\nfrom helper_b.sub import x\nfrom . import helper_c, helper_d as d\nfrom .helper_e import y\nfrom .. import parent\nfrom pkg import (\n    one,\n    two,\n)\n# import commented\n\"\"\"\nimport in_docstring\n\"\"\"\nx = 1; import helper_f\n";
         assert_eq!(
-            sibling_imports(src),
-            ["os", "helper_a", "helper_b", "helper_c", "helper_d", "helper_e", "pkg", "helper_f"]
+            modules(src),
+            [
+                "os",
+                "helper_a",
+                "helper_b",
+                "helper_b/sub",
+                "helper_b/sub/x",
+                "helper_c",
+                "helper_d",
+                "helper_e",
+                "helper_e/y",
+                "pkg",
+                "pkg/one",
+                "pkg/two",
+                "helper_f"
+            ]
+        );
+    }
+
+    #[test]
+    fn dotted_modules_load_every_prefix() {
+        assert_eq!(modules("import a.b.c\n"), ["a", "a/b", "a/b/c"]);
+        assert_eq!(modules("from ns import mod\n"), ["ns", "ns/mod"]);
+        assert_eq!(
+            modules("from pkg.util import x\n"),
+            ["pkg", "pkg/util", "pkg/util/x"]
         );
     }
 
     #[test]
     fn strings_and_compound_statements_hide_nothing() {
-        let src = "x = \"(\"\nimport helper_a\ns = '# not a comment'; import helper_b\nif True: import helper_c\ntry: from helper_d import y\nexcept ImportError: pass\nt = '''\nimport in_string\n'''\nu = \"\"\"one line\"\"\"; import helper_e\nd = {'a': 1}\n";
+        let src = "x = \"(\"\nimport helper_a\ns = '# not a comment'; import helper_b\nif True: import helper_c\ntry: from helper_d import y\nexcept ImportError: pass\nt = '''\nimport in_string\n'''\nu = \"\"\"one line\"\"\"; import helper_e\nd = {'a': 1}\nv = \"abc\\\n\"; import helper_f\n";
         assert_eq!(
-            sibling_imports(src),
-            ["helper_a", "helper_b", "helper_c", "helper_d", "helper_e"]
+            modules(src),
+            [
+                "helper_a",
+                "helper_b",
+                "helper_c",
+                "helper_d",
+                "helper_d/y",
+                "helper_e",
+                "helper_f"
+            ]
         );
+    }
+
+    #[test]
+    fn reads_source_as_python_does() {
+        assert_eq!(modules("\u{feff}import sibling\n"), ["sibling"]);
+        assert_eq!(modules("x = 1\rimport sibling\r"), ["sibling"]);
+        assert_eq!(modules("x = 1\r\nimport sibling\r\n"), ["sibling"]);
+        assert_eq!(modules("import \u{ff53}ibling\n"), ["sibling"]);
+        let foreign = sibling_imports("# coding: unicode_escape\n#\\u000aimport sibling\n");
+        assert_eq!(foreign.encoding.as_deref(), Some("unicode_escape"));
+        assert_eq!(sibling_imports("# -*- coding: utf-8 -*-\n").encoding, None);
     }
 
     #[test]
     fn streams_in_pieces_of_any_size() {
         let src =
-            "import helper_a\nx = 1\nfrom . import (\n  helper_b,\n  helper_c)\nimport helper_d";
+            "import helper_a\r\nx = 1\nfrom . import (\n  helper_b,\n  helper_c)\rimport helper_d";
         for size in [1, 2, 3, 7, 64] {
             let mut scanner = ImportScanner::default();
             for piece in src.as_bytes().chunks(size) {
                 scanner.feed(piece);
             }
             assert_eq!(
-                scanner.finish(),
+                scanner.finish().modules,
                 ["helper_a", "helper_b", "helper_c", "helper_d"]
             );
         }
         // A helper larger than any buffer is still read to its end.
         let mut big = "x = 1\n".repeat(400_000);
         big.push_str("import helper_z\n");
-        assert_eq!(sibling_imports(&big), ["helper_z"]);
+        assert_eq!(modules(&big), ["helper_z"]);
+    }
+
+    #[test]
+    fn many_imports_cost_linear_time() {
+        let src: String = (0..200_000).map(|i| format!("import m{i}\n")).collect();
+        assert_eq!(modules(&src).len(), 200_000);
     }
 }

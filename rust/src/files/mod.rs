@@ -96,3 +96,39 @@ pub(crate) fn compare(d: &Declared, found: &Found, out: &mut Vec<Violation>) {
         ));
     }
 }
+
+/// The import-closure check shared by roots and packages: every module a declared
+/// Python helper imports that is `present` beside it (as `<m>.py` or
+/// `<m>/__init__.py`) must itself be declared; `where_` says where it was found.
+pub(crate) fn undeclared_imports(
+    d: &Declared,
+    imports: &imports::Imports,
+    declared: &std::collections::HashSet<String>,
+    present: impl Fn(&str) -> bool,
+    where_: &str,
+    out: &mut Vec<Violation>,
+) {
+    if let Some(encoding) = &imports.encoding {
+        out.push(violation(
+            d.field("source"),
+            "tao.supporting_file.undeclared_import",
+            format!("{} declares the source encoding {encoding}, which Python decodes differently from the bytes read here, so its imports cannot be proven declared; save it as UTF-8", d.source),
+        ));
+    }
+    let dir = d.source.rfind('/').map_or("", |p| &d.source[..=p]);
+    for module in &imports.modules {
+        for rel in [
+            format!("{dir}{module}.py"),
+            format!("{dir}{module}/__init__.py"),
+        ] {
+            let rel = root::normalize(&rel);
+            if !declared.contains(&rel) && present(&rel) {
+                out.push(violation(
+                    d.field("source"),
+                    "tao.supporting_file.undeclared_import",
+                    format!("{} imports {}, and {rel} {where_} but is not declared; declare it so the staged set is import-closed", d.source, module.replace('/', ".")),
+                ));
+            }
+        }
+    }
+}

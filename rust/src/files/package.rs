@@ -17,10 +17,10 @@ use std::io::{self, BufReader, Read, Seek, Write};
 use std::path::Path;
 
 use super::hashing::sha256_reader;
-use super::imports::ImportScanner;
+use super::imports::{ImportScanner, Imports};
 use super::root::{normalize, not_regular};
 use super::streams::{GzipMembers, ZstdFrames};
-use super::{compare, tar_format, violation, zip_format, Declared, Found};
+use super::{compare, tar_format, undeclared_imports, violation, zip_format, Declared, Found};
 use crate::kinds::spec_bundle::supporting_path;
 use crate::report::{Severity, Violation};
 use rustix::fs::{Mode, OFlags};
@@ -60,8 +60,8 @@ pub struct Member {
     pub name: String,
     pub kind: MemberKind,
     pub found: Option<Found>,
-    /// The sibling modules a Python helper imports, for the import-closure check.
-    pub imports: Vec<String>,
+    /// What a Python helper imports from beside it, for the import-closure check.
+    pub imports: Imports,
 }
 
 /// What a package holds: its bundle document (if any) and every other member.
@@ -219,7 +219,7 @@ pub fn read(path: &Path, limits: &PackageLimits) -> Result<Contents, PackageErro
                     name,
                     kind,
                     found: None,
-                    imports: Vec::new(),
+                    imports: Imports::default(),
                 });
                 Ok(())
             }
@@ -245,8 +245,18 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 /// Accepts a member name, or says why not: the same rules as a declared path. `./a`,
 /// `a//b` and `a/./b` name `a` and `a/b`, as every extractor writes them.
 fn member_name(raw: &str) -> Result<String, String> {
+    let name = normalize(raw);
+    if name.is_empty() && !raw.starts_with('/') {
+        return Ok(name); // `.` or `./`: the package's own root; the caller decides
+    }
     supporting_path(raw).map_err(|why| format!("the package member {raw:?} {why}"))?;
-    Ok(normalize(raw))
+    Ok(name)
+}
+
+/// A file member named like a directory (`a.py/`, `a.py/.`): extractors make a
+/// directory of it, and then cannot write the file.
+fn names_a_directory(raw: &str) -> bool {
+    raw.ends_with('/') || raw == "." || raw.ends_with("/.")
 }
 
 struct Collector<'a> {
@@ -292,6 +302,10 @@ impl Collector<'_> {
         let name = match member_name(raw) {
             Ok(n) if n.is_empty() => {
                 self.path_violation(format!("the package member {raw:?} names no file"));
+                return Ok(None);
+            }
+            Ok(_) if names_a_directory(raw) => {
+                self.path_violation(format!("the package member {raw:?} is a file named like a directory, which extractors create as a directory; name the file without a trailing '/' or '/.'"));
                 return Ok(None);
             }
             Ok(n) => n,
@@ -423,7 +437,7 @@ pub fn compare_members(
     contents: &Contents,
     declared: &[Declared],
 ) -> (Vec<Violation>, Vec<Option<Found>>) {
-    let all_sources: Vec<String> = declared.iter().map(|d| d.source.clone()).collect();
+    let sources: HashSet<String> = declared.iter().map(|d| normalize(&d.source)).collect();
     let mut out = contents.violations.clone();
     let by_name: HashMap<&str, &Member> = contents
         .members
@@ -464,33 +478,18 @@ pub fn compare_members(
                 continue;
             }
         }
-        {
-            let dir = d.source.rfind('/').map_or("", |p| &d.source[..=p]);
-            for module in &m.imports {
-                for rel in [
-                    format!("{dir}{module}.py"),
-                    format!("{dir}{module}/__init__.py"),
-                ] {
-                    let rel = normalize(&rel);
-                    if by_name.contains_key(rel.as_str())
-                        && !all_sources.iter().any(|s| normalize(s) == rel)
-                    {
-                        out.push(violation(
-                            d.field("source"),
-                            "tao.supporting_file.undeclared_import",
-                            format!(
-                                "{} imports {module}, and {rel} is in the package but not declared",
-                                d.source
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
+        let present = |rel: &str| by_name.contains_key(rel);
+        undeclared_imports(
+            d,
+            &m.imports,
+            &sources,
+            present,
+            "is in the package",
+            &mut out,
+        );
     }
-    let declared_names: Vec<String> = all_sources.iter().map(|s| normalize(s)).collect();
     for m in &contents.members {
-        if !declared_names.contains(&m.name) {
+        if !sources.contains(&m.name) {
             out.push(violation(
                 "/execution/supporting_files".into(),
                 "tao.supporting_file.undeclared",
@@ -691,11 +690,11 @@ mod tests {
             &tar(&[("big.py", &big), ("small.py", HELPER)], true),
         )
         .unwrap();
-        assert_eq!(c.members[0].imports, ["sibling"]);
+        assert_eq!(c.members[0].imports.modules, ["sibling"]);
         assert_eq!(
             c.members[0].found.as_ref().map(|f| f.sha256.clone()),
             Some(sha256_bytes(&big))
         );
-        assert!(c.members[1].imports.is_empty());
+        assert!(c.members[1].imports.modules.is_empty());
     }
 }

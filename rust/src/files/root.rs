@@ -5,6 +5,7 @@
 //! `tao.supporting_file.escape`), and the file hashed is the one actually opened: a
 //! link swapped in between check and read cannot redirect the read.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -17,7 +18,7 @@ use rustix::fs::{openat2, FileType, Mode, OFlags, ResolveFlags, Stat};
 use super::cache::{Digest, DigestCache, Key};
 use super::hashing::sha256_reader;
 use super::imports::ImportScanner;
-use super::{compare, violation, Declared, Found};
+use super::{compare, undeclared_imports, violation, Declared, Found};
 use crate::report::Violation;
 
 pub struct RootDir {
@@ -134,9 +135,10 @@ pub fn verify(
     max_file_bytes: u64,
     cache: Option<&DigestCache>,
 ) -> (Vec<Violation>, Vec<Option<Found>>) {
+    let sources: HashSet<String> = declared.iter().map(|d| normalize(&d.source)).collect();
     let results: Vec<(Vec<Violation>, Option<Found>)> = declared
         .par_iter()
-        .map(|d| verify_one(root, d, declared, max_file_bytes, cache))
+        .map(|d| verify_one(root, d, &sources, max_file_bytes, cache))
         .collect();
     let mut violations = Vec::new();
     let mut found = Vec::with_capacity(results.len());
@@ -150,7 +152,7 @@ pub fn verify(
 fn verify_one(
     root: &RootDir,
     d: &Declared,
-    all: &[Declared],
+    declared: &HashSet<String>,
     max_file_bytes: u64,
     cache: Option<&DigestCache>,
 ) -> (Vec<Violation>, Option<Found>) {
@@ -201,7 +203,15 @@ fn verify_one(
         size: digest.size,
     };
     compare(d, &found, &mut out);
-    undeclared_imports(root, d, all, &digest.imports, &mut out);
+    let present = |rel: &str| root.exists(rel);
+    undeclared_imports(
+        d,
+        &digest.imports,
+        declared,
+        present,
+        "exists next to it",
+        &mut out,
+    );
     (out, Some(found))
 }
 
@@ -230,34 +240,6 @@ fn hash_helper(file: &mut File, source: &str, max_file_bytes: u64) -> io::Result
         size,
         imports,
     })
-}
-
-fn undeclared_imports(
-    root: &RootDir,
-    d: &Declared,
-    all: &[Declared],
-    modules: &[String],
-    out: &mut Vec<Violation>,
-) {
-    let dir = match d.source.rfind('/') {
-        Some(p) => &d.source[..=p],
-        None => "",
-    };
-    let declared = |rel: &str| all.iter().any(|x| normalize(&x.source) == normalize(rel));
-    for module in modules {
-        let file = format!("{dir}{module}.py");
-        let package = format!("{dir}{module}/__init__.py");
-        let present = [&file, &package].into_iter().find(|rel| root.exists(rel));
-        if let Some(rel) = present {
-            if !declared(rel) {
-                out.push(violation(
-                    d.field("source"),
-                    "tao.supporting_file.undeclared_import",
-                    format!("{} imports {module}, and {rel} exists next to it but is not declared; declare it so the staged set is import-closed", d.source),
-                ));
-            }
-        }
-    }
 }
 
 /// `a//b/./c` and `a/b/c` name the same file.

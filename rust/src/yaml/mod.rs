@@ -6,7 +6,7 @@
 //! bounded while events stream in, so no input can exhaust the stack or memory.
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::document::{DecodeError, Limits};
 
@@ -42,6 +42,10 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     let mut documents = 0usize;
     let mut parser = Parser::new_from_str(text);
     let mut cursor = Cursor::new(text);
+    let mut defined: HashSet<&str> = HashSet::new();
+    // Whether the last scalar was a block one (`|`, `>`), which the end of the text
+    // may cut short.
+    let mut last_block = false;
 
     while let Some(event) = parser.next_event() {
         let (event, span) = event.map_err(|e| {
@@ -63,6 +67,7 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 }
             }
             Event::Scalar(value, style, anchor, tag) => {
+                last_block = matches!(style, ScalarStyle::Literal | ScalarStyle::Folded);
                 let is_key = begin(&mut stack, &mut out)?;
                 let start = out.len();
                 if style == ScalarStyle::Plain && stack.last().is_some_and(|f| f.flow) {
@@ -75,6 +80,7 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                     write_scalar(&mut out, value.as_ref(), style, tag.as_deref())?
                 };
                 if anchor != 0 {
+                    define(&mut defined, cursor.from(span.start.index()))?;
                     let end = out.len();
                     anchors.insert(anchor, Anchored { start, end, string });
                 }
@@ -93,8 +99,11 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 if stack.len() >= limits.max_depth {
                     return Err(DecodeError::Depth(limits.max_depth));
                 }
+                if anchor != 0 {
+                    define(&mut defined, cursor.from(span.start.index()))?;
+                }
                 let flow = stack.last().is_some_and(|f| f.flow)
-                    || matches!(cursor.char_at(span.start.index()), Some('[' | '{'));
+                    || starts_flow(cursor.from(span.start.index()));
                 stack.push(Frame {
                     is_map,
                     flow,
@@ -118,6 +127,7 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 finish(&mut stack, &mut out, false);
             }
             Event::Alias(id) => {
+                anchor_name(cursor.from(span.start.index()), '*')?;
                 let anchored = *anchors.get(&id).ok_or_else(|| {
                     DecodeError::Syntax(
                         "a YAML alias refers to an anchor that is not complete yet (a node cannot contain itself)".into(),
@@ -148,6 +158,11 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     if documents == 0 || out.is_empty() {
         return Err(DecodeError::Syntax("the document is empty".into()));
     }
+    if last_block && !text.ends_with(['\n', '\r']) {
+        return Err(DecodeError::Syntax(
+            "the document ends inside a block scalar (| or >) without a final line break, where YAML readers disagree on its last line; end the document with a line break".into(),
+        ));
+    }
     Ok(out)
 }
 
@@ -170,22 +185,80 @@ impl<'t> Cursor<'t> {
         }
     }
 
-    fn char_at(&mut self, index: usize) -> Option<char> {
+    /// The text from the character at `index` on.
+    fn from(&mut self, index: usize) -> &'t str {
         if self.ascii {
-            return self.text.as_bytes().get(index).map(|&b| b as char);
+            return self.text.get(index..).unwrap_or("");
         }
         while self.char < index {
-            let c = self.text[self.byte..].chars().next()?;
+            let Some(c) = self.text[self.byte..].chars().next() else {
+                break;
+            };
             self.byte += c.len_utf8();
             self.char += 1;
         }
         while self.char > index {
-            let c = self.text[..self.byte].chars().next_back()?;
+            let Some(c) = self.text[..self.byte].chars().next_back() else {
+                break;
+            };
             self.byte -= c.len_utf8();
             self.char -= 1;
         }
-        self.text[self.byte..].chars().next()
+        &self.text[self.byte..]
     }
+}
+
+/// Whether a collection written from here is a flow one (`[...]`, `{...}`), after
+/// its anchor and tag if it has them.
+fn starts_flow(node: &str) -> bool {
+    let mut rest = node;
+    for _ in 0..2 {
+        if rest.starts_with(['&', '!']) {
+            rest = rest
+                .trim_start_matches(|c: char| !c.is_whitespace())
+                .trim_start();
+        }
+    }
+    rest.starts_with(['[', '{'])
+}
+
+/// Records an anchor's name; a name defined twice is refused, as PyYAML refuses it.
+fn define<'t>(defined: &mut HashSet<&'t str>, node: &'t str) -> Result<(), DecodeError> {
+    let name = anchor_name(node, '&')?;
+    if !defined.insert(name) {
+        return Err(DecodeError::Syntax(format!(
+            "the YAML anchor &{name} is defined twice; YAML 1.1 readers such as PyYAML refuse that, so give each anchor its own name"
+        )));
+    }
+    Ok(())
+}
+
+/// The anchor (`&name`) or alias (`*name`) written where a node starts, after its tag
+/// if the tag comes first. PyYAML ends a name at the first character that is not
+/// alphanumeric, `-` or `_` (`&x:y` is the anchor `x` before the text `:y`), where
+/// YAML 1.2 takes everything up to a space or flow indicator; a name the two read
+/// differently is refused. So is an anchor defined twice, which PyYAML refuses.
+fn anchor_name(node: &str, sigil: char) -> Result<&str, DecodeError> {
+    let token = node
+        .split_whitespace()
+        .take(2)
+        .find_map(|t| t.strip_prefix(sigil))
+        .unwrap_or("");
+    let name = token
+        .split([',', '[', ']', '{', '}'])
+        .next()
+        .unwrap_or("");
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
+    {
+        let what = if sigil == '&' { "anchor" } else { "alias" };
+        return Err(DecodeError::Syntax(format!(
+            "the YAML {what} {sigil}{name} is read differently by YAML 1.1 readers such as PyYAML, which end a name at its first character that is not a letter, digit, '-' or '_'; rename it"
+        )));
+    }
+    Ok(name)
 }
 
 /// In a flow collection, PyYAML ends a plain scalar at `?` and reads a leading `:` or
@@ -616,6 +689,34 @@ mod tests {
             Err(DecodeError::Syntax(m)) => m,
             other => panic!("{text:?} was not refused: {other:?}"),
         }
+    }
+
+    #[test]
+    fn refuses_anchor_names_pyyaml_reads_otherwise_and_anchors_defined_twice() {
+        for text in [
+            "&x:y a: 1\n",
+            "a: &x:y b\n",
+            "a:\n- &x: b\n",
+            "a: [&x:y 1]\n",
+            "a: &x.y 1\nb: *x.y\n",
+            "a: &x 1\nb: &x 2\nc: *x\n",
+        ] {
+            let m = refused(text);
+            assert!(m.contains("anchor") || m.contains("alias"), "{text:?}: {m}");
+        }
+        assert_eq!(
+            conv("a: &x-1_\u{e9} [1]\nb: !!seq &y [2]\nc: *x-1_\u{e9}\nd: &z {k: *y}\n").unwrap(),
+            r#"{"a":[1],"b":[2],"c":[1],"d":{"k":[2]}}"#
+        );
+    }
+
+    #[test]
+    fn a_block_scalar_cut_by_the_end_of_the_text_is_refused() {
+        for text in ["a: |\n  x", "a: >\n  x", "a: |\n  x\n  "] {
+            assert!(refused(text).contains("block scalar"), "{text:?}");
+        }
+        assert_eq!(conv("a: |\n  x\n").unwrap(), r#"{"a":"x\n"}"#);
+        assert_eq!(conv("a: |\n  x\nb: 1").unwrap(), r#"{"a":"x\n","b":1}"#);
     }
 
     #[test]
