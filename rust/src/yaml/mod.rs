@@ -244,10 +244,7 @@ fn anchor_name(node: &str, sigil: char) -> Result<&str, DecodeError> {
         .take(2)
         .find_map(|t| t.strip_prefix(sigil))
         .unwrap_or("");
-    let name = token
-        .split([',', '[', ']', '{', '}'])
-        .next()
-        .unwrap_or("");
+    let name = token.split([',', '[', ']', '{', '}']).next().unwrap_or("");
     if name.is_empty()
         || !name
             .chars()
