@@ -1,6 +1,6 @@
 """Type stubs for the compiled core, `jobgate._core`. This is where the API is documented."""
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal
 
@@ -66,6 +66,7 @@ class Validator:
         owner: str | None = None,
         project_gpus_in_use: int | None = None,
         project_quota: int | None = None,
+        projects: Sequence[str] | None = None,
         release_gil: bool = False,
     ) -> Report:
         """Checks one document (JSON or YAML ``bytes``/``str``, or a parsed ``dict``).
@@ -81,7 +82,9 @@ class Validator:
         always with ``release_gil=True`` (a hand-off costs more than checking a small
         document, so single-threaded callers keep it). ``owner`` is the authenticated account (the report
         warns ``forge.owner_overridden`` when the document names another);
-        ``project_gpus_in_use`` and ``project_quota`` apply ``forge.quota.project``.
+        ``project_gpus_in_use`` and ``project_quota`` apply ``forge.quota.project``;
+        ``projects`` (the account's grant, ``"*"`` for every project) applies
+        ``forge.project.forbidden`` to a JobSpec's ``metadata.project``.
         """
     def facts(self, document: Document, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
         """Project, GPU count, id parts and image of a document, and with ``owner`` the
@@ -100,6 +103,7 @@ class Validator:
         quota_default: int | None = None,
         quota_projects: Mapping[str, int] | None = None,
         gpus_in_use: Mapping[str, int] | Callable[[], Mapping[str, int]] | None = None,
+        projects: Sequence[str] | None = None,
         max_response_bytes: int | None = None,
     ) -> BatchOutcome | None:
         """The service's AdmitBatch dry-run path: an encoded ``jobgate.v1.AdmitBatchRequest``
@@ -132,6 +136,7 @@ class Validator:
         *,
         threads: int | None = None,
         owner: str | None = None,
+        projects: Sequence[str] | None = None,
         max_response_bytes: int | None = None,
     ) -> list[Report]:
         """Checks many documents with the GIL released, on every core (or ``threads``).

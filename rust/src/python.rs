@@ -203,7 +203,7 @@ impl Validator {
 
     /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`;
     /// with `root` or `package`, also its supporting files.
-    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None, release_gil=false))]
+    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None, projects=None, release_gil=false))]
     #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
@@ -215,6 +215,7 @@ impl Validator {
         owner: Option<String>,
         project_gpus_in_use: Option<u64>,
         project_quota: Option<u64>,
+        projects: Option<Vec<String>>,
         release_gil: bool,
     ) -> PyResult<Report> {
         let kind = parse_kind(kind)?;
@@ -223,6 +224,7 @@ impl Validator {
             project_gpus_in_use,
             project_quota,
             quotas: None,
+            projects,
         };
         let doc = document
             .filter(|d| !d.is_none())
@@ -325,7 +327,8 @@ impl Validator {
     /// Checks many documents on every core (or `threads` of them) with the GIL released.
     /// With `max_response_bytes`, the largest reports are cut so that all of them
     /// together fit one response of that size (see `fit_reports`).
-    #[pyo3(signature = (documents, kind=None, *, threads=None, owner=None, max_response_bytes=None))]
+    #[pyo3(signature = (documents, kind=None, *, threads=None, owner=None, projects=None, max_response_bytes=None))]
+    #[allow(clippy::too_many_arguments)]
     fn check_many(
         &self,
         py: Python<'_>,
@@ -333,6 +336,7 @@ impl Validator {
         kind: Option<&str>,
         threads: Option<usize>,
         owner: Option<String>,
+        projects: Option<Vec<String>>,
         max_response_bytes: Option<usize>,
     ) -> PyResult<Vec<Report>> {
         let kind = parse_kind(kind)?;
@@ -345,6 +349,7 @@ impl Validator {
             .collect::<PyResult<_>>()?;
         let admission = Admission {
             owner,
+            projects,
             ..Default::default()
         };
         let mut reports: Vec<CoreReport> =
@@ -372,7 +377,7 @@ impl Validator {
     /// document against `gpus_in_use`, one snapshot for the batch: a `{project: GPUs}`
     /// mapping, or a callable returning one, called only when this path answers the
     /// request (so a request it leaves to the caller costs no usage lookup).
-    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, max_response_bytes=None))]
+    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, max_response_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn check_batch_request(
         &self,
@@ -384,6 +389,7 @@ impl Validator {
         quota_default: Option<u64>,
         quota_projects: Option<HashMap<String, u64>>,
         gpus_in_use: Option<&Bound<'_, PyAny>>,
+        projects: Option<Vec<String>>,
         max_response_bytes: Option<usize>,
     ) -> PyResult<Option<BatchOutcome>> {
         let Some(batch) = py.detach(|| guarded(|| crate::wire::decode(request)))? else {
@@ -408,6 +414,7 @@ impl Validator {
         let admission = Admission {
             owner,
             quotas,
+            projects,
             ..Default::default()
         };
         let outcome = py.detach(|| {

@@ -36,6 +36,11 @@ pub static CATALOGUE: &[Rule] = &[
         "the document nests deeper than the configured limit",
     ),
     rule(
+        "forge.project.forbidden",
+        Error,
+        "(service) the authenticated account may not submit to metadata.project",
+    ),
+    rule(
         "limits.violations",
         Error,
         "more violations than limits.max_violations (or than the report's byte budget): the rest are counted, not listed",

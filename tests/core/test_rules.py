@@ -102,6 +102,7 @@ CASES = [
     C("forge.quota.job", JOBSPEC, {"/spec/resources/pools/0/nodes": 65536, "/spec/resources/pools/0/gpus_per_node": 65536}, [("forge.quota.job", "/spec/resources")]),
     C("forge.quota.job", BUNDLE, {"/compute_shape/gpus": 8, "/compute_shape/nodes": 2}, [("forge.quota.job", "/compute_shape")], config=DEMO_CONFIG),
     C("forge.quota.project", JOBSPEC, {}, [("forge.quota.project", "/spec/resources")], admission={"project_quota": 10, "project_gpus_in_use": 4}),
+    C("forge.project.forbidden", JOBSPEC, {}, [("forge.project.forbidden", "/metadata/project")], admission={"projects": ["vision", "speech"]}),
     # TAO spec-bundle
     C("tao.dotted_key", BUNDLE, {"/spec/train/optim.lr": 0.1}, [("tao.dotted_key", "/spec/train/optim.lr")]),
     C("tao.dotted_key", BUNDLE, {"/spec/dataset/train_data_sources/0/": 1}, [("tao.dotted_key", "/spec/dataset/train_data_sources/0/")]),
@@ -180,7 +181,7 @@ def test_rule_fires_at_field(case: Case):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.rule}:{c.expected[0][1]}")
 def test_valid_neighbour_is_silent(case: Case):
     v = validator_for(None if case.rule.startswith("limits.") else case.config)
-    report = v.check(json.dumps(case.base).encode(), **case.admission if case.rule != "forge.quota.project" else {})
+    report = v.check(json.dumps(case.base).encode(), **case.admission if case.rule not in ("forge.quota.project", "forge.project.forbidden") else {})
     assert report.verdict == "pass", report.violations
     assert case.rule not in {x.rule for x in report.violations}
 

@@ -481,6 +481,7 @@ pub fn check<'t, 'i>(
     ctx: &mut Ctx<'i>,
 ) {
     schema::walk(root, &Shape::Object(&JOBSPEC), ctx);
+    project_grant(root, admission, ctx);
     let spec = root.get("spec").filter(|s| s.is_object());
     if let Some(spec) = spec {
         resources(spec, root, config, admission, ctx);
@@ -501,6 +502,23 @@ pub fn check<'t, 'i>(
                 format!("the client sent owner {} but the job is stamped with the authenticated account {}", quote(sent), quote(account)),
             );
         }
+    }
+}
+
+/// A JobSpec admitted only into a project the account is granted.
+fn project_grant(root: Value<'_, '_>, admission: &Admission, ctx: &mut Ctx<'_>) {
+    let project = str_of(root.at(&["metadata", "project"]));
+    if !admission.may_submit_to(project) {
+        let granted = admission.projects.as_deref().unwrap_or_default();
+        ctx.error(
+            pointer(&["metadata", "project"]),
+            "forge.project.forbidden",
+            format!(
+                "this account may not submit to project {}; it may submit to {}",
+                quote(project),
+                few(granted)
+            ),
+        );
     }
 }
 

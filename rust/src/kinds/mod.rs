@@ -69,6 +69,17 @@ pub struct Admission {
     /// Quotas looked up by each document's own project, for a batch judged on one
     /// snapshot of usage; `project_quota` takes precedence when both are given.
     pub quotas: Option<QuotaTable>,
+    /// The projects the account may submit to (`*` for every one); `None` is no limit.
+    pub projects: Option<Vec<String>>,
+}
+
+impl Admission {
+    /// Whether the account may submit to `project`.
+    pub fn may_submit_to(&self, project: &str) -> bool {
+        self.projects
+            .as_ref()
+            .is_none_or(|p| p.iter().any(|g| g == "*" || g == project))
+    }
 }
 
 /// Every project's quota and the GPUs its unfinished jobs hold.
