@@ -10,7 +10,9 @@ Two engines run the same chunk function (`check_chunk`):
   their bytes, so the cluster needs no filesystem in common with it.
 
 A report crosses back as its plain dict (`report.to_dict()`), so both engines hand
-the formatters the same values and print the same report.
+the formatters the same values and print the same report. With a `ReportCache`,
+items whose bytes, configuration and jobgate version are unchanged since a run that
+checked them are not checked again.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import blake3
+import orjson
 
 import jobgate
 from jobgate import sources
@@ -86,14 +91,18 @@ def _walk(directory: Path) -> Iterator[Item]:
         yield Item(str(directory), True, unpacked=True)
         return
     try:
-        entries = sorted(directory.iterdir())
+        with os.scandir(directory) as listing:  # one stat per entry, names compared as text
+            entries = sorted(listing, key=lambda e: e.name)
     except OSError as e:
         raise FileNotFoundError(f"{directory}: cannot list: {e.strerror or e}") from None
     for entry in entries:
-        if entry.is_dir() and not entry.is_symlink():
-            yield from _walk(entry)
-        elif entry.is_file() and (is_package(entry) or entry.suffix.lower() in sources.DOCUMENT_SUFFIXES):
-            yield Item(str(entry), is_package(entry))
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(Path(entry.path))
+            continue
+        name = entry.name.lower()
+        package = name.endswith(PACKAGE_SUFFIXES)
+        if (package or name.endswith(sources.DOCUMENT_SUFFIXES)) and entry.is_file():
+            yield Item(entry.path, package)
 
 
 def pack(directory: str, limit: int) -> bytes:
@@ -290,3 +299,87 @@ def _ray_check_chunk(config: Config | None, entries: list[Entry], kind: str | No
     if validator is None:
         validator = _validators[key] = jobgate.Validator(config)
     return check_chunk(validator, entries, kind, threads=1)
+
+
+class CacheError(Exception):
+    """The report cache file cannot be opened or written; the message says why."""
+
+
+class ReportCache:
+    """Reports of items already revalidated, in a SQLite file, so a rerun over an
+    unchanged archive checks nothing again. An item's key is the BLAKE3 hash of its
+    name and bytes (an unpacked package: the tar it packs to), salted with what a
+    report depends on besides: jobgate's version, the configuration and `--kind`. A
+    changed item, configuration or version misses and is checked afresh; a hit is the
+    very report the check gave."""
+
+    def __init__(self, path: str, config: Config | None, kind: str | None) -> None:
+        import sqlite3
+
+        salt = blake3.blake3()
+        for part in (jobgate.__version__, (config or Config()).model_dump_json(), kind or ""):
+            salt.update(part.encode() + b"\0")
+        self.salt = salt.digest()
+        self.limits = (config or Config()).limits
+        try:
+            self.db = sqlite3.connect(path)
+            self.db.execute("CREATE TABLE IF NOT EXISTS reports (key TEXT PRIMARY KEY, report TEXT NOT NULL)")
+            self.db.commit()
+        except sqlite3.Error as e:
+            raise CacheError(f"{path}: cannot use it as a revalidation cache: {e}") from None
+        self.path = path
+
+    def key(self, item: Item) -> str | None:
+        """The item's key, or None when it cannot be read (the engine reports that)."""
+        h = blake3.blake3(self.salt)
+        h.update(item.path.encode() + b"\0")
+        try:
+            if item.unpacked:
+                h.update(pack(item.path, self.limits.max_package_bytes))
+                return h.hexdigest()
+            with sources.open_regular(item.path) as f:
+                while block := f.read(4 << 20):
+                    h.update(block)
+        except (OSError, ValueError):
+            return None
+        return h.hexdigest()
+
+    def get(self, keys: list[str | None]) -> dict[str, dict[str, Any]]:
+        import sqlite3
+
+        wanted = [k for k in keys if k is not None]
+        found: dict[str, dict[str, Any]] = {}
+        try:
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start : start + 500]
+                rows = self.db.execute(f"SELECT key, report FROM reports WHERE key IN ({','.join('?' * len(batch))})", batch)
+                found.update((k, orjson.loads(r)) for k, r in rows)
+        except (sqlite3.Error, orjson.JSONDecodeError) as e:
+            raise CacheError(f"{self.path}: cannot read the revalidation cache: {e}") from None
+        return found
+
+    def put(self, reports: dict[str, dict[str, Any]]) -> None:
+        import sqlite3
+
+        try:
+            with self.db:
+                self.db.executemany("INSERT OR REPLACE INTO reports VALUES (?, ?)", [(k, orjson.dumps(r).decode()) for k, r in reports.items()])
+        except sqlite3.Error as e:
+            raise CacheError(f"{self.path}: cannot write the revalidation cache: {e}") from None
+
+
+def run_cached(items: list[Item], cache: ReportCache, progress: Progress, engine: Callable[[list[Item]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Reports for `items`: cached ones as they were, the others from `engine`, which
+    are then remembered."""
+    # Reading and hashing release the GIL: every core reads.
+    with ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)), thread_name_prefix="jobgate-cache-key") as pool:
+        keys = list(pool.map(cache.key, items, chunksize=256))
+    cached = cache.get(keys)
+    progress(sum(1 for k in keys if k in cached))
+    todo = [i for i, k in enumerate(keys) if k not in cached]
+    fresh = engine([items[i] for i in todo])
+    cache.put({keys[i]: report for i, report in zip(todo, fresh, strict=True) if keys[i] is not None})
+    reports: list[dict[str, Any]] = [cached[k] if k in cached else {} for k in keys]
+    for i, report in zip(todo, fresh, strict=True):
+        reports[i] = report
+    return reports

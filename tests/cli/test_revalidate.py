@@ -205,3 +205,56 @@ def test_an_oversized_document_is_refused_unread(tmp_path, capsys):
     assert code == 1
     assert [(r["source"], r["verdict"]) for r in report["results"]] == [(str(tmp_path / "grpo.json"), "pass"), (str(tmp_path / "huge.yaml"), "fail")]
     assert report["results"][1]["violations"] == [{"rule": "limits.size", "field": "", "message": f"the document is {20 << 30} bytes, over the limit of 1048576 bytes", "severity": "error"}]
+
+
+@pytest.fixture
+def engine_items(monkeypatch) -> list[int]:
+    """How many items each run of the local engine was given to check."""
+    from jobgate import revalidation
+
+    calls: list[int] = []
+    real = revalidation.run_local
+
+    def counting(items, *args, **kwargs):
+        calls.append(len(items))
+        return real(items, *args, **kwargs)
+
+    monkeypatch.setattr(revalidation, "run_local", counting)
+    return calls
+
+
+def test_a_cached_rerun_checks_nothing_and_reports_byte_for_byte_the_same(archive, tmp_path, capsys, engine_items):
+    cache = str(tmp_path / "reports.sqlite")
+    for fmt in ("json", "text", "sarif"):
+        plain = run_cli(capsys, ["revalidate", str(archive), "--format", fmt])
+        first = run_cli(capsys, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
+        second = run_cli(capsys, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
+        assert plain == first == second
+    # Only runs without the cache, and the first run with it, reach the engine.
+    total = engine_items[0]
+    assert total > 20 and engine_items == [total] * 4
+
+
+def test_a_changed_item_or_configuration_is_checked_afresh(archive, tmp_path, capsys, engine_items):
+    copy = tmp_path / "archive"
+    shutil.copytree(archive, copy)
+    cache = str(tmp_path / "reports.sqlite")
+    run_cli(capsys, ["revalidate", str(copy), "--cache", cache])
+    (copy / "jobs" / "grpo.json").write_text(json.dumps({**JOBSPEC, "kind": "Other"}))
+    code, out = run_cli(capsys, ["revalidate", str(copy), "--cache", cache, "--format", "json"])
+    assert engine_items[1] == 1  # only the changed item
+    changed = next(r for r in json.loads(out)["results"] if r["source"].endswith("grpo.json"))
+    assert [v["rule"] for v in changed["violations"]] == ["forge.kind"]
+    newer = newer_catalog(tmp_path)
+    run_cli(capsys, ["revalidate", str(copy), "--cache", cache, "--config", str(newer)])
+    assert engine_items[2] == engine_items[0]  # a new configuration: everything again
+
+
+def test_a_cache_that_cannot_be_used_is_exit_2(archive, tmp_path, capsys):
+    bad = tmp_path / "not-a-db"
+    bad.write_bytes(b"this is not SQLite" * 100)
+    capsys.readouterr()
+    code = main(["revalidate", str(archive), "--cache", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{bad}: cannot" in err and "revalidation cache" in err and "Traceback" not in err

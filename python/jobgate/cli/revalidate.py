@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=ENGINES, default="local", help="local: threads on this machine (default); ray: tasks on a Ray cluster")
     p.add_argument("--address", metavar="ADDR", help="with --engine ray: the cluster to join (host:port, ray://host:port or auto; default: start a private local Ray)")
     p.add_argument("--threads", type=int, metavar="N", help="with --engine local: worker threads (default: every core)")
+    p.add_argument("--cache", metavar="FILE", help="a SQLite file of reports by content: items unchanged since a run with the same configuration and jobgate version are not checked again")
     p.set_defaults(run=run)
 
 
@@ -57,13 +58,21 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    def engine(todo: list[revalidation.Item]) -> list[dict]:
+        if not todo:
+            return []
+        if args.engine == "ray":
+            return revalidation.run_ray(todo, config, args.kind, bar.update, args.address)
+        return revalidation.run_local(todo, config, args.kind, bar.update, args.threads)
+
     with tqdm(total=len(items), unit="item", disable=not show_progress(), file=sys.stderr, desc="revalidating") as bar:
         try:
-            if args.engine == "ray":
-                reports = revalidation.run_ray(items, config, args.kind, bar.update, args.address)
+            if args.cache:
+                cache = revalidation.ReportCache(args.cache, config, args.kind)
+                reports = revalidation.run_cached(items, cache, bar.update, engine)
             else:
-                reports = revalidation.run_local(items, config, args.kind, bar.update, args.threads)
-        except revalidation.EngineError as e:
+                reports = engine(items)
+        except (revalidation.EngineError, revalidation.CacheError) as e:
             raise UsageError(str(e)) from None
     results = [(item.path, ReportView.from_dict(r)) for item, r in zip(items, reports, strict=True)]
     print(formats.render(args.format, results))
