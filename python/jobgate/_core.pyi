@@ -89,6 +89,10 @@ class Validator:
     def facts(self, document: Document, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
         """Project, GPU count, id parts and image of a document, and with ``owner`` the
         document rewritten with that owner; ``None`` when it cannot be read."""
+    def package_cache_stats(self) -> dict[str, int]:
+        """``{"hits", "misses", "entries"}`` of the cache of packages already read whole,
+        by the BLAKE3 hash of their bytes: a package sent with thousands of requests is
+        inflated and hashed once. A hit gives exactly the report a miss would."""
     def digest_cache_stats(self) -> dict[str, int]:
         """``{"hits", "misses", "entries"}`` of the digest cache of files verified under
         producer roots: an unchanged file (same device, inode, size, mtime and ctime,

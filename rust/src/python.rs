@@ -445,6 +445,17 @@ impl Validator {
         }))
     }
 
+    /// How the cache of packages read whole (by the BLAKE3 of their bytes) has
+    /// served: `{"hits", "misses", "entries"}` since this validator was built.
+    fn package_cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (hits, misses, entries) = self.core.packages.stats();
+        let d = PyDict::new(py);
+        d.set_item("hits", hits)?;
+        d.set_item("misses", misses)?;
+        d.set_item("entries", entries)?;
+        Ok(d)
+    }
+
     /// How the digest cache of files verified under producer roots has served:
     /// `{"hits", "misses", "entries"}` since this validator was built.
     fn digest_cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

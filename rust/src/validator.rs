@@ -8,6 +8,7 @@ use rayon::prelude::*;
 use crate::config::CoreConfig;
 use crate::document;
 use crate::files::cache::DigestCache;
+use crate::files::package_cache::{self, PackageCache};
 use crate::files::staging::{self, FileSource, Staged};
 use crate::files::{self, package, root, Declared, Found};
 use crate::kinds::{self, Admission, Kind};
@@ -20,6 +21,8 @@ pub struct Validator {
     pub config: CoreConfig,
     /// Digests of files verified under producer roots (see `files::cache`).
     pub digests: Arc<DigestCache>,
+    /// Packages already read, by the BLAKE3 of their bytes (see `files::package_cache`).
+    pub packages: Arc<PackageCache>,
 }
 
 impl Validator {
@@ -27,6 +30,7 @@ impl Validator {
         Validator {
             config,
             digests: Arc::default(),
+            packages: Arc::default(),
         }
     }
 
@@ -87,7 +91,7 @@ impl Validator {
                 }))
             }
             FileSource::Package(path) => {
-                let contents = match package::read(path, &self.config.package) {
+                let contents = match self.read_package(path) {
                     Ok(c) => c,
                     Err(e) => return Ok(Verified::refused(kind, e.into_violation())),
                 };
@@ -119,6 +123,45 @@ impl Validator {
                 }))
             }
         }
+    }
+
+    /// What the package at `path` holds: from the cache when a package with the same
+    /// bytes was read whole before, else read and remembered.
+    fn read_package(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<Arc<package::Contents>, package::PackageError> {
+        // What the file is, to tell whether it changed between the hash and the read.
+        let identity = |f: &std::fs::File| {
+            rustix::fs::fstat(f)
+                .ok()
+                .filter(|s| s.st_mode & 0o170000 == 0o100000)
+                .map(|s| {
+                    (
+                        s.st_dev,
+                        s.st_ino,
+                        s.st_size,
+                        s.st_mtime,
+                        s.st_mtime_nsec,
+                        s.st_ctime,
+                        s.st_ctime_nsec,
+                    )
+                })
+        };
+        let opened = package::open_regular(path).ok(); // never blocks on a FIFO
+        let before = opened.as_ref().and_then(identity);
+        let key = opened
+            .filter(|_| before.is_some())
+            .and_then(|mut f| package_cache::key_of(&mut f).ok());
+        if let Some(hit) = key.as_ref().and_then(|k| self.packages.get(k)) {
+            return Ok(hit);
+        }
+        let contents = Arc::new(package::read(path, &self.config.package)?);
+        let after = package::open_regular(path).ok().as_ref().and_then(identity);
+        if let (Some(key), true) = (key, before.is_some() && before == after) {
+            self.packages.put(key, Arc::clone(&contents));
+        }
+        Ok(contents)
     }
 
     /// A package's own bundle document, when it is not the bundle being checked with

@@ -619,3 +619,27 @@ def test_what_jobgate_passes_every_extractor_extracts(fmt, tar_format, entries, 
             assert V.check(document, package=path).ok, f"{reader} extracts another bundle document ({how})"
             declared = {f["source"]: f["sha256"] for f in json.loads(document)["execution"]["supporting_files"]}
             assert seen == {"bundle.json": sha(document), **declared}, f"{reader} extracts other files than jobgate verified ({how})"
+
+
+# ------------------------------------------------------------ packages read once
+
+
+def test_a_package_read_again_comes_from_the_cache_with_the_same_report(tmp_path):
+    v = jobgate.Validator()
+    doc, entries = packaged()
+    good = write(tmp_path, "good.tar", tar_bytes(entries))
+    copy = write(tmp_path, "copy.tar", good.read_bytes())  # the same bytes elsewhere
+    bad = write(tmp_path, "bad.tar", tar_bytes([*entries, ("file", "evil.sh", EVIL)]))
+    first = [v.check(doc, package=p) for p in (good, bad)]
+    assert v.package_cache_stats() == {"hits": 0, "misses": 2, "entries": 2}
+    again = [v.check(doc, package=p) for p in (copy, bad)]
+    assert again == first
+    assert v.package_cache_stats() == {"hits": 2, "misses": 2, "entries": 2}
+    # Another document with the same package is judged afresh against it.
+    other = bundle({"scripts/helper.py": EVIL})
+    assert pairs(v.check(other, package=copy)) == [("tao.supporting_file.undeclared", F), ("tao.supporting_file.sha256_mismatch", f"{F}/0/sha256")]
+    # A changed package is another key; a refused one is never kept.
+    torn = write(tmp_path, "torn.tar", good.read_bytes()[:700])
+    for _ in range(2):
+        assert pairs(v.check(doc, package=torn)) == [("json.syntax", "")]
+    assert v.package_cache_stats()["entries"] == 2

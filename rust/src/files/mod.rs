@@ -9,6 +9,7 @@ pub mod cache;
 pub mod hashing;
 pub mod imports;
 pub mod package;
+pub mod package_cache;
 pub mod root;
 pub mod staging;
 pub mod streams;

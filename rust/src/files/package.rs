@@ -140,7 +140,7 @@ pub type Visitor<'v> =
 
 /// The archive opened for reading if it is a regular file: the open does not block,
 /// so a FIFO named as a package cannot hang the gate, and a device is never read.
-fn open_regular(path: &Path) -> Result<File, PackageError> {
+pub(crate) fn open_regular(path: &Path) -> Result<File, PackageError> {
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
     let fd =
         rustix::fs::open(path, flags, Mode::empty()).map_err(|e| read_error(path, e.into()))?;
