@@ -10,7 +10,7 @@ rule id and a JSON Pointer.
     'fail'
 """
 
-from jobgate._core import Report, Staging, Validator, Violation, __version__, fit_reports, read_document, rules
+from jobgate._core import Report, Staging, Validator, Violation, __version__, fit_reports, read_document, redact, rules
 from jobgate.config import Config, ConfigError, load_config
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "fit_reports",
     "load_config",
     "read_document",
+    "redact",
     "rules",
 ]

@@ -193,6 +193,12 @@ def fit_reports(reports: list[Report], max_bytes: int) -> list[Report]:
     Reports under their share come back unchanged; a cut report keeps its first
     violations, counts the rest in ``limits.violations``, and keeps its verdict."""
 
+def redact(text: str) -> str:
+    """``text`` with the secret part of every credential replaced by ``***`` (token
+    bodies, URL passwords, values of ``NAME=value`` with a credential name): the same
+    detector as ``tao.execution.secret`` and ``tao.record.secret``, so what the store
+    keeps passes them, and what they leave alone is kept as it is."""
+
 def read_document(document: Document) -> str:
     """The document as jobgate reads it, as JSON text: the input itself for JSON, the
     re-encoding for YAML. Raises ValueError (``"<rule>: <message>"``) for a document

@@ -781,6 +781,13 @@ fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<CoreReport> {
     Ok(CoreReport::new(Kind::parse(&kind), violations))
 }
 
+/// `text` with the secret part of every credential replaced by `***`: the detector of
+/// `tao.execution.secret` and `tao.record.secret`, as the store applies it to what it keeps.
+#[pyfunction]
+fn redact(text: &str) -> String {
+    crate::secrets::redact(text)
+}
+
 /// The document as jobgate reads it, as JSON text; ValueError with the refusal's
 /// message (`json.syntax`, `limits.size`, `limits.depth`) when it cannot be read.
 #[pyfunction]
@@ -811,5 +818,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rules, m)?)?;
     m.add_function(wrap_pyfunction!(read_document, m)?)?;
     m.add_function(wrap_pyfunction!(fit_reports, m)?)?;
+    m.add_function(wrap_pyfunction!(redact, m)?)?;
     Ok(())
 }

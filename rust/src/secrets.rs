@@ -26,11 +26,52 @@ const PREFIXES: &[Prefix] = &[
 
 const SENSITIVE_NAMES: &[&str] = &["SECRET", "PASSWORD", "TOKEN", "API_KEY"];
 
+/// Where a credential's secret part sits in a string, and why it is one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credential {
+    /// The byte range of the part that is secret (a token's body after its public
+    /// prefix, a URL's password, an assignment's value).
+    pub start: usize,
+    pub end: usize,
+    pub reason: String,
+}
+
 /// Why `s` holds a credential literal, or `None`.
 pub fn find_credential(s: &str) -> Option<String> {
-    token_prefix(s)
-        .or_else(|| url_userinfo(s))
-        .or_else(|| name_assignment(s))
+    // Token prefixes say the most, then URL passwords, then assignments.
+    token_prefixes(s)
+        .into_iter()
+        .chain(url_userinfo(s))
+        .chain(name_assignments(s))
+        .next()
+        .map(|c| c.reason)
+}
+
+/// `s` with the secret part of every credential replaced by `***`: what a job record
+/// stores of a message. The same detector as `find_credential`, so what is stored
+/// passes `tao.record.secret`, and what that rule leaves alone is stored as it is.
+pub fn redact(s: &str) -> String {
+    let mut found: Vec<Credential> = token_prefixes(s)
+        .into_iter()
+        .chain(url_userinfo(s))
+        .chain(name_assignments(s))
+        .collect();
+    if found.is_empty() {
+        return s.to_string();
+    }
+    found.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    for c in found {
+        if c.start < at {
+            continue; // inside a part already redacted
+        }
+        out.push_str(&s[at..c.start]);
+        out.push_str("***");
+        at = c.end;
+    }
+    out.push_str(&s[at..]);
+    out
 }
 
 /// A `NAME=value` pair given apart (an environment entry): sensitive name, literal value.
@@ -78,8 +119,9 @@ fn is_literal(value: &str) -> bool {
     true
 }
 
-fn token_prefix(s: &str) -> Option<String> {
+fn token_prefixes(s: &str) -> Vec<Credential> {
     let b = s.as_bytes();
+    let mut out = Vec::new();
     // One pass over the bytes that can start a prefix, instead of one search per prefix.
     for (pos, first) in b.iter().enumerate() {
         if !matches!(first, b'h' | b'g' | b'n' | b's' | b'A')
@@ -99,17 +141,19 @@ fn token_prefix(s: &str) -> Option<String> {
                 .iter()
                 .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
             if len >= *min_body && looks_random {
-                return Some(format!("it holds what looks like a {prefix} access token"));
+                out.push(Credential {
+                    start: pos + prefix.len(),
+                    end: pos + prefix.len() + len,
+                    reason: format!("it holds what looks like a {prefix} access token"),
+                });
             }
         }
     }
-    None
+    out
 }
 
-fn url_userinfo(s: &str) -> Option<String> {
-    if !s.contains("://") {
-        return None;
-    }
+fn url_userinfo(s: &str) -> Vec<Credential> {
+    let mut out = Vec::new();
     let mut from = 0;
     while let Some(pos) = s[from..].find("://").map(|p| p + from) {
         from = pos + 3;
@@ -121,41 +165,70 @@ fn url_userinfo(s: &str) -> Option<String> {
             .unwrap_or(rest.len());
         let authority = &rest[..end];
         if let Some(at) = authority.rfind('@') {
-            if let Some((_, password)) = authority[..at].split_once(':') {
-                if is_literal(password) {
-                    return Some("it holds a URL with a password in its userinfo".into());
+            if let Some(colon) = authority[..at].find(':') {
+                if is_literal(&authority[colon + 1..at]) {
+                    out.push(Credential {
+                        start: from + colon + 1,
+                        end: from + at,
+                        reason: "it holds a URL with a password in its userinfo".into(),
+                    });
                 }
             }
         }
     }
-    None
+    out
 }
 
-fn name_assignment(s: &str) -> Option<String> {
+/// `NAME=value`, and `NAME: value` for an environment-style name (`HF_TOKEN: ...`).
+/// A name that is a path segment (`/lustre/exp/token=v1/run`) assigns nothing.
+fn name_assignments(s: &str) -> Vec<Credential> {
     let b = s.as_bytes();
-    memchr::memchr(b'=', b)?;
-    for (eq, _) in s.match_indices('=') {
-        let start = b[..eq]
+    let mut out = Vec::new();
+    if memchr::memchr2(b'=', b':', b).is_none() {
+        return out;
+    }
+    for (at, sep) in s.match_indices(['=', ':']) {
+        let start = b[..at]
             .iter()
             .rposition(|c| !(c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-'))
             .map_or(0, |p| p + 1);
-        let name = s[start..eq].trim_start_matches('-');
+        if start > 0 && b[start - 1] == b'/' {
+            continue;
+        }
+        let name = s[start..at].trim_start_matches('-');
         if name.is_empty() || !is_sensitive_name(name) {
             continue;
         }
-        let after = &s[eq + 1..];
-        let value = match after.chars().next() {
-            Some(q @ ('"' | '\'')) => after[1..].split(q).next().unwrap_or(""),
-            _ => after
-                .split(|c: char| c.is_whitespace() || c == ';' || c == '&')
-                .next()
-                .unwrap_or(""),
+        let mut value_at = at + 1;
+        if sep == ":" {
+            let environment_style = name
+                .bytes()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_');
+            if !environment_style || !s[value_at..].starts_with(' ') {
+                continue;
+            }
+            value_at += s[value_at..].len() - s[value_at..].trim_start_matches(' ').len();
+        }
+        let after = &s[value_at..];
+        let (from, value) = match after.chars().next() {
+            Some(q @ ('"' | '\'')) => (value_at + 1, after[1..].split(q).next().unwrap_or("")),
+            _ => (
+                value_at,
+                after
+                    .split(|c: char| c.is_whitespace() || c == ';' || c == '&')
+                    .next()
+                    .unwrap_or(""),
+            ),
         };
         if is_literal(value) {
-            return Some(format!("it sets {name} to a literal value"));
+            out.push(Credential {
+                start: from,
+                end: from + value.len(),
+                reason: format!("it sets {name} to a literal value"),
+            });
         }
     }
-    None
+    out
 }
 
 #[cfg(test)]
@@ -184,6 +257,44 @@ mod tests {
             find_credential("python -m package.verify_results --config {config_path}").is_none()
         );
         assert!(find_credential("--max_new_tokens=512 TOKENIZER=/models/tok").is_none());
+    }
+
+    #[test]
+    fn a_path_segment_assigns_nothing() {
+        assert!(find_credential("/lustre/exp/token=v1/keyframes/run").is_none());
+        assert!(find_credential("HF_TOKEN: hf_xyz_not_random but SECRET: abc123").is_some());
+        assert!(find_credential("max_tokens: 512").is_none());
+    }
+
+    #[test]
+    fn redacts_what_it_finds_and_nothing_else() {
+        let cases = [
+            (
+                "export HF_TOKEN=hf_AbCdEf123456789 now",
+                "export HF_TOKEN=*** now",
+            ),
+            (
+                "curl https://user:s3cret@example.com/x",
+                "curl https://user:***@example.com/x",
+            ),
+            ("PASSWORD='hunter2' ./run", "PASSWORD='***' ./run"),
+            ("key AKIAIOSFODNN7EXAMPLE", "key AKIA***"),
+            ("token hf_AbCdEf123456789", "token hf_***"),
+            ("SECRET: abc123 rest", "SECRET: *** rest"),
+            (
+                "pip install hf_transfer sk-learn-intelex",
+                "pip install hf_transfer sk-learn-intelex",
+            ),
+            (
+                "/lustre/exp/token=v1/keyframes/run",
+                "/lustre/exp/token=v1/keyframes/run",
+            ),
+            ("TOKEN=*** done", "TOKEN=*** done"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(redact(text), want, "{text:?}");
+            assert!(find_credential(&redact(text)).is_none(), "{text:?}");
+        }
     }
 
     #[test]

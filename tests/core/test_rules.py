@@ -119,6 +119,8 @@ CASES = [
     C("tao.spec_key.syntax", BUNDLE, {"/declared_inputs/0/spec_key": "dataset..image_dir"}, [("tao.spec_key.syntax", "/declared_inputs/0/spec_key")]),
     C("tao.spec_key.unresolved", BUNDLE, {"/declared_inputs/0/spec_key": "dataset.train_data_sources[3].image_dir"}, [("tao.spec_key.unresolved", "/declared_inputs/0/spec_key")]),
     C("tao.spec_key.unresolved", BUNDLE, {"/declared_inputs/1/spec_key": "train.num_epochs.path"}, [("tao.spec_key.unresolved", "/declared_inputs/1/spec_key")], severity="warning"),
+    # through a missing key: the platform creates missing object keys, never arrays
+    C("tao.spec_key.unresolved", BUNDLE, {"/declared_inputs/0/spec_key": "dataset.val_data_sources[0].image_dir"}, [("tao.spec_key.unresolved", "/declared_inputs/0/spec_key")]),
     C("tao.gpu_spec_key.mismatch", BUNDLE, {"/spec/train/num_gpus": 4}, [("tao.gpu_spec_key.mismatch", "/gpu_spec_key")], severity="warning"),
     C("tao.execution.secret", BUNDLE_EXEC, {"/execution/pre_commands/0": "huggingface-cli login --token hf_AbCdEf1234567890xyz"}, [("tao.execution.secret", "/execution/pre_commands/0")]),
     C("tao.execution.secret", BUNDLE_EXEC, {"/execution/environment/WANDB_API_KEY": "0123456789abcdef"}, [("tao.execution.secret", "/execution/environment/WANDB_API_KEY")]),
@@ -134,7 +136,7 @@ CASES = [
     C("tao.record.secret", RECORD, {"/transitions/1/message": "pull failed: https://bob:hunter2@registry.example.com/x"}, [("tao.record.secret", "/transitions/1/message")]),
     # TAO best_rec
     C("tao.best_rec.not_best", BEST, {"/best/score": 0.004}, [("tao.best_rec.not_best", "/best/score")]),
-    C("tao.best_rec.not_best", BEST, {"/best/rec_id": "rec_009"}, [("tao.best_rec.not_best", "/best/rec_id")]),
+    C("tao.best_rec.not_best", BEST, {"/best/rec_id": "rec_001"}, [("tao.best_rec.not_best", "/best/score")]),
 ]
 
 # Rules that need files on disk or a package: their cases are in tests/files/.

@@ -5,7 +5,6 @@ show, and the pool of connections."""
 from __future__ import annotations
 
 import dataclasses
-import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
+from jobgate._core import redact
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES
 
 STATES = ("PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN")
@@ -123,7 +123,8 @@ def stored_message(message: str, limit: int = DEFAULT_MAX_MESSAGE_BYTES) -> str:
     # (a credential that straddles the cut still shows enough of itself to match).
     head_chars = 2 * limit + 1024
     head, tail = message[:head_chars], message[head_chars:]
-    text = redact(head).encode("utf-8", "replace")  # "replace": lone surrogates from argv
+    # The core's own detector: what is stored passes tao.record.secret.
+    text = redact(head.encode("utf-8", "replace").decode("utf-8")).encode("utf-8")  # "replace": lone surrogates from argv
     dropped = len(tail.encode("utf-8", "replace"))
     if len(text) <= limit and not dropped:
         return text.decode("utf-8")
@@ -135,22 +136,6 @@ def stored_message(message: str, limit: int = DEFAULT_MAX_MESSAGE_BYTES) -> str:
 
 def _cut_marker(dropped: int) -> str:
     return f"… [truncated {dropped} bytes]"
-
-
-# The credential shapes of tao.record.secret, replaced before anything is stored.
-_REDACT = [
-    (re.compile(r"(?<![A-Za-z0-9_])(hf_|ghp_)[A-Za-z0-9]{8,}"), r"\1***"),
-    (re.compile(r"(?<![A-Za-z0-9_])(nvapi-|sk-)[A-Za-z0-9_-]{8,}"), r"\1***"),
-    (re.compile(r"(?<![A-Za-z0-9_])AKIA[0-9A-Z]{16}"), "AKIA***"),
-    (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1***@"),
-    (re.compile(r"(?i)\b([A-Za-z0-9_-]*(?:SECRET|PASSWORD|TOKEN|API[_-]?KEY))=(?![\"']?\$)(\"[^\"]*\"|'[^']*'|[^\s;&]+)"), r"\1=***"),
-]
-
-
-def redact(text: str) -> str:
-    for pattern, replacement in _REDACT:
-        text = pattern.sub(replacement, text)
-    return text
 
 
 def list_filter(mark: str, *, state: str, project: str, owner: str, terminal: bool | None, after: str) -> tuple[str, list[Any]]:

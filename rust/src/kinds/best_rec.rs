@@ -2,7 +2,7 @@
 //! every depth of `best.specs` (the schema checks only the top level), and that `best`
 //! really is the best of `all_recs` in the declared direction.
 
-use crate::kinds::spec_bundle::scan_nested;
+use crate::kinds::spec_bundle::{scan_nested, Placeholders};
 use crate::node::{quote, Value};
 use crate::pointer::pointer;
 use crate::report::Severity;
@@ -95,7 +95,7 @@ fn specs<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
         );
         return;
     }
-    scan_nested(v, ctx, "tao.dotted_key");
+    scan_nested(v, ctx, Placeholders::Ignored);
 }
 
 pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
@@ -104,6 +104,9 @@ pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     not_best(root, ctx);
 }
 
+/// SPEC §2: a recommendation in `all_recs` with a non-null score strictly better than
+/// `best.score`, or `all_recs` listing `best.rec_id` with another score. An empty
+/// `all_recs`, or one without the winner, is how TAO's adapter writes it: no violation.
 fn not_best(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     let (Some(best), Some(recs)) = (root.get("best"), root.get("all_recs")) else {
         return;
@@ -113,34 +116,39 @@ fn not_best(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         Some("minimize") => false,
         _ => return,
     };
-    if let Some(rec_id) = best.get_str("rec_id") {
-        if !recs.items().any(|r| r.get_str("rec_id") == Some(rec_id)) {
-            ctx.error(
-                pointer(&["best", "rec_id"]),
-                "tao.best_rec.not_best",
-                format!("best.rec_id {} is not among all_recs", quote(rec_id)),
-            );
-        }
-    }
     let Some(score) = best.get("score").and_then(|s| s.as_f64()) else {
         return;
     };
-    let scores = recs
-        .items()
-        .filter_map(|r| r.get("score").and_then(|s| s.as_f64()));
-    let top = if maximize {
-        scores.fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.max(s))))
-    } else {
-        scores.fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.min(s))))
-    };
-    let direction = if maximize { "maximize" } else { "minimize" };
-    match top {
-        None => ctx.error(pointer(&["best", "score"]), "tao.best_rec.not_best", format!("best.score is {score} but all_recs holds no scored recommendation to back it")),
-        Some(top) if top != score => ctx.error(
-            pointer(&["best", "score"]),
-            "tao.best_rec.not_best",
-            format!("best.score is {score} but the best non-null score in all_recs ({direction}) is {top}"),
-        ),
-        _ => {}
+    let rec_id = best.get_str("rec_id");
+    let better = |s: f64| if maximize { s > score } else { s < score };
+    let mut top: Option<(f64, Option<&str>)> = None;
+    let mut winner_listed_otherwise: Option<f64> = None;
+    for rec in recs.items() {
+        let Some(s) = rec.get("score").and_then(|s| s.as_f64()) else {
+            continue;
+        };
+        if rec_id.is_some() && rec.get_str("rec_id") == rec_id && s != score {
+            winner_listed_otherwise.get_or_insert(s);
+        }
+        if better(s) && top.is_none_or(|(t, _)| if maximize { s > t } else { s < t }) {
+            top = Some((s, rec.get_str("rec_id")));
+        }
     }
+    let direction = if maximize { "maximize" } else { "minimize" };
+    let message = match (top, winner_listed_otherwise) {
+        (Some((t, id)), _) => format!(
+            "best.score is {score} but all_recs holds {} with {t}, better when the direction is {direction}; the best recommendation is the best one",
+            id.map_or("a recommendation".to_string(), |id| format!("recommendation {}", quote(id)))
+        ),
+        (None, Some(listed)) => format!(
+            "best.score is {score} but all_recs lists best.rec_id {} with score {listed}; the two must agree",
+            quote(rec_id.unwrap_or_default())
+        ),
+        (None, None) => return,
+    };
+    ctx.error(
+        pointer(&["best", "score"]),
+        "tao.best_rec.not_best",
+        message,
+    );
 }

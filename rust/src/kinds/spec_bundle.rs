@@ -349,12 +349,21 @@ fn nested_spec<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
         );
         return;
     }
-    scan_nested(v, ctx, "tao.dotted_key");
+    scan_nested(v, ctx, Placeholders::Checked);
 }
 
-/// Walks a nested dict, reporting dotted or empty keys under `rule` and unknown
-/// placeholders in string values.
-pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, rule: &'static str) {
+/// Whether a nested dict's strings are checked for `{name}` placeholders: a spec-bundle's
+/// `spec` is rendered into the job's config, a best_rec's `best.specs` is not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Placeholders {
+    Checked,
+    Ignored,
+}
+
+/// Walks a nested dict, reporting dotted or empty keys (`tao.dotted_key`) and, where
+/// asked, unknown placeholders in string values.
+pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, placeholders: Placeholders) {
+    let rule = "tao.dotted_key";
     match v.ty() {
         Type::Object(_) => {
             for (key, value) in v.entries() {
@@ -369,18 +378,18 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, rule: &'static s
                     });
                 }
                 ctx.path.push_key(key);
-                scan_nested(value, ctx, rule);
+                scan_nested(value, ctx, placeholders);
                 ctx.path.pop();
             }
         }
         Type::Array(_) => {
             for (i, item) in v.items().enumerate() {
                 ctx.path.push_index(i);
-                scan_nested(item, ctx, rule);
+                scan_nested(item, ctx, placeholders);
                 ctx.path.pop();
             }
         }
-        Type::Str(s) if rule == "tao.dotted_key" => placeholders_here(s, ctx),
+        Type::Str(s) if placeholders == Placeholders::Checked => placeholders_here(s, ctx),
         _ => {}
     }
 }
@@ -592,11 +601,23 @@ fn bind<'t, 'i, 'k>(
 ) -> Result<Option<Value<'t, 'i>>, String> {
     let mut cur = spec;
     let mut walked = String::new();
-    for step in steps {
+    let mut steps = steps;
+    while let Some(step) = steps.next() {
         let next = match (&step, cur.ty()) {
             (Step::Key(k), Type::Object(_)) => match cur.get(k) {
                 Some(v) => v,
-                None => return Ok(None),
+                // The platform creates missing object keys, never arrays: the rest binds
+                // only if it indexes nothing.
+                None => {
+                    return match steps.find(|s| matches!(s, Step::Index(_))) {
+                        None => Ok(None),
+                        Some(Step::Index(i)) => Err(format!(
+                            "{} is missing, and the platform creates missing keys but never arrays, so [{i}] below it cannot be bound",
+                            if walked.is_empty() { (*k).to_string() } else { format!("{walked}.{k}") }
+                        )),
+                        Some(Step::Key(_)) => Ok(None),
+                    };
+                }
             },
             (Step::Index(i), Type::Array(len)) => {
                 if *i >= len {
