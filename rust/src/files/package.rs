@@ -19,7 +19,7 @@ use std::path::Path;
 use super::hashing::sha256_reader;
 use super::imports::{ImportScanner, Imports};
 use super::root::{normalize, not_regular};
-use super::streams::{GzipMembers, ZstdFrames};
+use super::streams::{read_up_to, GzipMembers, ZstdFrames};
 use super::{compare, tar_format, undeclared_imports, violation, zip_format, Declared, Found};
 use crate::kinds::spec_bundle::supporting_path;
 use crate::report::{Severity, Violation};
@@ -227,19 +227,6 @@ pub fn read(path: &Path, limits: &PackageLimits) -> Result<Contents, PackageErro
     })?;
     c.conflicts();
     Ok(c.contents)
-}
-
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// Accepts a member name, or says why not: the same rules as a declared path. `./a`,
@@ -507,14 +494,8 @@ pub fn compare_members(
 mod tests {
     use super::*;
     use crate::files::hashing::sha256_bytes;
+    use crate::files::streams::tests::gzip;
     use crate::files::tar_format::tests::{end, entry};
-    use std::io::Write;
-
-    fn gzip(data: &[u8]) -> Vec<u8> {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        e.write_all(data).unwrap();
-        e.finish().unwrap()
-    }
 
     fn tar(members: &[(&str, &[u8])], with_end: bool) -> Vec<u8> {
         let mut out = Vec::new();

@@ -15,6 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::package::{refusal, refused, MemberKind, PackageError, PackageLimits, Visitor};
+use super::streams::read_up_to;
 
 const LOCAL: &[u8] = b"PK\x03\x04";
 const CENTRAL: &[u8] = b"PK\x01\x02";
@@ -239,7 +240,7 @@ fn layout(file: &File, len: u64, limits: &PackageLimits) -> Result<Vec<Entry>, F
     let mut declared = 0u64;
     for i in 0..count {
         let mut fixed = [0u8; CENTRAL_LEN];
-        if read_full(&mut cd, &mut fixed)? < CENTRAL_LEN {
+        if read_up_to(&mut cd, &mut fixed)? < CENTRAL_LEN {
             return Err(format!("has a zip central directory holding fewer entries than the {count} its end record counts").into());
         }
         if !fixed.starts_with(CENTRAL) {
@@ -266,9 +267,9 @@ fn layout(file: &File, len: u64, limits: &PackageLimits) -> Result<Vec<Entry>, F
         let mut raw = vec![0u8; name_len as usize];
         let mut extra = vec![0u8; extra_len as usize];
         let mut comment = vec![0u8; comment_len as usize];
-        if read_full(&mut cd, &mut raw)? < raw.len()
-            || read_full(&mut cd, &mut extra)? < extra.len()
-            || read_full(&mut cd, &mut comment)? < comment.len()
+        if read_up_to(&mut cd, &mut raw)? < raw.len()
+            || read_up_to(&mut cd, &mut extra)? < extra.len()
+            || read_up_to(&mut cd, &mut comment)? < comment.len()
         {
             return Err(format!("has a zip central directory holding fewer entries than the {count} its end record counts").into());
         }
@@ -443,19 +444,6 @@ fn extra_fields(extra: &[u8], name: &str) -> Result<(), String> {
         pos += 4 + len;
     }
     Ok(())
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// A byte range of the file, read by position.
