@@ -1,21 +1,23 @@
 """`jobgate.toml`: the one configuration file, as a typed pydantic model.
 
 Owns loading and validating the deployment settings (limits, catalog, registry
-allowlist, GPU series and quotas) and handing the core its part of them. Every error
-names the file and the key. Must not apply any admission rule itself: rules live in
-the Rust core.
+allowlist, GPU series and quotas, accounts and their grants) and handing the core its
+part of them. Every error names the file and the key. Must not apply any admission
+rule itself: rules live in the Rust core; what a grant allows is decided by the
+service (`jobgate.server.grants`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from jobgate.sources import NotRegular, open_regular
 
@@ -26,6 +28,14 @@ DEFAULT_MAX_MESSAGE_BYTES = 4096
 # With the defaults a record (at most 512 messages of 4 KiB, plus what its document
 # gave it, at most max_document_bytes) fits in 4 MiB, gRPC's default receive limit.
 DEFAULT_MAX_TRANSITIONS = 512
+# The roles an account may hold; what each allows is fixed (README, "Accounts and grants").
+ROLES = ("submitter", "reader", "backend", "admin")
+# The account of callers without credentials where server.allow_anonymous lets them in.
+ANONYMOUS = "anonymous"
+# An account's name: its [accounts.NAME] key, the common name of its client certificate,
+# and the owner stamped on its documents.
+ACCOUNT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
+TOKEN_HASH = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class ConfigError(Exception):
@@ -120,9 +130,11 @@ class Server(_Model):
 
     tls: Tls | None = None
     listen: str = "127.0.0.1:50051"
-    # account -> "sha256:<hex of the token>"; plaintext tokens never appear in the file.
-    tokens: dict[str, str] = {}
-    # Local demos only: a caller without a token is the account "anonymous".
+    # The form before accounts had grants; kept only to refuse it with the way forward
+    # (every token holder could do anything: there is no safe grant to guess for it).
+    tokens: Any = None
+    # Local demos only, refused anywhere but loopback: a caller without credentials is
+    # the account "anonymous", which holds the admin role.
     allow_anonymous: bool = False
     max_message_bytes: int = Field(16 << 20, gt=0)
     # host:port of the Prometheus /metrics endpoint; unset turns it off.
@@ -140,12 +152,13 @@ class Server(_Model):
 
     @field_validator("tokens")
     @classmethod
-    def _hashed(cls, tokens: dict[str, str]) -> dict[str, str]:
-        for account, digest in tokens.items():
-            hexpart = digest.removeprefix("sha256:")
-            if not digest.startswith("sha256:") or len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
-                raise ValueError(f"the token of {account!r} must be given as sha256:<64 lowercase hex>, the hash of the token")
-        return tokens
+    def _moved(cls, tokens: Any) -> None:
+        names = ", ".join(f"[accounts.{name}]" for name in tokens) if isinstance(tokens, dict) and tokens else "[accounts.NAME]"
+        raise ValueError(
+            f"replaced by one table per account holding its token hash and its grant: move each entry to {names} "
+            'with token = "sha256:…", projects = ["…"] and roles = ["submitter"] (or reader, backend, admin); '
+            "`jobgate token new NAME` prints such a table"
+        )
 
 
 class Jobs(_Model):
@@ -154,6 +167,10 @@ class Jobs(_Model):
     results_root: str = "./results"
     platform: str = Field("local", pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")
     storage_tier: Literal["A", "B", "C"] = "A"
+    # A spec-bundle names no project: it is admitted into its account's first listed
+    # project, or into this one for an account whose first entry is "*" (and admins
+    # that list none). Its GPUs count in that project's usage.
+    default_project: str = Field("default", min_length=1)
 
 
 class Store(_Model):
@@ -169,6 +186,74 @@ class Store(_Model):
     connections: int = Field(16, ge=1, le=1000)
 
 
+class Account(_Model):
+    """One caller and its grant: `[accounts.NAME]`. With `token` (the hash of a bearer
+    token) the account authenticates by that token; without one, by a client
+    certificate whose common name is NAME (mutual TLS, `server.tls.client_ca`)."""
+
+    token: str | None = None
+    # Where it may submit and whose jobs it may read; "*" for every project. The first
+    # listed is where its spec-bundles go (they name no project).
+    projects: list[str] = []
+    roles: list[str]
+
+    @field_validator("token")
+    @classmethod
+    def _hashed(cls, token: str | None) -> str | None:
+        if token is not None and not TOKEN_HASH.fullmatch(token):
+            raise ValueError("must be sha256:<64 lowercase hex>, the hash of the token, never the token (`jobgate token new NAME` prints both)")
+        return token
+
+    @field_validator("projects")
+    @classmethod
+    def _named(cls, projects: list[str]) -> list[str]:
+        if any(not p.strip() for p in projects):
+            raise ValueError('a project is a non-empty name, or "*" for every project')
+        return projects
+
+    @field_validator("roles")
+    @classmethod
+    def _known(cls, roles: list[str]) -> list[str]:
+        if not roles:
+            raise ValueError(f"an account needs at least one role: {', '.join(ROLES)}")
+        unknown = [r for r in roles if r not in ROLES]
+        if unknown:
+            raise ValueError(f"unknown role {unknown[0]!r}; the roles are {', '.join(ROLES)}")
+        return roles
+
+
+def account_problem(name: str, account: Account, server: Server) -> str | None:
+    """Why `[accounts.NAME]` cannot be used on `server`, or None: what a start and
+    every reload refuse beside the shape of each field."""
+    if name == ANONYMOUS:
+        return f"[accounts.{name}]: {name!r} is the account of callers without credentials (server.allow_anonymous); choose another name"
+    if not ACCOUNT_NAME.fullmatch(name):
+        return f"[accounts.{name}]: an account name is 1 to 128 letters, digits, '.', '_', '@' or '-', starting with a letter or digit"
+    if account.token is None and (server.tls is None or server.tls.client_ca is None):
+        return f"[accounts.{name}] has no token, and without server.tls.client_ca no client certificate can name it: it could never call"
+    roles = set(account.roles)
+    if not account.projects and roles & {"submitter", "reader"} and not roles & {"backend", "admin"}:
+        return f'[accounts.{name}] is a {" and ".join(r for r in ROLES if r in roles)} without projects: list the projects it acts in, or ["*"] for every one'
+    return None
+
+
+def shared_token(accounts: dict[str, Account]) -> tuple[str, str] | None:
+    """Two accounts holding the same token hash, or None: such a token would name
+    whichever was read last."""
+    holders: dict[str, str] = {}
+    for name, account in accounts.items():
+        if account.token is None:
+            continue
+        if account.token in holders:
+            return holders[account.token], name
+        holders[account.token] = name
+    return None
+
+
+def shared_token_problem(first: str, second: str) -> str:
+    return f"[accounts.{first}] and [accounts.{second}] hold the same token hash; each account needs a token of its own"
+
+
 class Config(_Model):
     limits: Limits = Limits()
     server: Server = Server()
@@ -178,7 +263,23 @@ class Config(_Model):
     gpus: Gpus = Gpus()
     quota: Quota = Quota()
     catalog: list[CatalogEntry] | None = None
+    accounts: dict[str, Account] = {}
     source: str | None = Field(None, exclude=True, description="the file this was loaded from")
+
+    @field_validator("accounts")
+    @classmethod
+    def _usable(cls, accounts: dict[str, Account], info: ValidationInfo) -> dict[str, Account]:
+        server = info.data.get("server")
+        if server is None:
+            return accounts  # the [server] error is reported on its own
+        for name, account in accounts.items():
+            problem = account_problem(name, account, server)
+            if problem:
+                raise ValueError(problem)
+        shared = shared_token(accounts)
+        if shared:
+            raise ValueError(shared_token_problem(*shared))
+        return accounts
 
     @model_validator(mode="after")
     def _unique_recipes(self) -> Config:
@@ -244,7 +345,9 @@ def _format_error(source: str, error: ValidationError) -> str:
     lines = []
     for e in error.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        lines.append(f"{source}: {key}: {e['msg']}")
+        # Our own checks say what is wrong in full; pydantic's "Value error, " adds nothing.
+        message = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
+        lines.append(f"{source}: {key}: {message}")
     return "\n".join(lines)
 
 

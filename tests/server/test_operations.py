@@ -47,10 +47,15 @@ def test_metrics_endpoint(tmp_path):
         r.close()
 
 
-def write_config(path, tmp_path, catalog: bool) -> None:
+def write_config(path, tmp_path, catalog: bool, *, server: tuple[str, ...] = (), accounts: str | None = None) -> None:
+    """A jobgate.toml on a store under tmp_path; alice a submitter in my-lab unless
+    `accounts` (TOML tables) says otherwise."""
+    if accounts is None:
+        accounts = f'[accounts.alice]\ntoken = "{token_hash(TOKEN)}"\nprojects = ["my-lab"]\nroles = ["submitter"]'
     lines = [
         "[server]",
-        f'tokens = {{ alice = "{token_hash(TOKEN)}" }}',
+        *server,
+        accounts,
         "[store]",
         f'path = "{tmp_path / "store"}"',
         "[jobs]",

@@ -272,10 +272,10 @@ def test_mark_get_list_and_watch(running):
     watched = []
     watcher = threading.Thread(target=lambda: watched.extend(running.jobs.WatchJob(jobs_pb2.WatchJobRequest(job_id=job_id), metadata=running.auth, timeout=20)))
     watcher.start()
-    mark = running.jobs.MarkJob
-    mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="RUNNING", message="ImagePullBackOff cleared; token=abc123", source="poller"), metadata=running.auth)
-    done = mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="ERROR", message="NODE_FAIL", source="backend-hook"), metadata=running.auth).job
-    again = mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="ERROR", message="", source="agent", err_class="ERR_INFRA", backend_ref="4211337"), metadata=running.auth).job
+    mark = running.jobs.MarkJob  # as the backend: only a backend records what happened to a launch
+    mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="RUNNING", message="ImagePullBackOff cleared; token=abc123", source="poller"), metadata=running.backend)
+    done = mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="ERROR", message="NODE_FAIL", source="backend-hook"), metadata=running.backend).job
+    again = mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="ERROR", message="", source="agent", err_class="ERR_INFRA", backend_ref="4211337"), metadata=running.backend).job
     watcher.join(20)
     assert [t.state for t in watched] == ["PENDING", "RUNNING", "ERROR"]
     assert json_format.MessageToDict(done)["terminal_state"] == "ERROR"
@@ -284,13 +284,13 @@ def test_mark_get_list_and_watch(running):
     assert "abc123" not in exported["transitions"][1]["message"]
     assert jobgate.Validator().check(exported, kind="job_record").verdict == "pass"
     with pytest.raises(grpc.RpcError) as e:
-        mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="RUNNING", source="agent"), metadata=running.auth)
+        mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="RUNNING", source="agent"), metadata=running.backend)
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     with pytest.raises(grpc.RpcError) as e:
-        mark(jobs_pb2.MarkJobRequest(job_id="nope", state="RUNNING", source="agent"), metadata=running.auth)
+        mark(jobs_pb2.MarkJobRequest(job_id="nope", state="RUNNING", source="agent"), metadata=running.backend)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
     with pytest.raises(grpc.RpcError) as e:
-        mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="QUEUED", source="agent"), metadata=running.auth)
+        mark(jobs_pb2.MarkJobRequest(job_id=job_id, state="QUEUED", source="agent"), metadata=running.backend)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     listed = running.jobs.ListJobs(jobs_pb2.ListJobsRequest(terminal=True), metadata=running.auth)
     assert [j.id for j in listed.jobs] == [job_id]

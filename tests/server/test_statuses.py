@@ -160,7 +160,7 @@ def test_an_unforeseen_failure_is_internal_with_a_reference_to_the_log(running, 
     def broken(*_args, **_kwargs):
         raise KeyError("secret internal detail")
 
-    monkeypatch.setattr(running.gate.store, "get", broken)
+    monkeypatch.setattr(running.gate.store, "project", broken)  # the first read of GetJob
     with pytest.raises(grpc.RpcError) as e:
         running.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="x"), metadata=running.auth)
     assert e.value.code() == grpc.StatusCode.INTERNAL

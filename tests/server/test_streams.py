@@ -18,7 +18,7 @@ from jobgate.server.auth import token_hash
 from jobgate.store import open_store
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from tests.conftest import sample
-from tests.server.conftest import TOKEN, Running, config_for
+from tests.server.conftest import ACCOUNTS, TOKEN, Running, bearer, config_for
 
 JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
 BOB = "bob-token-for-streams"
@@ -26,13 +26,9 @@ CAROL = "carol-token-for-streams"
 
 
 def limited(tmp_path, **server) -> Running:
-    """A server with small stream limits and few unary threads, and tokens for three accounts."""
-    tokens = {"alice": token_hash(TOKEN), "bob": token_hash(BOB), "carol": token_hash(CAROL)}
-    return Running(config_for(tmp_path, tokens=tokens, **{"max_streams": 6, "max_streams_per_account": 3, "threads": 2, **server}))
-
-
-def bearer(token: str) -> list[tuple[str, str]]:
-    return [("authorization", f"Bearer {token}")]
+    """A server with small stream limits and few unary threads, and three submitters."""
+    accounts = {**ACCOUNTS, **{name: {"token": token_hash(token), "projects": ["my-lab"], "roles": ["submitter"]} for name, token in (("bob", BOB), ("carol", CAROL))}}
+    return Running(config_for(tmp_path, accounts, **{"max_streams": 6, "max_streams_per_account": 3, "threads": 2, **server}))
 
 
 def admit(r: Running) -> str:
@@ -143,7 +139,7 @@ def test_the_attack_of_many_watches_from_one_client_leaves_health_served(tmp_pat
         assert outcomes.count("PENDING") == 40 and outcomes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == 8
         unary_calls_are_served(r, job_id)
         # and every open watch still hears of the next transition
-        r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=job_id, state="RUNNING", source="poller"), metadata=r.auth)
+        r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=job_id, state="RUNNING", source="poller"), metadata=r.backend)
         assert {next(call).state for call, o in zip(calls, outcomes, strict=True) if o == "PENDING"} == {"RUNNING"}
         for call in calls:
             call.cancel()
@@ -186,7 +182,7 @@ def test_watches_sleep_on_one_shared_poll_and_wake_on_marks(tmp_path):
         assert store.transitions_calls == 12
         assert set(store.latest_calls[polls:]) == {3}
         # A mark through this server wakes its job's watchers, and no one else's.
-        r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=job_ids[0], state="RUNNING", message="pulled", source="poller"), metadata=r.auth)
+        r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=job_ids[0], state="RUNNING", message="pulled", source="poller"), metadata=r.backend)
         assert [next(call).message for call in calls[:4]] == ["pulled"] * 4
         assert store.transitions_calls == 16
         # A mark made elsewhere (another process on the same store) is found by the poll.

@@ -1,5 +1,6 @@
-"""Mutual TLS: the account comes from the client certificate; a client without one,
-or with one from another CA, cannot call."""
+"""Mutual TLS: the account comes from the client certificate's common name, with that
+account's grant; a certificate naming no account (or an account that has a token) is
+UNAUTHENTICATED; a client without one, or with one from another CA, cannot call."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from jobgate.config import Tls
-from jobgate.v1 import admission_pb2, admission_pb2_grpc
+from jobgate.server.auth import token_hash
+from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from tests.conftest import sample
-from tests.server.conftest import Running, config_for
+from tests.server.conftest import POLLER, Running, config_for
 
 
 def issue(name: str, issuer=None, *, ca: bool = False, server: bool = False):
@@ -51,6 +53,9 @@ def pki(tmp_path):
         "ca": ca,
         "server": issue("localhost", (ca[0], ca[1]), server=True),
         "alice": issue("alice", (ca[0], ca[1])),
+        "ci-reader": issue("ci-reader", (ca[0], ca[1])),
+        "stranger": issue("stranger", (ca[0], ca[1])),  # signed by the CA, but no account
+        "poller": issue("poller", (ca[0], ca[1])),  # names an account that has a token
         "mallory": issue("mallory", (other_ca[0], other_ca[1])),
     }.items():
         (tmp_path / f"{name}.pem").write_bytes(pem)
@@ -59,25 +64,55 @@ def pki(tmp_path):
     return tmp_path, files
 
 
-def test_account_from_the_client_certificate(pki, tmp_path):
+# alice and ci-reader are named by their certificates; the poller by its token.
+ACCOUNTS = {
+    "alice": {"projects": ["my-lab"], "roles": ["submitter"]},
+    "ci-reader": {"projects": ["my-lab"], "roles": ["reader"]},
+    "poller": {"token": token_hash(POLLER), "roles": ["backend"]},
+}
+
+
+def test_accounts_from_the_client_certificate(pki, tmp_path):
     d, files = pki
-    cfg = config_for(tmp_path)
-    cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"tokens": {}, "tls": Tls(cert=str(d / "server.pem"), key=str(d / "server.key"), client_ca=str(d / "ca.pem"))})})
-    r = Running(cfg)
+    r = Running(config_for(tmp_path, ACCOUNTS, tls=Tls(cert=str(d / "server.pem"), key=str(d / "server.key"), client_ca=str(d / "ca.pem"))))
     try:
         doc = admission_pb2.Document(raw=json.dumps({**sample("jobspec.valid.json")}).encode())
 
-        def call(client: str | None):
+        def channel(client: str | None) -> grpc.Channel:
             creds = grpc.ssl_channel_credentials(files["ca"][0], files[client][1] if client else None, files[client][0] if client else None)
-            with grpc.secure_channel(f"localhost:{r.port}", creds) as channel:
-                return admission_pb2_grpc.AdmissionServiceStub(channel).Admit(admission_pb2.AdmitRequest(document=doc), timeout=10)
+            return grpc.secure_channel(f"localhost:{r.port}", creds)
 
-        response = call("alice")
+        def admit(client: str | None, **kwargs):
+            with channel(client) as c:
+                return admission_pb2_grpc.AdmissionServiceStub(c).Admit(admission_pb2.AdmitRequest(document=doc), timeout=10, **kwargs)
+
+        def failure(call) -> grpc.RpcError:
+            with pytest.raises(grpc.RpcError) as e:
+                call()
+            return e.value
+
+        response = admit("alice")
         assert response.job_id
         assert json.loads(r.gate.store.document(response.job_id))["metadata"]["owner"] == "alice"
+        # the reader's certificate carries the reader's grant
+        with channel("ci-reader") as c:
+            jobs = jobs_pb2_grpc.JobServiceStub(c)
+            assert [j.id for j in jobs.ListJobs(jobs_pb2.ListJobsRequest(), timeout=10).jobs] == [response.job_id]
+            e = failure(lambda: admission_pb2_grpc.AdmissionServiceStub(c).Admit(admission_pb2.AdmitRequest(document=doc), timeout=10))
+            assert (e.code(), e.details()) == (grpc.StatusCode.PERMISSION_DENIED, "Admit needs the role submitter or admin; account 'ci-reader' holds reader")
+            e = failure(lambda: jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=response.job_id, state="COMPLETE", source="agent"), timeout=10))
+            assert e.code() == grpc.StatusCode.PERMISSION_DENIED
+        # a certificate the CA signed, naming no account, or naming an account that has a token
+        for client, name in (("stranger", "stranger"), ("poller", "poller")):
+            e = failure(lambda client=client: admit(client))
+            assert (e.code(), e.details()) == (grpc.StatusCode.UNAUTHENTICATED, f"the client certificate names {name!r}, which is not an account of this server authenticated by certificate")
+        # a token account under mutual TLS: the token names it, whatever certificate carries it
+        with channel("stranger") as c:
+            request = jobs_pb2.MarkJobRequest(job_id=response.job_id, state="RUNNING", source="poller")
+            marked = jobs_pb2_grpc.JobServiceStub(c).MarkJob(request, metadata=[("authorization", f"Bearer {POLLER}")], timeout=10)
+        assert [t.state for t in marked.job.transitions] == ["PENDING", "RUNNING"]
         for client in (None, "mallory"):
-            with pytest.raises(grpc.RpcError) as e:
-                call(client)
-            assert e.value.code() == grpc.StatusCode.UNAVAILABLE  # the handshake itself is refused
+            e = failure(lambda client=client: admit(client))
+            assert e.code() == grpc.StatusCode.UNAVAILABLE  # the handshake itself is refused
     finally:
         r.close()

@@ -55,10 +55,10 @@ def gate(backend, tmp_path):
     g.store.close()
 
 
-def config_on(backend, tmp_path, **server):
+def config_on(backend, tmp_path, accounts: dict | None = None, **server):
     """The test server's configuration, its store on `backend`."""
     path, url = backend
-    config = config_for(tmp_path, **server)
+    config = config_for(tmp_path, accounts, **server)
     return config.model_copy(update={"store": config.store.model_copy(update={"path": path, "url": url})})
 
 

@@ -38,7 +38,7 @@ def admit(r: Running, data: bytes = JOBSPEC, **kwargs):
 
 
 def mark(r: Running, job_id: str, state: str = "RUNNING", message: str = "", **kwargs):
-    return r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=job_id, state=state, message=message, source="poller", **kwargs), metadata=r.auth, timeout=60).job
+    return r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=job_id, state=state, message=message, source="poller", **kwargs), metadata=r.backend, timeout=60).job
 
 
 def get(r: Running, job_id: str) -> dict:
@@ -177,11 +177,11 @@ def test_text_with_nul_is_stored_whole_and_a_dry_run_agrees_with_the_admission(s
 
 def test_ids_and_filters_with_nul_find_nothing(served):
     job_id = admit(served).job_id
-    for call, request in (
-        (served.jobs.GetJob, jobs_pb2.GetJobRequest(job_id=job_id + "\u0000")),
-        (served.jobs.MarkJob, jobs_pb2.MarkJobRequest(job_id=job_id + "\u0000", state="RUNNING", source="agent")),
+    for call, request, metadata in (
+        (served.jobs.GetJob, jobs_pb2.GetJobRequest(job_id=job_id + "\u0000"), served.auth),
+        (served.jobs.MarkJob, jobs_pb2.MarkJobRequest(job_id=job_id + "\u0000", state="RUNNING", source="agent"), served.backend),
     ):
-        assert failure(call, request, metadata=served.auth).code() == grpc.StatusCode.NOT_FOUND
+        assert failure(call, request, metadata=metadata).code() == grpc.StatusCode.NOT_FOUND
     assert failure(list, served.jobs.WatchJob(jobs_pb2.WatchJobRequest(job_id="\u0000"), metadata=served.auth)).code() == grpc.StatusCode.NOT_FOUND
     for request in (jobs_pb2.ListJobsRequest(project="my\u0000lab"), jobs_pb2.ListJobsRequest(owner="\u0000"), jobs_pb2.ListJobsRequest(state="RUN\u0000")):
         assert list(served.jobs.ListJobs(request, metadata=served.auth).jobs) == []
@@ -230,8 +230,9 @@ def test_unbounded_gpus_and_nul_never_fail_honest_admissions(backend, tmp_path):
             # admitted, or refused by a rule of the core: a report either way, never an RPC error
             assert not isinstance(huge_outcome, grpc.RpcError)
             admitted_huge += bool(huge_outcome.job_id)
-        # a count beyond the column's range is clamped, and charged to its project as such
-        assert r.gate.store.gpus_in_use("") == admitted_huge * MAX_GPUS + 3 * BUNDLE["compute_shape"]["gpus"]
+        # a count beyond the column's range is clamped, and charged to its project as such:
+        # alice's first project, where her spec-bundles go, beside her 8-GPU JobSpecs
+        assert r.gate.store.gpus_in_use("my-lab") == admitted_huge * MAX_GPUS + 3 * BUNDLE["compute_shape"]["gpus"] + 3 * 40 * 8
     finally:
         r.close()
         r.gate.store.close()

@@ -167,14 +167,14 @@ def test_two_replicas_sharing_postgres_never_oversubscribe(fresh_postgres, tmp_p
 
 def test_jobs_cli_through_the_server(tmp_path, capsys):
     from jobgate.v1 import admission_pb2
-    from tests.server.conftest import TOKEN, Running, config_for
+    from tests.server.conftest import POLLER, TOKEN, Running, config_for
 
     r = Running(config_for(tmp_path))
     try:
         job_id = r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=JOBSPEC)), metadata=r.auth).job_id
         remote = ["--server", f"127.0.0.1:{r.port}", "--token", TOKEN]
         capsys.readouterr()
-        assert main(["jobs", "mark", job_id, "RUNNING", "--message", "started", *remote]) == 0
+        assert main(["jobs", "mark", job_id, "RUNNING", "--message", "started", "--server", f"127.0.0.1:{r.port}", "--token", POLLER]) == 0
         assert main(["jobs", "list", "--active", "--format", "json", *remote]) == 0
         capsys.readouterr()
         assert main(["jobs", "show", job_id, *remote]) == 0

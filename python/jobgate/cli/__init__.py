@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from jobgate import __version__, sources
-from jobgate.cli import bench, check, demo, jobs, revalidate, serve, stage, submit
+from jobgate.cli import bench, check, demo, jobs, revalidate, serve, stage, submit, tokens
 from jobgate.config import ConfigError
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_parser(sub)
     revalidate.add_parser(sub)
     jobs.add_parser(sub)
+    tokens.add_parser(sub)
     bench.add_parser(sub)
     demo.add_parser(sub)
     return parser

@@ -1,10 +1,10 @@
 """`jobgate serve`: the admission service. Without --config it runs the embedded demo
-deployment on 127.0.0.1:50051 with anonymous access and a SQLite store in ./.jobgate."""
+deployment on 127.0.0.1:50051 with anonymous access (an admin, on loopback only) and
+a SQLite store in ./.jobgate. SIGHUP reloads --config, through every check a start runs."""
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 
 from jobgate import load_config, samples
 from jobgate.config import Config, Server
@@ -23,25 +23,17 @@ def embedded_default() -> Config:
     return demo.model_copy(update={"server": Server(listen="127.0.0.1:50051", allow_anonymous=True)})
 
 
-def is_loopback(listen: str) -> bool:
-    host = listen.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def run(args: argparse.Namespace) -> int:
     from jobgate.cli import UsageError
     from jobgate.server import serve
-    from jobgate.server.app import StartupError
+    from jobgate.server.app import StartupError, check_startable
 
     config = load_config(args.config) if args.config else embedded_default()
     listen = args.listen or config.server.listen
-    if config.server.allow_anonymous and not is_loopback(listen):
-        raise UsageError(f"server.allow_anonymous is for local demos: refusing to listen on {listen} without authentication")
+    try:
+        check_startable(config, listen)  # before any worker starts
+    except StartupError as e:
+        raise UsageError(str(e)) from None
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
     if args.workers > 1:

@@ -1,8 +1,11 @@
 """Building and running the server: `create_server` (tests bind port 0) is kept apart
-from `serve` (signals, logs, the foreground process)."""
+from `serve` (signals, logs, the foreground process). Owns what a configuration must
+pass before it is served, at start and at every reload alike (`check_startable`), and
+swapping a reloaded one in whole."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import signal
@@ -15,9 +18,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from jobgate.config import Config
+from jobgate.config import Config, account_problem, shared_token, shared_token_problem
 from jobgate.server.auth import Authenticator
 from jobgate.server.gate import Gate
+from jobgate.server.grants import Denials
 from jobgate.server.metrics import Metrics
 from jobgate.server.service import AdmissionService, JobService, add_admission_service, add_job_service
 from jobgate.server.streams import StreamGuard, Watches
@@ -63,13 +67,58 @@ def check_store_location(config: Config) -> None:
         raise StartupError(f"the store {store} lies inside results_root {results}; records must live outside every results tree (store.path)")
 
 
+def is_loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_startable(config: Config, listen: str) -> None:
+    """Every check a configuration must pass to be served on `listen`, at start and at
+    each reload: a reload can never weaken what a start refuses. Raises StartupError.
+
+    The account checks also run when a file is loaded; they run here again for
+    configurations built in code."""
+    if config.server.allow_anonymous and not is_loopback(listen):
+        raise StartupError(f"server.allow_anonymous is for local demos: refusing to listen on {listen} without authentication")
+    for name, account in config.accounts.items():
+        problem = account_problem(name, account, config.server)
+        if problem:
+            raise StartupError(f"accounts: {problem}")
+    shared = shared_token(config.accounts)
+    if shared:
+        raise StartupError(f"accounts: {shared_token_problem(*shared)}")
+    check_store_location(config)
+
+
 class Server:
     """The running service. Stopping it ends its streams first: WatchJob streams and
     streams waiting on their client at once, the others after the message in hand;
     only then do unary calls in flight get the grace period to finish."""
 
-    def __init__(self, server: grpc.Server, streams: StreamGuard, watches: Watches, health: health.HealthServicer) -> None:
+    def __init__(self, server: grpc.Server, streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator) -> None:
         self._server, self.streams, self.watches, self._health = server, streams, watches, health
+        self.config, self.listen, self.gate, self.auth = config, listen, gate, auth
+        self._reloading = threading.Lock()
+
+    def reload(self, fresh: Config) -> None:
+        """Serves `fresh` from the next call on, once it passes every check a start
+        runs; else raises StartupError (or ConfigError, ValueError from the core) and
+        the running configuration stays whole."""
+        with self._reloading:
+            # The socket keeps the address and the credentials it was opened with.
+            check_startable(fresh, self.listen)
+            if fresh.server.tls != self.config.server.tls:
+                raise StartupError("server.tls cannot change while the server runs (its socket keeps the credentials it was opened with); restart it")
+            # The store stays the one opened at start: it must lie outside the new results_root too.
+            check_store_location(fresh.model_copy(update={"store": self.config.store}))
+            self.gate.reload(fresh)  # builds the new validator before swapping: may raise, changing nothing
+            self.auth.reload(fresh)
+            self.config = fresh
 
     def stop(self, grace: float | None) -> threading.Event:
         self._health.enter_graceful_shutdown()
@@ -83,7 +132,8 @@ class Server:
 
 def create_server(config: Config, address: str | None = None, *, store=None) -> tuple[Server, int, Gate]:
     """A configured, started server on `address` (port 0 picks a free port)."""
-    check_store_location(config)
+    listen = address or config.server.listen
+    check_startable(config, listen)
     if store is None:
         try:
             store = open_store(
@@ -97,8 +147,8 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
         except (StoreUnavailable, StoreFull) as e:
             raise StartupError(f"the job store cannot be opened: {e}") from None
     gate = Gate(config, store)
-    auth = Authenticator(config.server.tokens, config.server.allow_anonymous)
     metrics = Metrics()
+    auth = Authenticator(config, Denials(metrics))
     gate.auth, gate.metrics = auth, metrics
     settings = config.server
     streams = StreamGuard(settings.max_streams, settings.max_streams_per_account, auth.identify)
@@ -120,7 +170,7 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
     reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     tls = config.server.tls
     if tls is None:
-        port = server.add_insecure_port(address or config.server.listen)
+        port = server.add_insecure_port(listen)
     else:
         try:
             key, cert = Path(tls.key).read_bytes(), Path(tls.cert).read_bytes()
@@ -128,13 +178,13 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
         except OSError as e:
             raise StartupError(f"server.tls: cannot read {e.filename}: {e.strerror}") from None
         credentials = grpc.ssl_server_credentials([(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None)
-        port = server.add_secure_port(address or config.server.listen, credentials)
+        port = server.add_secure_port(listen, credentials)
     if port == 0:
-        raise StartupError(f"cannot listen on {address or config.server.listen}")
+        raise StartupError(f"cannot listen on {listen}")
     server.start()
     if config.server.metrics_listen:
         gate.metrics_port = metrics.serve_http(config.server.metrics_listen)
-    return Server(server, streams, watches, health_servicer), port, gate
+    return Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth), port, gate
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -165,11 +215,9 @@ def serve(config: Config, address: str | None = None, grace: float = 10.0, confi
         from jobgate.config import ConfigError, load_config
 
         try:
-            fresh = load_config(config_path)
-            gate.reload(fresh)
-            gate.auth.reload(fresh.server.tokens, fresh.server.allow_anonymous)
-            log.info("configuration reloaded", extra={"fields": {"config": config_path}})
-        except (ConfigError, ValueError) as e:
+            server.reload(load_config(config_path))
+            log.info("configuration reloaded", extra={"fields": {"config": config_path, "accounts": len(server.config.accounts)}})
+        except (ConfigError, StartupError, ValueError) as e:
             log.error("configuration reload failed; keeping the last good one", extra={"fields": {"config": config_path, "error": str(e)}})
 
     signal.signal(signal.SIGTERM, stop)

@@ -1,39 +1,77 @@
-"""Identity: bearer tokens checked against the hashes in the configuration, or
-anonymous access where the configuration allows it (local demos only)."""
+"""Identity: who is calling. A bearer token checked against the token hashes of
+`[accounts.NAME]`; the common name of a verified client certificate (mutual TLS),
+naming an account that has no token; or, where the configuration allows it (on
+loopback only), the account "anonymous".
+
+Every call is resolved against the accounts in force when it arrives: a reload
+applies to the next call, and a token it revokes fails at once. Must not decide what
+an account may do (`grants`), and never holds a token in the clear.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 
 import grpc
 
-ANONYMOUS = "anonymous"
+from jobgate.config import Config
+from jobgate.server.grants import Caller, Denials
+
+# Random bytes in a token made by `jobgate token new`: 256 bits, as the hash.
+TOKEN_BYTES = 32
+
+
+class Directory:
+    """The accounts of one configuration, as callers, looked up by credential. Never
+    changed once built: a reload builds another and swaps it in whole."""
+
+    def __init__(self, config: Config) -> None:
+        home = config.jobs.default_project
+        # hash -> caller; compared in constant time in `by_token`.
+        self._by_hash = {a.token.removeprefix("sha256:"): Caller.of(name, a, home) for name, a in config.accounts.items() if a.token is not None}
+        # Only an account without a token is named by a certificate: a token account
+        # authenticates by its token alone.
+        self._by_certificate = {name: Caller.of(name, a, home) for name, a in config.accounts.items() if a.token is None}
+        self.anonymous = Caller.anonymous(home) if config.server.allow_anonymous else None
+
+    def by_token(self, token: str) -> Caller | None:
+        digest = hashlib.sha256(token.encode(errors="replace")).hexdigest()
+        found = None
+        for known, caller in self._by_hash.items():
+            if hmac.compare_digest(known, digest):
+                found = caller
+        return found
+
+    def by_certificate(self, name: str) -> Caller | None:
+        return self._by_certificate.get(name)
 
 
 class Authenticator:
-    def __init__(self, tokens: dict[str, str], allow_anonymous: bool) -> None:
-        self.reload(tokens, allow_anonymous)
+    def __init__(self, config: Config, denials: Denials | None = None) -> None:
+        self.denials = denials or Denials(None)
+        self.reload(config)
 
-    def reload(self, tokens: dict[str, str], allow_anonymous: bool) -> None:
-        # hash -> account; compared in constant time below.
-        self._by_hash = {digest.removeprefix("sha256:"): account for account, digest in tokens.items()}
-        self.allow_anonymous = allow_anonymous
+    def reload(self, config: Config) -> None:
+        """Swaps in the accounts of `config` (checked by the caller: `app.check_startable`)."""
+        self._directory = Directory(config)
 
-    def account(self, context: grpc.ServicerContext) -> str:
-        """The caller's account, or aborts the call with UNAUTHENTICATED."""
-        account, refusal = self._resolve(context)
-        if account is None:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, refusal)
-            raise AssertionError("unreachable")
-        return account
+    def caller(self, context: grpc.ServicerContext, rpc: str) -> Caller:
+        """The caller of `rpc`, or aborts the call with UNAUTHENTICATED (a denial)."""
+        caller, refusal = self._resolve(context)
+        if caller is None:
+            self.denials.unauthenticated(context, rpc, refusal)
+        return caller
 
     def identify(self, context: grpc.ServicerContext) -> str | None:
         """The caller's account when its credentials are good, else None; never aborts
         (the stream limits count a stream before its handler authenticates it)."""
-        return self._resolve(context)[0]
+        caller, _ = self._resolve(context)
+        return caller.name if caller is not None else None
 
-    def _resolve(self, context: grpc.ServicerContext) -> tuple[str | None, str]:
+    def _resolve(self, context: grpc.ServicerContext) -> tuple[Caller | None, str]:
+        directory = self._directory  # one configuration for the whole lookup
         header = ""
         for key, value in context.invocation_metadata() or ():
             if key == "authorization":
@@ -43,21 +81,26 @@ class Authenticator:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:
                 return None, "the authorization metadata must be 'Bearer <token>'"
-            digest = hashlib.sha256(token.strip().encode(errors="replace")).hexdigest()
-            for known, account in self._by_hash.items():
-                if hmac.compare_digest(known, digest):
-                    return account, ""
-            return None, "the bearer token is not known to this server"
+            caller = directory.by_token(token.strip())
+            return (caller, "") if caller is not None else (None, "the bearer token is not known to this server")
         # Mutual TLS: the verified client certificate names the account.
         names = context.auth_context().get("x509_common_name") or []
         if names:
-            name = names[0]
-            return (name.decode(errors="replace") if isinstance(name, bytes) else name), ""
-        if self.allow_anonymous:
-            return ANONYMOUS, ""
+            name = names[0].decode(errors="replace") if isinstance(names[0], bytes) else names[0]
+            caller = directory.by_certificate(name)
+            if caller is None:
+                return None, f"the client certificate names {name!r}, which is not an account of this server authenticated by certificate"
+            return caller, ""
+        if directory.anonymous is not None:
+            return directory.anonymous, ""
         return None, "this server needs a bearer token in the authorization metadata"
 
 
 def token_hash(token: str) -> str:
-    """What goes into `[server.tokens]` for a token."""
+    """What goes into `[accounts.NAME] token` for a token."""
     return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    """A fresh bearer token: `jg_` and 256 random bits, URL-safe."""
+    return "jg_" + secrets.token_urlsafe(TOKEN_BYTES)

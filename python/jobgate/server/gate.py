@@ -1,7 +1,9 @@
-"""Admission without the wire: check a document as the authenticated account, apply
-the project quota atomically with opening the record, and hand out the job id.
+"""Admission without the wire: check a document as the authenticated account, within
+its grant, apply the project quota atomically with opening the record, and hand out
+the job id.
 
 Shared by every RPC (Admit, AdmitBatch, AdmitStream) so their reports are the same.
+Must not decide who may admit (`grants`): it is handed the grant to apply.
 """
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ log = logging.getLogger("jobgate.server")
 # How a package sent with a request is named in reports (it has no path of its own).
 PACKAGE_NAME = "<package>"
 KIND_NAMES = {0: None, 1: "jobspec", 2: "spec_bundle", 3: "job_record", 4: "best_rec"}
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Where an account may admit: `projects` as the core takes them ("*" for every
+    project; a JobSpec for another is forge.project.forbidden), and `home`, the
+    project of its spec-bundles, which name none."""
+
+    projects: tuple[str, ...]
+    home: str
 
 
 @dataclass
@@ -140,14 +152,15 @@ class Gate:
         beyond it (`jobgate.fit_reports`)."""
         return self.config.server.max_message_bytes * 3 // 4
 
-    def check_many(self, documents: list[bytes], kind: str | None, account: str) -> list[jobgate.Report]:
+    def check_many(self, documents: list[bytes], kind: str | None, account: str, grant: Grant | None = None) -> list[jobgate.Report]:
         """Dry-run reports for many documents, in parallel. Project quotas are applied
         from the store's current usage, as a dry-run Admit would."""
         if not self.has_quotas():
-            return self.validator.check_many(documents, kind, owner=account, max_response_bytes=self.response_budget())
-        return jobgate.fit_reports([self.admit(d, kind, account, dry_run=True).report for d in documents], self.response_budget())
+            projects = grant.projects if grant is not None else None
+            return self.validator.check_many(documents, kind, owner=account, projects=projects, max_response_bytes=self.response_budget())
+        return jobgate.fit_reports([self.admit(d, kind, account, dry_run=True, grant=grant).report for d in documents], self.response_budget())
 
-    def check_batch_request(self, request: bytes, account: str, max_batch: int):
+    def check_batch_request(self, request: bytes, account: str, max_batch: int, grant: Grant | None = None):
         """The core's answer to an encoded dry-run AdmitBatchRequest of raw documents
         (Validator.check_batch_request), project quotas judged on one snapshot of the
         store's usage; `None` for any other request."""
@@ -158,7 +171,8 @@ class Gate:
                 return None
             # The usage is read only when the core answers the request itself.
             quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage}
-        return validator.check_batch_request(request, owner=account, max_batch=max_batch, max_response_bytes=config.server.max_message_bytes * 3 // 4, **quotas)
+        projects = grant.projects if grant is not None else None
+        return validator.check_batch_request(request, owner=account, max_batch=max_batch, projects=projects, max_response_bytes=config.server.max_message_bytes * 3 // 4, **quotas)
 
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)
@@ -171,31 +185,39 @@ class Gate:
             raise NotLaunchable(facts.kind)
         return facts
 
-    def admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None) -> Admission:
+    def project_of(self, data: bytes, kind: str | None) -> str:
+        """The project a JobSpec names (for the record of a refusal)."""
+        facts = self.validator.facts(data, kind)
+        return facts.project if facts is not None else ""
+
+    def admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None, grant: Grant | None = None) -> Admission:
         """Checks (and unless `dry_run`, admits) one document; with `package`, a
         spec-bundle's supporting files are verified against that archive too. A real
         admission of a job_record or best_rec raises NotLaunchable and opens nothing;
-        `facts`, from `launch_facts`, spares reading the document twice."""
+        `facts`, from `launch_facts`, spares reading the document twice. With `grant`,
+        a JobSpec outside its projects fails (forge.project.forbidden) and a
+        spec-bundle is admitted into its home project; without, nothing is scoped."""
         if not package:
-            return self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts)
+            return self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant)
         with sources.spooled(package) as path:
-            admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts)
+            admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant)
         report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
         return Admission(ReportView.from_dict(report), admission.job_id)
 
-    def _admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None) -> Admission:
+    def _admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None, grant: Grant | None = None) -> Admission:
         # The core reads what admission needs from its own parse: no Python dict per document.
         if facts is None and not dry_run:
             facts = self.launch_facts(data, kind, account)
         elif facts is None and self.has_quotas():
             facts = self.validator.facts(data, kind, owner=None)
         quota = self.quota(facts.project) if facts is not None and facts.kind == "jobspec" else None
+        projects = grant.projects if grant is not None else None
 
         def check(in_use: int | None) -> jobgate.Report:
             # The service's RPC threads keep running Python while the core checks.
             if quota is None or in_use is None:
-                return self.validator.check(data, kind, package=package, owner=account, release_gil=True)
-            return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, release_gil=True)
+                return self.validator.check(data, kind, package=package, owner=account, projects=projects, release_gil=True)
+            return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, release_gil=True)
 
         if dry_run or self.store is None or facts is None:
             in_use = self.store.gpus_in_use(facts.project) if (self.store is not None and quota is not None) else None
@@ -216,16 +238,19 @@ class Gate:
                 return False
             return report_box[-1].ok
 
-        job_id = self.committer.admit(self._new_job(facts, account), decide)
+        job_id = self.committer.admit(self._new_job(facts, account, grant), decide)
         if failure:
             raise failure[0]
         return Admission(report_box[-1], job_id or "")
 
-    def _new_job(self, facts, account: str) -> NewJob:
+    def _new_job(self, facts, account: str, grant: Grant | None) -> NewJob:
         jobs = self.config.jobs
+        # A JobSpec names its project (the core held it to the grant); a spec-bundle
+        # names none and goes to its account's home project.
+        project = facts.project if facts.kind == "jobspec" or grant is None else grant.home
         return NewJob(
             id_prefix=f"{_segment(facts.network_arch, 'job')}-{_segment(facts.action, 'run')}",
-            project=facts.project,
+            project=project,
             owner=account,
             gpus=facts.gpus,
             image=facts.image or "unknown/unknown",

@@ -1,6 +1,6 @@
 """Prometheus metrics on an HTTP port: admissions by verdict, violations by rule,
-RPC latency, batch sizes and calls in flight. One registry per server, so several
-servers in one process (tests) never collide."""
+denials by RPC and reason, RPC latency, batch sizes and calls in flight. One registry
+per server, so several servers in one process (tests) never collide."""
 
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ class Metrics:
         self.latency = Histogram("jobgate_rpc_duration_seconds", "RPC handling time", ["rpc"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.batch_size = Histogram("jobgate_batch_documents", "Documents per AdmitBatch call", buckets=BATCH_BUCKETS, registry=self.registry)
         self.in_flight = Gauge("jobgate_rpcs_in_flight", "RPCs being handled", ["rpc"], registry=self.registry)
+        # reason: unauthenticated, role (PERMISSION_DENIED), project (forge.project.forbidden),
+        # not_visible (NOT_FOUND for a job outside the caller's projects). Accounts are in
+        # the log line, not in a label: their number is the operator's, not bounded here.
+        self.denials = Counter("jobgate_denials_total", "Calls and documents refused for the caller's identity or grant, by RPC and reason", ["rpc", "reason"], registry=self.registry)
         self.http = None
 
     def report(self, rpc: str, report) -> None:

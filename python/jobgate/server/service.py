@@ -5,6 +5,10 @@ one is INVALID_ARGUMENT with a google.rpc.BadRequest naming it, like every other
 malformed request. A store that is down is UNAVAILABLE, a full disk
 RESOURCE_EXHAUSTED, and anything unforeseen INTERNAL with a reference to the log:
 no caller ever sees an address, SQL or a Python traceback.
+
+Every call is made as its caller, within its grant (`grants`): the RPCs its roles do
+not allow are PERMISSION_DENIED before any document is looked at, the jobs it may not
+see are NOT_FOUND, and admission is handed its projects.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from jobgate.config import Config
 from jobgate.server import recipes
 from jobgate.server.auth import Authenticator
 from jobgate.server.gate import KIND_NAMES, Gate, NotLaunchable
+from jobgate.server.grants import NOT_VISIBLE, PROJECT, Caller
 from jobgate.server.metrics import Metrics
 from jobgate.server.streams import SHUTTING_DOWN, Watches
 from jobgate.store import JobNotFound, JobStore, RecordFull, StoreFull, StoreUnavailable, TerminalState, Unstorable
@@ -47,6 +52,8 @@ PAGE_BYTES = 4 << 20
 PAGE_CHUNK = 50
 # A page token is the sequence number of the page's last record, in decimal.
 PAGE_TOKEN = re.compile(r"[0-9]{1,18}")
+# The report violation of a JobSpec outside its account's projects.
+FORBIDDEN = "forge.project.forbidden"
 
 
 def bad_request(context: grpc.ServicerContext, field: str, description: str) -> None:
@@ -211,44 +218,66 @@ class AdmissionService:
 
     def __init__(self, config: Config, gate: Gate, auth: Authenticator, metrics: Metrics | None = None) -> None:
         self.config, self.gate, self.auth = config, gate, auth
+        self.denials = auth.denials
         self.metrics = metrics or Metrics()
         self.encoder = BatchEncoder()
 
-    def _admit(self, context: grpc.ServicerContext, field: str, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, facts=None):
+    def _caller(self, context: grpc.ServicerContext, rpc: str) -> Caller:
+        """The caller, once its roles allow `rpc` (dry runs included): else the call
+        ends with UNAUTHENTICATED or PERMISSION_DENIED before a document is read."""
+        caller = self.auth.caller(context, rpc)
+        self.denials.require(context, caller, rpc)
+        return caller
+
+    def _admit(self, context: grpc.ServicerContext, field: str, data: bytes, kind: str | None, caller: Caller, *, dry_run: bool, package: bytes, facts=None):
         try:
-            return self.gate.admit(data, kind, account, dry_run=dry_run, package=package, facts=facts)
+            return self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, facts=facts, grant=caller.grant)
         except NotLaunchable as e:
             bad_request(context, field, str(e))
         except Unstorable as e:
             bad_request(context, field, f"cannot be stored: {e}")
         raise AssertionError("unreachable")
 
+    def _refused_projects(self, rpc: str, caller: Caller, judged) -> None:
+        """Records each document of `judged` ((report, data, kind) triples) refused for a
+        project outside the caller's grant."""
+        for report, data, kind in judged:
+            if any(v.rule == FORBIDDEN for v in report.violations):
+                project = self.gate.project_of(data, kind)
+                self.denials.record(rpc, PROJECT, caller.name, f"project {project}", project=project)
+
     @timed("Admit")
     def Admit(self, request: admission_pb2.AdmitRequest, context):  # noqa: N802 - gRPC method names
-        account = self.auth.account(context)
+        caller = self._caller(context, "Admit")
         data, kind = document_bytes(request.document, context, "document")
-        result = self._admit(context, "document", data, kind, account, dry_run=request.dry_run, package=request.document.package)
+        result = self._admit(context, "document", data, kind, caller, dry_run=request.dry_run, package=request.document.package)
         self.metrics.report("Admit", result.report)
+        self._refused_projects("Admit", caller, [(result.report, data, kind)])
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
     @timed("AdmitBatch")
     def AdmitBatch(self, request: bytes, context):  # noqa: N802 - bytes in, bytes out (see add_admission_service)
-        account = self.auth.account(context)
+        caller = self._caller(context, "AdmitBatch")
+        account = caller.name
         limit = self.gate.config.limits.max_batch
         # The gateway case, a dry run of raw documents: decoded, checked and encoded by
         # the core in one call, with no Python object per document.
-        fast = self.gate.check_batch_request(request, account, limit)  # one limit for the call, even across a reload
+        fast = self.gate.check_batch_request(request, account, limit, caller.grant)  # one limit for the call, even across a reload
         if fast is not None:
             self._batch_size(fast.documents, limit, context)
             self.metrics.counts("AdmitBatch", fast.verdicts, fast.rules)
+            forbidden = sum(n for (rule, _), n in fast.rules.items() if rule == FORBIDDEN)
+            if forbidden:  # the core answered whole: the count, not each project
+                self.denials.record("AdmitBatch", PROJECT, account, "project", documents=forbidden, count=forbidden)
             return fast.response
         message = decode(admission_pb2.AdmitBatchRequest, request, context)
         self._batch_size(len(message.documents), limit, context)
         items = [(*document_bytes(d, context, f"documents[{i}]"), d.package) for i, d in enumerate(message.documents)]
         kinds = {k for _, k, _ in items}
         if message.dry_run and len(kinds) <= 1 and not any(p for _, _, p in items):
-            reports = self.gate.check_many([d for d, _, _ in items], next(iter(kinds), None), account)
+            reports = self.gate.check_many([d for d, _, _ in items], next(iter(kinds), None), account, caller.grant)
             self.metrics.reports("AdmitBatch", reports)
+            self._refused_projects("AdmitBatch", caller, ((r, d, k) for r, (d, k, _) in zip(reports, items, strict=True)))
             return self.encoder.response(reports)
         # A batch that cannot be admitted whole is refused before any item opens a record.
         facts = [None] * len(items)
@@ -263,8 +292,9 @@ class AdmissionService:
         for i, (data, kind, package) in enumerate(items):
             if not context.is_active():
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
-            r = self._admit(context, f"documents[{i}]", data, kind, account, dry_run=message.dry_run, package=package, facts=facts[i])
+            r = self._admit(context, f"documents[{i}]", data, kind, caller, dry_run=message.dry_run, package=package, facts=facts[i])
             self.metrics.report("AdmitBatch", r.report)
+            self._refused_projects("AdmitBatch", caller, [(r.report, data, kind)])
             results.append(r)
         # The reports together fit the response: the largest are cut, verdicts kept.
         reports = jobgate.fit_reports([r.report for r in results], self.gate.response_budget())
@@ -276,21 +306,25 @@ class AdmissionService:
         self.metrics.batch_size.observe(documents)
 
     def AdmitStream(self, request_iterator: Iterator[admission_pb2.AdmitStreamRequest], context):  # noqa: N802
-        account = self.auth.account(context)
+        self._caller(context, "AdmitStream")  # refused before the first message is read
         gauge = self.metrics.in_flight.labels("AdmitStream")
         gauge.inc()
         try:
             for request in request_iterator:
+                # Each document under the grant in force when it arrives: a reload applies
+                # to the next one, and a revoked token ends the stream.
+                caller = self._caller(context, "AdmitStream")
                 data, kind = document_bytes(request.document, context, "document")
-                r = self._admit(context, "document", data, kind, account, dry_run=request.dry_run, package=request.document.package)
+                r = self._admit(context, "document", data, kind, caller, dry_run=request.dry_run, package=request.document.package)
                 self.metrics.report("AdmitStream", r.report)
+                self._refused_projects("AdmitStream", caller, [(r.report, data, kind)])
                 yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
         finally:
             gauge.dec()
 
     @timed("RecipeStatus")
     def RecipeStatus(self, request: admission_pb2.RecipeStatusRequest, context):  # noqa: N802
-        self.auth.account(context)
+        self._caller(context, "RecipeStatus")
         try:
             status, message, catalog = recipes.status(self.gate.config, request.lock, request.core_version)
         except recipes.LockUnreadable as e:
@@ -309,34 +343,53 @@ def _size_as_field(payload: int) -> int:
 
 
 class JobService:
-    """jobgate.v1.JobService."""
+    """jobgate.v1.JobService. A caller reads and watches the jobs of its projects (every
+    job for a backend or an admin); only a backend or an admin marks."""
 
     def __init__(self, store: JobStore, auth: Authenticator, watches: Watches, max_response_bytes: int) -> None:
         self.store, self.auth, self.watches = store, auth, watches
+        self.denials = auth.denials
         # Room for the page token beside the records.
         self.page_bytes = min(PAGE_BYTES, max_response_bytes) - 32
 
+    def _visible(self, context: grpc.ServicerContext, caller: Caller, rpc: str, job_id: str) -> str:
+        """The job's project, when the caller may see the job; else NOT_FOUND, as for
+        an id that does not exist."""
+        try:
+            project = self.store.project(job_id)
+        except JobNotFound:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}")
+        if not caller.sees(project):
+            self.denials.hidden(context, caller, rpc, job_id, project)
+        return project
+
     def GetJob(self, request: jobs_pb2.GetJobRequest, context):  # noqa: N802
-        self.auth.account(context)
+        caller = self.auth.caller(context, "GetJob")
+        self._visible(context, caller, "GetJob", request.job_id)
         try:
             return jobs_pb2.GetJobResponse(job=record_message(self.store.get(request.job_id)))
         except JobNotFound:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
 
     def ListJobs(self, request: jobs_pb2.ListJobsRequest, context):  # noqa: N802
-        """A page holds at most page_size records and at most PAGE_BYTES encoded."""
-        self.auth.account(context)
+        """A page holds at most page_size records and at most PAGE_BYTES encoded, all of
+        projects the caller sees, whatever the filters ask."""
+        caller = self.auth.caller(context, "ListJobs")
         size = request.page_size or 50
         if not 0 < size <= 1000:
             bad_request(context, "page_size", "must be between 1 and 1000")
         if request.page_token and not PAGE_TOKEN.fullmatch(request.page_token):
             bad_request(context, "page_token", "is not a token this server issued; pass next_page_token as it was received")
+        visible = caller.visible
+        if request.project and not caller.sees(request.project):
+            # Answered as a project without jobs; the attempt is recorded.
+            self.denials.record("ListJobs", NOT_VISIBLE, caller.name, f"project {request.project}", project=request.project)
         terminal = request.terminal if request.HasField("terminal") else None
         jobs: list[job_pb2.JobRecord] = []
         used, after = 0, request.page_token
         while True:
             want = min(size - len(jobs), PAGE_CHUNK)
-            rows = self.store.list(state=request.state, project=request.project, owner=request.owner, terminal=terminal, limit=want + 1, after=after)
+            rows = self.store.list(state=request.state, project=request.project, owner=request.owner, terminal=terminal, limit=want + 1, after=after, projects=visible)
             for row in rows[:want]:
                 job = record_message(row)
                 cost = _size_as_field(job.ByteSize())
@@ -351,7 +404,10 @@ class JobService:
                 return jobs_pb2.ListJobsResponse(jobs=jobs, next_page_token=after)
 
     def MarkJob(self, request: jobs_pb2.MarkJobRequest, context):  # noqa: N802
-        self.auth.account(context)
+        caller = self.auth.caller(context, "MarkJob")
+        self.denials.require(context, caller, "MarkJob", job_id=request.job_id)
+        if caller.visible is not None:  # no role that marks is scoped today; none may mark past what it sees
+            self._visible(context, caller, "MarkJob", request.job_id)
         try:
             record = self.store.mark(request.job_id, request.state, request.message, request.source or "agent", request.backend_ref, request.err_class)
         except JobNotFound:
@@ -368,13 +424,10 @@ class JobService:
     def WatchJob(self, request: jobs_pb2.WatchJobRequest, context) -> Iterator[job_pb2.Transition]:  # noqa: N802
         """The history, then each new transition as it is written, until a terminal one.
         Between transitions the stream sleeps on `Watches`; it costs no query."""
-        self.auth.account(context)
+        caller = self.auth.caller(context, "WatchJob")
         watch = self.watches.watch(request.job_id, context)  # before the history: no mark is missed between the two
         try:
-            try:
-                self.store.get(request.job_id)
-            except JobNotFound:
-                context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+            project = self._visible(context, caller, "WatchJob", request.job_id)
             seen = 0
             while True:
                 for n, t in self.store.transitions(request.job_id, after=seen):
@@ -386,6 +439,11 @@ class JobService:
                     if self.watches.closed:
                         context.abort(grpc.StatusCode.UNAVAILABLE, f"{SHUTTING_DOWN}; watching again resumes from the history")
                     return  # the client went away
+                # Only under the grant in force now: a token revoked, or a project taken
+                # away, since the watch began ends it before anything more is sent.
+                caller = self.auth.caller(context, "WatchJob")
+                if not caller.sees(project):
+                    self.denials.hidden(context, caller, "WatchJob", request.job_id, project)
         finally:
             watch.end()
 

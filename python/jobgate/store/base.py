@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -138,13 +138,18 @@ def _cut_marker(dropped: int) -> str:
     return f"… [truncated {dropped} bytes]"
 
 
-def list_filter(mark: str, *, state: str, project: str, owner: str, terminal: bool | None, after: str) -> tuple[str, list[Any]]:
-    """The WHERE clause of ListJobs and its arguments, with `mark` as the placeholder."""
+def list_filter(mark: str, *, state: str, project: str, owner: str, terminal: bool | None, after: str, projects: Collection[str] | None = None) -> tuple[str, list[Any]]:
+    """The WHERE clause of ListJobs and its arguments, with `mark` as the placeholder;
+    `projects` (None for every project) bounds the result whatever the other filters ask."""
     clauses, args = [f"seq > {mark}"], [int(after or 0)]
     for column, value in (("state", state), ("project", project), ("owner", owner)):
         if value:
             clauses.append(f"{column} = {mark}")
             args.append(value)
+    if projects is not None:
+        chosen = sorted(projects)
+        clauses.append(f"project IN ({', '.join([mark] * len(chosen))})" if chosen else "0 = 1")
+        args.extend(chosen)
     if terminal is not None:
         clauses.append(f"terminal = {mark}")
         args.append(terminal)
@@ -254,7 +259,15 @@ class JobStore(Protocol):
     def get(self, job_id: str) -> dict[str, Any]:
         """The record as exported (job_record.schema.json); raises JobNotFound."""
 
-    def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]: ...
+    def project(self, job_id: str) -> str:
+        """The project the job was admitted into (what decides who may see it); raises
+        JobNotFound."""
+
+    def list(
+        self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "", projects: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Records in admission order, after the one numbered `after`; with `projects`,
+        only records of those projects (None: every project)."""
 
     def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
         """Appends a transition (its message as `stored_message` bounds it); raises

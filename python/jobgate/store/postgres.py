@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -218,10 +218,24 @@ class PostgresStore:
         return bytes(row[0])
 
     @_translated
-    def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]:
+    def project(self, job_id: str) -> str:
+        row = None
+        if _text(job_id):
+            with self._transaction() as db:
+                row = db.execute("SELECT project FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return row[0]
+
+    @_translated
+    def list(
+        self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "", projects: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
         if not _text(state, project, owner):
             return []
-        where, args = list_filter("%s", state=state, project=project, owner=owner, terminal=terminal, after=after)
+        if projects is not None:
+            projects = [p for p in projects if _text(p)]  # no stored project holds a NUL
+        where, args = list_filter("%s", state=state, project=project, owner=owner, terminal=terminal, after=after, projects=projects)
         out = []
         with self._transaction() as db:
             for job_id, record, seq in db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT %s", (*args, limit)).fetchall():

@@ -10,7 +10,7 @@ import functools
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -228,8 +228,18 @@ class SqliteStore:
         return bytes(row[0])
 
     @_translated
-    def list(self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "") -> list[dict[str, Any]]:
-        where, args = list_filter("?", state=state, project=project, owner=owner, terminal=terminal, after=after)
+    def project(self, job_id: str) -> str:
+        with self._reading() as db:
+            row = db.execute("SELECT project FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobNotFound(job_id)
+        return row[0]
+
+    @_translated
+    def list(
+        self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "", projects: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
+        where, args = list_filter("?", state=state, project=project, owner=owner, terminal=terminal, after=after, projects=projects)
         out = []
         with self._reading() as db:
             for job_id, record, seq in db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT ?", (*args, limit)).fetchall():
