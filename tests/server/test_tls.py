@@ -116,3 +116,24 @@ def test_accounts_from_the_client_certificate(pki, tmp_path):
             assert e.code() == grpc.StatusCode.UNAVAILABLE  # the handshake itself is refused
     finally:
         r.close()
+
+
+def test_the_jobs_command_speaks_mutual_tls(pki, tmp_path, capsys):
+    from jobgate.cli import main
+
+    d, files = pki
+    r = Running(config_for(tmp_path, ACCOUNTS, tls=Tls(cert=str(d / "server.pem"), key=str(d / "server.key"), client_ca=str(d / "ca.pem"))))
+    try:
+        creds = grpc.ssl_channel_credentials(files["ca"][0], files["alice"][1], files["alice"][0])
+        with grpc.secure_channel(f"localhost:{r.port}", creds) as c:
+            doc = admission_pb2.Document(raw=json.dumps(sample("jobspec.valid.json")).encode())
+            job_id = admission_pb2_grpc.AdmissionServiceStub(c).Admit(admission_pb2.AdmitRequest(document=doc), timeout=10).job_id
+        tls = ["--server", f"localhost:{r.port}", "--ca", str(d / "ca.pem"), "--cert", str(d / "ci-reader.pem"), "--key", str(d / "ci-reader.key")]
+        capsys.readouterr()
+        assert main(["jobs", "list", *tls, "--format", "json"]) == 0
+        assert [j["id"] for j in json.loads(capsys.readouterr().out)] == [job_id]
+        # without the client certificate the handshake is refused: a clear exit 2
+        assert main(["jobs", "list", "--server", f"localhost:{r.port}", "--ca", str(d / "ca.pem")]) == 2
+        assert "UNAVAILABLE" in capsys.readouterr().err
+    finally:
+        r.close()

@@ -22,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         where.add_argument("--server", metavar="ADDR", help="a running service instead of the local store")
         q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path)")
         q.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token for --server (default: $JOBGATE_TOKEN)")
+        q.add_argument("--ca", metavar="FILE", help="with --server, TLS: the CA that signed the server's certificate")
+        q.add_argument("--cert", metavar="FILE", help="with --server, mutual TLS: this client's certificate")
+        q.add_argument("--key", metavar="FILE", help="with --server, mutual TLS: this client's private key")
 
     ls = jobs.add_parser("list", help="records, oldest first")
     common(ls)
@@ -58,7 +61,9 @@ class Local:
 
         config = load_config(args.config) if args.config else None
         path = args.store or (config.store.path if config else "./.jobgate")
-        self.store = open_store(path, None if args.store else config.store.url if config else None)
+        # The same bounds as the service: what is marked here is stored as it would be there.
+        bounds = {"max_message_bytes": config.limits.max_message_bytes, "max_transitions": config.limits.max_transitions} if config else {}
+        self.store = open_store(path, None if args.store else config.store.url if config else None, **bounds)
 
     def list(self, args) -> list[dict[str, Any]]:
         terminal = True if args.terminal else False if args.active else None
@@ -74,11 +79,10 @@ class Local:
 
 class Remote:
     def __init__(self, args: argparse.Namespace) -> None:
-        import grpc
-
+        from jobgate.cli.submit import channel_for
         from jobgate.v1 import jobs_pb2_grpc
 
-        self.channel = grpc.insecure_channel(args.server)
+        self.channel = channel_for(args)
         self.stub = jobs_pb2_grpc.JobServiceStub(self.channel)
         self.metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
 
@@ -117,13 +121,13 @@ def _errors(fn):
 
     def run(args: argparse.Namespace) -> int:
         from jobgate.cli import UsageError
-        from jobgate.store import JobNotFound, TerminalState
+        from jobgate.store import JobNotFound, RecordFull, StoreFull, StoreUnavailable, TerminalState, Unstorable
 
         try:
             return fn(args)
         except JobNotFound as e:
             raise UsageError(f"no job {e.args[0]!r}") from None
-        except (TerminalState, ValueError) as e:
+        except (TerminalState, RecordFull, StoreFull, StoreUnavailable, Unstorable, ValueError) as e:
             raise UsageError(str(e)) from None
         except Exception as e:
             import grpc
