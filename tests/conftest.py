@@ -77,6 +77,19 @@ def mutate(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def deep_dotted_spec(levels: int = 60, dotted: int = 5000) -> dict[str, Any]:
+    """A spec-bundle `spec` whose every violation has a long pointer: `levels` nested
+    keys of 1,000 characters, then `dotted` dotted keys at the bottom."""
+    deep: dict[str, Any] = {}
+    node = deep
+    for i in range(levels):
+        child: dict[str, Any] = {}
+        node[f"{i:04d}" + "k" * 996] = child
+        node = child
+    node.update({f"a.{i}": 1 for i in range(dotted)})
+    return deep
+
+
 def free_port() -> int:
     """A loopback port nobody listens on (yet)."""
     with socket.socket() as s:

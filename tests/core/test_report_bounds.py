@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import jobgate
-from tests.conftest import sample
+from tests.conftest import deep_dotted_spec, sample
 
 BUDGET = 1 << 20  # bytes of fields and messages per report
 
@@ -44,14 +44,7 @@ def test_a_document_of_duplicate_keys_gets_a_report():
 
 
 def test_long_pointers_are_bounded_by_bytes():
-    deep: dict = {}
-    node = deep
-    for i in range(60):
-        child: dict = {}
-        node[f"{i:04d}" + "k" * 996] = child
-        node = child
-    node.update({f"a.{i}": 1 for i in range(5000)})
-    doc = {"mode": "config", "command": "x {config_path}", "config_format": "yaml", "spec": deep}
+    doc = {"mode": "config", "command": "x {config_path}", "config_format": "yaml", "spec": deep_dotted_spec()}
     report = jobgate.Validator().check(doc, kind="spec_bundle")
     dotted = [v for v in report.violations if v.rule == "tao.dotted_key"]
     assert 0 < len(dotted) < 5000

@@ -12,7 +12,7 @@ import pytest
 
 import jobgate
 from jobgate.v1 import admission_pb2, jobs_pb2
-from tests.conftest import example, require_shared
+from tests.conftest import deep_dotted_spec, example, require_shared
 
 require_shared()
 
@@ -20,14 +20,7 @@ BUNDLE = example("spec_bundle.config_mode.dino_train.valid.json")
 
 
 def deep_dotted() -> bytes:
-    deep: dict = {}
-    node = deep
-    for i in range(60):
-        child: dict = {}
-        node[f"{i:04d}" + "k" * 996] = child
-        node = child
-    node.update({f"a.{i}": 1 for i in range(5000)})
-    return json.dumps({**BUNDLE, "spec": deep}).encode()
+    return json.dumps({**BUNDLE, "spec": deep_dotted_spec()}).encode()
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry run (the core's path)", "admission (item by item)"])
