@@ -57,12 +57,15 @@ class Limits(_Model):
     max_transitions: int = Field(DEFAULT_MAX_TRANSITIONS, ge=2, description="transitions a record keeps; beyond, only a terminal state is still recorded")
 
 
+DIGEST = r"^sha256:[0-9a-f]{64}$"
+
+
 class RecipeRef(_Model):
     name: str
     version: str
-    digest: str
-    manifest_digest: str | None = None
-    template_digest: str | None = None
+    digest: str = Field(pattern=DIGEST, description="sha256:<64 lowercase hex>, as recipe.lock.json has it")
+    manifest_digest: str | None = Field(None, pattern=DIGEST)
+    template_digest: str | None = Field(None, pattern=DIGEST)
 
 
 class FrameworkRef(_Model):
@@ -347,8 +350,34 @@ def _format_error(source: str, error: ValidationError) -> str:
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         # Our own checks say what is wrong in full; pydantic's "Value error, " adds nothing.
         message = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
+        if e["type"] == "extra_forbidden":
+            message = f"not a known key{_did_you_mean(e['loc'])}"
+        elif e["type"] == "string_pattern_mismatch" and str(e["loc"][-1]).endswith("digest"):
+            message = f"{e['input']!r} is not a digest: write sha256: and 64 lowercase hex digits, as recipe.lock.json has it"
         lines.append(f"{source}: {key}: {message}")
     return "\n".join(lines)
+
+
+def _did_you_mean(loc: tuple) -> str:
+    """", did you mean 'max_depth'?" for a key close to one the model knows there."""
+    import difflib
+
+    model: Any = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return ""
+        inner = field.annotation
+        for candidate in getattr(inner, "__args__", ()) or (inner,):
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                model = candidate
+                break
+        else:
+            return ""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def from_mapping(data: dict[str, Any], source: str = "<config>", base: Path | None = None) -> Config:

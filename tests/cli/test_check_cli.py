@@ -81,7 +81,7 @@ def test_kind_option_and_stdin(capsys, monkeypatch):
     [
         ("[limits]\nmax_depth = 0\n", "limits.max_depth"),
         ("[gpus]\nmax_per_job = 'many'\n", "gpus.max_per_job"),
-        ("[[catalog]]\nrecipe = {name = 'a/b', version = '1', digest = 'd'}\nframework = {runtime_id = 'r'}\nrequires = {core = '>>1'}\n", "catalog.0.requires.core"),
+        ("[[catalog]]\nrecipe = {name = 'a/b', version = '1', digest = 'sha256:6527a24d50352ea67588604d4df476781a3b0f93cd1f0f2e9120c26d8f7ef509'}\nframework = {runtime_id = 'r'}\nrequires = {core = '>>1'}\n", "catalog.0.requires.core"),
         ("[registy]\nallow = []\n", "registy"),
         ("this is not toml", "not valid TOML"),
     ],
@@ -140,3 +140,31 @@ def test_an_oversized_document_is_refused_before_it_is_read(capsys, tmp_path, mo
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(big)))
     code, out = run_cli(capsys, ["check", "-", "--format", "json"])
     assert code == 1 and json.loads(out)["results"][0]["violations"][0]["message"] == "the document is more than 1048576 bytes, over the limit of 1048576 bytes"
+
+
+def test_the_command_line_says_what_happened(tmp_path, capsys):
+    """Usage errors show the subcommand's usage; unreadable inputs and typos are exit 2
+    with one clear line; reading never creates a store."""
+    doc = tmp_path / "doc.json"
+    doc.write_text("{}")
+    with pytest.raises(SystemExit) as e:
+        main(["jobs", "list", "--bogus"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: jobgate jobs list") and "unrecognized arguments: --bogus" in err
+
+    assert main(["check", str(doc), "--package", str(tmp_path / "missing.tar")]) == 2
+    assert f"{tmp_path / 'missing.tar'}: no such file" in capsys.readouterr().err
+
+    assert main(["jobs", "list", "--store", str(tmp_path / "typo")]) == 2
+    assert "no job store at" in capsys.readouterr().err and not (tmp_path / "typo").exists()
+
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[limits]\nmax_depht = 3\n")
+    assert main(["check", str(doc), "--config", str(typo)]) == 2
+    assert capsys.readouterr().err.strip() == f"jobgate: {typo}: limits.max_depht: not a known key; did you mean 'max_depth'?"
+
+    digest = tmp_path / "digest.toml"
+    digest.write_text("[[catalog]]\nrecipe = { name = 'a/b', version = '1', digest = 'sha256:…' }\nframework = { runtime_id = 'r' }\n")
+    assert main(["check", str(doc), "--config", str(digest)]) == 2
+    assert "catalog.0.recipe.digest: 'sha256:…' is not a digest" in capsys.readouterr().err

@@ -68,7 +68,7 @@ def write_config(path, tmp_path, catalog: bool, *, server: tuple[str, ...] = (),
             'framework = { kind = "nemo-rl", version = "0.7.0", runtime_id = "nemo-rl-0.7.0" }',
         ]
     else:
-        lines += ["[[catalog]]", 'recipe = { name = "trl/grpo", version = "1", digest = "d" }', 'framework = { runtime_id = "r" }']
+        lines += ["[[catalog]]", 'recipe = { name = "trl/grpo", version = "1", digest = "sha256:6527a24d50352ea67588604d4df476781a3b0f93cd1f0f2e9120c26d8f7ef509" }', 'framework = { runtime_id = "r" }']
     path.write_text("\n".join(lines) + "\n")
 
 

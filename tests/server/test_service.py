@@ -382,5 +382,5 @@ def test_generated_code_matches_the_protos():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, str(root / "scripts" / "protos"), "--check"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, str(root / "scripts" / "protos.py"), "--check"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

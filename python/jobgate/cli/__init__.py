@@ -24,11 +24,13 @@ class UsageError(Exception):
 
 
 def named_files(*paths: str | None) -> None:
-    """Refuses a file named by an option (configuration, package) that is a FIFO, socket
-    or device: reading it would block, or never end. Documents are refused by
-    `sources` as they are read."""
+    """Refuses a file named by an option (configuration, package) that does not exist,
+    or is a FIFO, socket or device: reading it would block, or never end. Documents
+    are refused by `sources` as they are read."""
     for path in paths:
         if path:
+            if not os.path.lexists(path):
+                raise UsageError(f"{path}: no such file")
             try:
                 sources.ensure_regular(path)
             except sources.NotRegular as e:
@@ -58,9 +60,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's own parser that `args` were parsed by (`jobgate jobs list`'s,
+    not `jobgate`'s), so a usage error shows the usage that helps."""
+    while True:
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+        name = getattr(args, actions[0].dest, None) if actions else None
+        if name is None or name not in actions[0].choices:
+            return parser
+        parser = actions[0].choices[name]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_ERROR

@@ -59,11 +59,16 @@ class Local:
     def __init__(self, args: argparse.Namespace) -> None:
         from jobgate.store import open_store
 
+        from jobgate.cli import UsageError
+
         config = load_config(args.config) if args.config else None
         path = args.store or (config.store.path if config else "./.jobgate")
+        url = None if args.store else config.store.url if config else None
+        if not url and not os.path.isdir(path):  # reading never creates a store
+            raise UsageError(f"no job store at {path} (--store, or store.path of --config)")
         # The same bounds as the service: what is marked here is stored as it would be there.
         bounds = {"max_message_bytes": config.limits.max_message_bytes, "max_transitions": config.limits.max_transitions} if config else {}
-        self.store = open_store(path, None if args.store else config.store.url if config else None, **bounds)
+        self.store = open_store(path, url, **bounds)
 
     def list(self, args) -> list[dict[str, Any]]:
         terminal = True if args.terminal else False if args.active else None
