@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import threading
 import time
@@ -15,16 +14,16 @@ import time
 import grpc
 
 from jobgate import samples
+from jobgate.cli import connect
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure admission latency against a running service", description=__doc__)
-    p.add_argument("--server", metavar="ADDR", default="127.0.0.1:50051")
     p.add_argument("--document", metavar="FILE", help="the document to admit (default: the embedded sample JobSpec)")
     p.add_argument("--requests", type=int, default=2000, metavar="N")
     p.add_argument("--concurrency", type=int, default=4, metavar="C", help="calls in flight")
     p.add_argument("--open-records", action="store_true", help="admit for real (default: dry runs, which open nothing)")
-    p.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"))
+    connect.add_options(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the latency histogram")
     p.set_defaults(run=run)
@@ -54,13 +53,13 @@ def run(args: argparse.Namespace) -> int:
         data = open(path, "rb").read()
     except OSError as e:
         raise UsageError(f"{path}: cannot read: {e.strerror}") from None
-    metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
+    metadata = connect.metadata(args)
     request = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=data), dry_run=not args.open_records)
     latencies: list[float] = []
     failures: list[str] = []
     lock = threading.Lock()
     remaining = [args.requests]
-    with grpc.insecure_channel(args.server) as channel:
+    with connect.channel_for(args) as channel:
         stub = admission_pb2_grpc.AdmissionServiceStub(channel)
         try:
             stub.Admit(request, metadata=metadata, timeout=10)  # warm up, and fail fast

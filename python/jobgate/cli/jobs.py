@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from jobgate import load_config
+from jobgate.cli import connect
 from jobgate.store.base import ERR_CLASSES, SOURCES, STATES
 
 
@@ -21,10 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         where.add_argument("--store", metavar="DIR", help="the local store directory (default: store.path of --config, or ./.jobgate)")
         where.add_argument("--server", metavar="ADDR", help="a running service instead of the local store")
         q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path)")
-        q.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token for --server (default: $JOBGATE_TOKEN)")
-        q.add_argument("--ca", metavar="FILE", help="with --server, TLS: the CA that signed the server's certificate")
-        q.add_argument("--cert", metavar="FILE", help="with --server, mutual TLS: this client's certificate")
-        q.add_argument("--key", metavar="FILE", help="with --server, mutual TLS: this client's private key")
+        connect.add_options(q, server_default=None)
 
     ls = jobs.add_parser("list", help="records, oldest first")
     common(ls)
@@ -57,9 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 class Local:
     def __init__(self, args: argparse.Namespace) -> None:
-        from jobgate.store import open_store
-
         from jobgate.cli import UsageError
+        from jobgate.store import open_store
 
         config = load_config(args.config) if args.config else None
         path = args.store or (config.store.path if config else "./.jobgate")
@@ -84,12 +81,11 @@ class Local:
 
 class Remote:
     def __init__(self, args: argparse.Namespace) -> None:
-        from jobgate.cli.submit import channel_for
         from jobgate.v1 import jobs_pb2_grpc
 
-        self.channel = channel_for(args)
+        self.channel = connect.channel_for(args)
         self.stub = jobs_pb2_grpc.JobServiceStub(self.channel)
-        self.metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
+        self.metadata = connect.metadata(args)
 
     @staticmethod
     def _dict(message) -> dict[str, Any]:

@@ -1,0 +1,60 @@
+"""How every client command reaches a running service: `--server`, `--token` (or
+`JOBGATE_TOKEN`), `--ca` for TLS, `--cert`/`--key` for mutual TLS. One place, so
+`submit`, `jobs --server` and `bench` connect alike, and a bearer token about to cross
+the network in plaintext is said out loud."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+import grpc
+
+
+def add_options(p: argparse.ArgumentParser, *, server_default: str | None = "127.0.0.1:50051") -> None:
+    """--server, --token, --ca, --cert, --key."""
+    if server_default is not None:
+        p.add_argument("--server", metavar="ADDR", default=server_default, help=f"the service (default: {server_default})")
+    p.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token (default: $JOBGATE_TOKEN)")
+    p.add_argument("--ca", metavar="FILE", help="TLS: the CA that signed the server's certificate")
+    p.add_argument("--cert", metavar="FILE", help="mutual TLS: this client's certificate")
+    p.add_argument("--key", metavar="FILE", help="mutual TLS: this client's private key")
+
+
+def is_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]") if ":" in address else address
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def channel_for(args: argparse.Namespace) -> grpc.Channel:
+    """A channel to `args.server`: TLS when --ca is given, with a client certificate for
+    mutual TLS. Warns on stderr when a token would travel in plaintext off loopback."""
+    from jobgate.cli import UsageError
+
+    if bool(args.cert) != bool(args.key):
+        raise UsageError("--cert and --key go together (mutual TLS)")
+    if (args.cert or args.key) and not args.ca:
+        raise UsageError("--cert and --key need --ca: mutual TLS is TLS first")
+    if not args.ca:
+        if getattr(args, "token", None) and not is_loopback(args.server):
+            print(f"jobgate: warning: the token is sent to {args.server} in plaintext; give --ca to use TLS", file=sys.stderr)
+        return grpc.insecure_channel(args.server)
+    try:
+        read = lambda p: Path(p).read_bytes() if p else None  # noqa: E731
+        credentials = grpc.ssl_channel_credentials(read(args.ca), read(args.key), read(args.cert))
+    except OSError as e:
+        raise UsageError(f"cannot read {e.filename}: {e.strerror}") from None
+    return grpc.secure_channel(args.server, credentials)
+
+
+def metadata(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The call metadata that carries the token, if any."""
+    return [("authorization", f"Bearer {args.token}")] if getattr(args, "token", None) else []
