@@ -331,6 +331,20 @@ def test_health_and_reflection(running):
     services = set(ProtoReflectionDescriptorDatabase(running.channel).get_services())
     assert {"jobgate.v1.AdmissionService", "jobgate.v1.JobService", "grpc.health.v1.Health"} <= services
 
+    # grpc.reflection.v1, which current clients (grpcurl) ask for, answers alike
+    from grpc_reflection.v1alpha import reflection_pb2
+
+    v1 = running.channel.stream_stream(
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
+    requests = [reflection_pb2.ServerReflectionRequest(list_services=""), reflection_pb2.ServerReflectionRequest(file_containing_symbol="jobgate.v1.AdmissionService")]
+    listed, described = list(v1(iter(requests), metadata=running.auth, timeout=10))
+    names = {s.name for s in listed.list_services_response.service}
+    assert {"jobgate.v1.AdmissionService", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"} <= names
+    assert described.file_descriptor_response.file_descriptor_proto
+
 
 def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     r = Running(config_for(tmp_path))

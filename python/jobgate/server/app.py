@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from jobgate.config import Config, account_problem, shared_token, shared_token_problem
 from jobgate.server.auth import Authenticator
@@ -130,6 +130,24 @@ class Server:
         return self._server.wait_for_termination(timeout)
 
 
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+
+
+def enable_reflection(server: grpc.Server) -> None:
+    """Server reflection as `grpc.reflection.v1` (what grpcurl and current clients ask
+    for) and `v1alpha` (older ones). grpcio-reflection serves only v1alpha; v1 is the
+    same protocol, message for message and field for field, under another package,
+    so one servicer answers both."""
+    servicer = reflection.ReflectionServicer((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME, REFLECTION_V1))
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+    v1 = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(REFLECTION_V1, {"ServerReflectionInfo": v1}),))
+
+
 def create_server(config: Config, address: str | None = None, *, store=None) -> tuple[Server, int, Gate]:
     """A configured, started server on `address` (port 0 picks a free port)."""
     listen = address or config.server.listen
@@ -167,7 +185,7 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for name in ("", *SERVICE_NAMES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    enable_reflection(server)
     tls = config.server.tls
     if tls is None:
         port = server.add_insecure_port(listen)
