@@ -174,3 +174,59 @@ def test_jobgate_bench_against_a_running_server(tmp_path, capsys):
         r.close()
     assert main(["bench", "--server", f"127.0.0.1:{free_port()}", "--requests", "5"]) == 2
     assert "UNAVAILABLE" in capsys.readouterr().err
+
+
+def serve(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", *args], stderr=subprocess.PIPE, text=True)
+
+
+def children_of(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def test_a_port_another_process_holds_is_refused_at_start(tmp_path):
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        for workers in ("1", "2"):
+            proc = serve("--listen", f"127.0.0.1:{port}", "--workers", workers)
+            assert proc.wait(30) == 2
+            assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in proc.stderr.read()
+
+
+def test_a_worker_that_dies_takes_the_service_down_and_metrics_are_summed(tmp_path):
+    cfg = tmp_path / "jobgate.toml"
+    metrics_port = free_port()
+    write_config(cfg, tmp_path, catalog=True, server=(f'metrics_listen = "127.0.0.1:{metrics_port}"',))
+    port = free_port()
+    proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}", "--workers", "2")
+    try:
+        wait_serving(port).close()
+        deadline = time.time() + 20
+        while len(children_of(proc.pid)) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        workers = children_of(proc.pid)
+        assert len(workers) == 2
+        # Calls on separate connections are spread over the workers; the supervisor's
+        # one endpoint sums what both counted.
+        for _ in range(12):
+            with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+                admit(admission_pb2_grpc.AdmissionServiceStub(channel), JOBSPEC)
+        scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+        counted = sum(float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines() if line.startswith('jobgate_admissions_total{rpc="Admit"'))
+        assert counted == 12
+        # One worker killed: the service goes down with a non-zero exit, and says why.
+        import os
+
+        os.kill(workers[0], signal.SIGKILL)
+        assert proc.wait(30) != 0
+        assert f"worker {workers[0]} exited" in proc.stderr.read()
+        for pid in workers:
+            assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

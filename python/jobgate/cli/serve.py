@@ -1,10 +1,15 @@
 """`jobgate serve`: the admission service. Without --config it runs the embedded demo
 deployment on 127.0.0.1:50051 with anonymous access (an admin, on loopback only) and
-a SQLite store in ./.jobgate. SIGHUP reloads --config, through every check a start runs."""
+a SQLite store in ./.jobgate. SIGHUP reloads --config, through every check a start runs.
+
+With --workers N, N processes share the port (SO_REUSEPORT, only among themselves: a
+port another process holds is refused at start); a worker that dies takes the service
+down with its exit code, and one /metrics endpoint sums the workers' metrics."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 from jobgate import load_config, samples
 from jobgate.config import Config, Server
@@ -36,19 +41,48 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
+    if not os.environ.get(WORKER_ENV):  # a worker's port is its supervisor's to probe
+        probe(listen)
     if args.workers > 1:
-        return run_workers(args, listen)
+        return run_workers(args, listen, config)
     try:
         return serve(config, listen, config_path=args.config)
     except StartupError as e:
         raise UsageError(str(e)) from None
 
 
-def run_workers(args: argparse.Namespace, listen: str) -> int:
-    """N copies of `jobgate serve` on one port; signals are passed on to each."""
+WORKER_ENV = "JOBGATE_WORKER"  # set for the processes of `serve --workers N`
+
+
+def probe(listen: str) -> None:
+    """Refuses an address another process already listens on: gRPC would otherwise
+    share the port (SO_REUSEPORT) and split the traffic between two services."""
+    import socket
+
+    from jobgate.cli import UsageError
+
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    if not port.isdigit() or int(port) == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC itself binds
+        try:
+            s.bind((host, int(port)))
+        except OSError as e:
+            raise UsageError(f"cannot listen on {listen}: {e.strerror} (is another service running there?)") from None
+
+
+def run_workers(args: argparse.Namespace, listen: str, config: Config) -> int:
+    """N copies of `jobgate serve` on one port, supervised: signals are passed on to
+    each; when one exits unasked, the others are stopped and its exit code is the
+    service's. Their metrics are summed on the one /metrics endpoint served here."""
     import signal
     import subprocess
     import sys
+    import tempfile
+    import time
 
     from jobgate.cli import UsageError
 
@@ -57,14 +91,43 @@ def run_workers(args: argparse.Namespace, listen: str) -> int:
     command = [sys.executable, "-m", "jobgate.cli", "serve", "--listen", listen]
     if args.config:
         command += ["--config", args.config]
-    children = [subprocess.Popen(command) for _ in range(args.workers)]
+    with tempfile.TemporaryDirectory(prefix="jobgate-metrics-") as metrics_dir:
+        env = {**os.environ, WORKER_ENV: "1", "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+        metrics = serve_summed_metrics(config.server.metrics_listen, metrics_dir) if config.server.metrics_listen else None
+        children = [subprocess.Popen(command, env=env) for _ in range(args.workers)]
+        stopping = []
 
-    def forward(signum, _frame) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
+        def forward(signum, _frame) -> None:
+            if signum != signal.SIGHUP:
+                stopping.append(signum)
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signum)
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, forward)
-    codes = [child.wait() for child in children]
-    return max(codes)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, forward)
+        try:
+            while all(child.poll() is None for child in children):
+                time.sleep(0.2)
+            if not stopping:  # a worker died unasked: the service is down, and says so
+                dead = next(c for c in children if c.poll() is not None)
+                print(f"jobgate: worker {dead.pid} exited with code {dead.returncode}; stopping the other workers", file=sys.stderr)
+                forward(signal.SIGTERM, None)
+                for child in children:
+                    child.wait()
+                return dead.returncode if dead.returncode > 0 else 1
+            return max(child.wait() for child in children)
+        finally:
+            if metrics is not None:
+                metrics.shutdown()
+
+
+def serve_summed_metrics(listen: str, metrics_dir: str):
+    """One /metrics endpoint for every worker: prometheus-client's multiprocess mode."""
+    from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=metrics_dir)
+    host, _, port = listen.rpartition(":")
+    server, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
+    return server

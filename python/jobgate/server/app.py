@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -177,7 +178,9 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
         # health checks, whatever the streams do.
         futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
         interceptors=[streams],
-        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", 1)],
+        # Only the workers of one `serve --workers N` share a port; anything else
+        # already listening there makes this start fail.
+        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
     )
     add_admission_service(AdmissionService(config, gate, auth, metrics), server)
     add_job_service(JobService(store, auth, watches, limit), server)
@@ -200,7 +203,7 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
     if port == 0:
         raise StartupError(f"cannot listen on {listen}")
     server.start()
-    if config.server.metrics_listen:
+    if config.server.metrics_listen and not os.environ.get("JOBGATE_WORKER"):  # a supervisor sums the workers'
         gate.metrics_port = metrics.serve_http(config.server.metrics_listen)
     return Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth), port, gate
 

@@ -17,7 +17,7 @@ class Metrics:
         self.violations = Counter("jobgate_violations_total", "Violations reported, by rule and severity", ["rule", "severity"], registry=self.registry)
         self.latency = Histogram("jobgate_rpc_duration_seconds", "RPC handling time", ["rpc"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.batch_size = Histogram("jobgate_batch_documents", "Documents per AdmitBatch call", buckets=BATCH_BUCKETS, registry=self.registry)
-        self.in_flight = Gauge("jobgate_rpcs_in_flight", "RPCs being handled", ["rpc"], registry=self.registry)
+        self.in_flight = Gauge("jobgate_rpcs_in_flight", "RPCs being handled", ["rpc"], registry=self.registry, multiprocess_mode="livesum")
         # reason: unauthenticated, role (PERMISSION_DENIED), project (forge.project.forbidden),
         # not_visible (NOT_FOUND for a job outside the caller's projects). Accounts are in
         # the log line, not in a label: their number is the operator's, not bounded here.
