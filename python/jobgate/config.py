@@ -152,6 +152,9 @@ class Server(_Model):
     # WatchJob wakes at once for marks made through this server; one shared poll of the
     # store finds those made elsewhere (other replicas, `jobgate jobs mark`).
     watch_poll_seconds: float = Field(0.5, gt=0, le=60)
+    # On SIGTERM: health NOT_SERVING, streams ended, then unary calls in flight get
+    # this long to answer; the process exits as soon as the last has.
+    shutdown_grace_s: float = Field(10.0, ge=0, le=600)
 
     @field_validator("tokens")
     @classmethod

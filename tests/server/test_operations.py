@@ -230,3 +230,31 @@ def test_a_worker_that_dies_takes_the_service_down_and_metrics_are_summed(tmp_pa
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_sigterm_drains_and_exits_as_soon_as_drained(tmp_path):
+    """Health goes NOT_SERVING first, a call in flight is answered, an open health
+    Watch ends, and the process exits at once rather than after the grace period."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    cfg = tmp_path / "jobgate.toml"
+    write_config(cfg, tmp_path, catalog=True, server=("shutdown_grace_s = 60",))
+    port = free_port()
+    proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}")
+    try:
+        channel = wait_serving(port)
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=120)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())] * 3000, dry_run=True)
+        in_flight = admission_pb2_grpc.AdmissionServiceStub(channel).AdmitBatch.future(batch, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=120)
+        time.sleep(0.05)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert len(in_flight.result().results) == 3000  # answered, not cancelled
+        assert proc.wait(30) == 0
+        assert time.monotonic() - started < 30  # drained long before the 60 s grace
+        channel.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 from pathlib import Path
 
@@ -122,10 +123,19 @@ class Server:
             self.config = fresh
 
     def stop(self, grace: float | None) -> threading.Event:
+        """Drains: health reports NOT_SERVING, streams end, no new call is taken, and
+        the unary calls in flight get up to `grace` seconds to answer; as soon as the
+        last has, what is left (health watches) is cancelled and the server is down."""
         self._health.enter_graceful_shutdown()
         self.streams.close()
         self.watches.close()
-        return self._server.stop(grace)
+        done = self._server.stop(grace)
+        if grace:
+            deadline = time.monotonic() + grace
+            while self.streams.unary_in_flight and time.monotonic() < deadline and not done.is_set():
+                time.sleep(0.02)
+            done = self._server.stop(0)
+        return done
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
         return self._server.wait_for_termination(timeout)
@@ -215,7 +225,7 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
-def serve(config: Config, address: str | None = None, grace: float = 10.0, config_path: str | None = None) -> int:
+def serve(config: Config, address: str | None = None, grace: float | None = None, config_path: str | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
@@ -223,6 +233,8 @@ def serve(config: Config, address: str | None = None, grace: float = 10.0, confi
     host = (address or config.server.listen).rsplit(":", 1)[0]
     log.info("serving", extra={"fields": {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}})
     stopped = threading.Event()
+
+    grace = config.server.shutdown_grace_s if grace is None else grace
 
     def stop(signum, _frame) -> None:
         log.info("stopping: finishing in-flight calls", extra={"fields": {"signal": signal.Signals(signum).name, "grace_s": grace}})

@@ -49,13 +49,16 @@ class StreamGuard(grpc.ServerInterceptor):
         self._open: set[_Stream] = set()
         self._per_account: dict[str, int] = {}
         self._closing = False
+        self.unary_in_flight = 0
 
     # ---- the interceptor
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
-        if handler is None or not (handler.request_streaming or handler.response_streaming):
+        if handler is None:
             return handler
+        if not (handler.request_streaming or handler.response_streaming):
+            return grpc.unary_unary_rpc_method_handler(self._counted(handler.unary_unary), handler.request_deserializer, handler.response_serializer)
         behavior = handler.stream_stream or handler.unary_stream or handler.stream_unary
         if getattr(behavior, "experimental_non_blocking", False):
             return handler  # holds no thread while open (the health service's Watch)
@@ -65,6 +68,21 @@ class StreamGuard(grpc.ServerInterceptor):
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(self._streaming(behavior, method, reads=False), handler.request_deserializer, handler.response_serializer)
         return grpc.stream_unary_rpc_method_handler(self._unary(behavior, method), handler.request_deserializer, handler.response_serializer)
+
+    def _counted(self, behavior):
+        """A unary call, counted while it runs, so a draining server knows when the last
+        one has answered."""
+
+        def run(request, context):
+            with self._lock:
+                self.unary_in_flight += 1
+            try:
+                return behavior(request, context)
+            finally:
+                with self._lock:
+                    self.unary_in_flight -= 1
+
+        return run
 
     def _streaming(self, behavior, method: str, *, reads: bool):
         def run(request, context):
