@@ -132,7 +132,7 @@ class Server:
         done = self._server.stop(grace)
         if grace:
             deadline = time.monotonic() + grace
-            while self.streams.unary_in_flight and time.monotonic() < deadline and not done.is_set():
+            while self.streams.busy() and time.monotonic() < deadline and not done.is_set():
                 time.sleep(0.02)
             done = self._server.stop(0)
         return done

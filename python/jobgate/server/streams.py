@@ -69,6 +69,11 @@ class StreamGuard(grpc.ServerInterceptor):
             return grpc.unary_stream_rpc_method_handler(self._streaming(behavior, method, reads=False), handler.request_deserializer, handler.response_serializer)
         return grpc.stream_unary_rpc_method_handler(self._unary(behavior, method), handler.request_deserializer, handler.response_serializer)
 
+    def busy(self) -> bool:
+        """Whether a unary call, or a stream that holds a thread, is still running."""
+        with self._lock:
+            return bool(self.unary_in_flight or self._open)
+
     def _counted(self, behavior):
         """A unary call, counted while it runs, so a draining server knows when the last
         one has answered."""
