@@ -10,6 +10,7 @@ import functools
 import json
 import logging
 import sqlite3
+import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,7 +123,17 @@ class SqliteStore:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
+        # Two processes opening a new store at once (`serve --workers N`) race to switch
+        # it to WAL; SQLite answers the loser "locked" without waiting for the busy
+        # timeout, so the switch is retried (WAL, once set, stays set in the file).
+        for attempt in range(100):
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or attempt == 99:
+                    raise
+                time.sleep(0.05)
         db.execute(f"PRAGMA synchronous={self.synchronous}")
         db.execute("PRAGMA busy_timeout=30000")
         return db
