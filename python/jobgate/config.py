@@ -36,6 +36,10 @@ ANONYMOUS = "anonymous"
 # and the owner stamped on its documents.
 ACCOUNT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
 TOKEN_HASH = re.compile(r"sha256:[0-9a-f]{64}")
+# An admission's idempotency key is remembered for a day unless [jobs] says otherwise.
+DEFAULT_IDEMPOTENCY_WINDOW = 24 * 3600.0
+DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d)")
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class ConfigError(Exception):
@@ -177,6 +181,19 @@ class Jobs(_Model):
     # project, or into this one for an account whose first entry is "*" (and admins
     # that list none). Its GPUs count in that project's usage.
     default_project: str = Field("default", min_length=1)
+    # How long an admission's idempotency key is remembered: a retry within it gets the
+    # first response. Seconds, or a number with a unit: "90s", "30m", "24h", "7d".
+    idempotency_window: float = Field(DEFAULT_IDEMPOTENCY_WINDOW, gt=0, description="seconds an idempotency key is remembered")
+
+    @field_validator("idempotency_window", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        match = DURATION.fullmatch(value.strip())
+        if match is None:
+            raise ValueError(f'{value!r} is not a duration: give seconds, or a number with a unit such as "90s", "30m", "24h" or "7d"')
+        return float(match[1]) * DURATION_UNITS[match[2]]
 
 
 class Store(_Model):

@@ -36,6 +36,10 @@ struct Document {
     /// A package archive to verify the bundle's files against: the general path's work.
     #[prost(bytes, tag = "5")]
     package: Vec<u8>,
+    /// Read and ignored: this path answers dry runs only, which store nothing and so
+    /// keep no key (a real admission with a key takes the general path).
+    #[prost(string, tag = "6")]
+    idempotency_key: String,
 }
 
 #[derive(Clone, PartialEq, prost::Oneof)]
@@ -239,6 +243,7 @@ mod tests {
             body: Some(Body::Raw(bytes.to_vec())),
             kind,
             package: Vec::new(),
+            idempotency_key: String::new(),
         }
     }
 
@@ -270,12 +275,14 @@ mod tests {
             body: Some(Body::JobSpec(Vec::new())),
             kind: 0,
             package: Vec::new(),
+            idempotency_key: String::new(),
         };
         assert!(check_batch_request(&v, &request(vec![typed], true), &a, 10, None).is_none());
         let empty = Document {
             body: None,
             kind: 0,
             package: Vec::new(),
+            idempotency_key: String::new(),
         };
         assert!(check_batch_request(&v, &request(vec![empty], true), &a, 10, None).is_none());
         let packaged = Document {

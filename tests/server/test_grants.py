@@ -544,7 +544,7 @@ def test_cli_paths_surface_denials_as_exit_2(tmp_path, capsys):
         doc = tmp_path / "vision.json"
         doc.write_text(json.dumps(FOREIGN))
         assert main(["submit", str(doc), *server, "--token", "token-of-rdr"]) == 2
-        assert capsys.readouterr().err == f"jobgate: 127.0.0.1:{r.port}: PERMISSION_DENIED: Admit needs the role submitter or admin; account 'rdr' holds reader\n"
+        assert capsys.readouterr().err == f"jobgate: {doc}: 127.0.0.1:{r.port}: PERMISSION_DENIED: Admit needs the role submitter or admin; account 'rdr' holds reader\n"
         assert main(["submit", str(doc), *server, "--token", "token-of-sub", "--format", "json"]) == 1
         (result,) = json.loads(capsys.readouterr().out)["results"]
         assert (result["job_id"], [(v["rule"], v["field"]) for v in result["violations"]]) == ("", FORBIDDEN)

@@ -34,7 +34,7 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def channel_for(args: argparse.Namespace) -> grpc.Channel:
+def channel_for(args: argparse.Namespace, options: list[tuple[str, object]] | None = None) -> grpc.Channel:
     """A channel to `args.server`: TLS when --ca is given, with a client certificate for
     mutual TLS. Warns on stderr when a token would travel in plaintext off loopback."""
     from jobgate.cli import UsageError
@@ -46,13 +46,13 @@ def channel_for(args: argparse.Namespace) -> grpc.Channel:
     if not args.ca:
         if getattr(args, "token", None) and not is_loopback(args.server):
             print(f"jobgate: warning: the token is sent to {args.server} in plaintext; give --ca to use TLS", file=sys.stderr)
-        return grpc.insecure_channel(args.server)
+        return grpc.insecure_channel(args.server, options=options)
     try:
         read = lambda p: Path(p).read_bytes() if p else None  # noqa: E731
         credentials = grpc.ssl_channel_credentials(read(args.ca), read(args.key), read(args.cert))
     except OSError as e:
         raise UsageError(f"cannot read {e.filename}: {e.strerror}") from None
-    return grpc.secure_channel(args.server, credentials)
+    return grpc.secure_channel(args.server, credentials, options=options)
 
 
 def metadata(args: argparse.Namespace) -> list[tuple[str, str]]:

@@ -38,30 +38,39 @@ def _color() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def text(results: Sequence[tuple[str, Report]]) -> str:
+def _painter():
     color = _color()
 
     def paint(s: str, code: str) -> str:
         return f"\033[{code}m{s}\033[0m" if color else s
 
-    lines = []
-    for source, report in results:
-        verdict = paint("pass", "32") if report.ok else paint("fail", "31;1")
-        counts = []
-        if report.errors:
-            counts.append(f"{report.errors} error{'s' * (report.errors != 1)}")
-        if report.warnings:
-            counts.append(f"{report.warnings} warning{'s' * (report.warnings != 1)}")
-        tail = f" — {', '.join(counts)}" if counts else ""
-        lines.append(f"{source}: {verdict} ({report.kind}){tail}")
-        for v in report.violations:
-            sev = paint(f"{v.severity:<7}", "31" if v.severity == "error" else "33")
-            lines.append(f"  {sev} {v.rule}  {v.field or '(document)'}  {v.message}")
-    s = summary(results)
-    lines.append(
-        f"{s['total']} document{'s' * (s['total'] != 1)}: {s['passed']} passed, {s['failed']} failed"
-        f" ({s['errors']} errors, {s['warnings']} warnings)"
-    )
+    return paint
+
+
+def _report_lines(source: str, report: Report, paint) -> list[str]:
+    verdict = paint("pass", "32") if report.ok else paint("fail", "31;1")
+    counts = []
+    if report.errors:
+        counts.append(f"{report.errors} error{'s' * (report.errors != 1)}")
+    if report.warnings:
+        counts.append(f"{report.warnings} warning{'s' * (report.warnings != 1)}")
+    tail = f" — {', '.join(counts)}" if counts else ""
+    lines = [f"{source}: {verdict} ({report.kind}){tail}"]
+    for v in report.violations:
+        sev = paint(f"{v.severity:<7}", "31" if v.severity == "error" else "33")
+        lines.append(f"  {sev} {v.rule}  {v.field or '(document)'}  {v.message}")
+    return lines
+
+
+def _summary_line(s: dict[str, int]) -> str:
+    unjudged = f", {s['no_verdict']} without a verdict" if s.get("no_verdict") else ""
+    return f"{s['total']} document{'s' * (s['total'] != 1)}: {s['passed']} passed, {s['failed']} failed{unjudged} ({s['errors']} errors, {s['warnings']} warnings)"
+
+
+def text(results: Sequence[tuple[str, Report]]) -> str:
+    paint = _painter()
+    lines = [line for source, report in results for line in _report_lines(source, report, paint)]
+    lines.append(_summary_line(summary(results)))
     return "\n".join(lines)
 
 
@@ -143,6 +152,34 @@ def admissions(fmt: str, results: Sequence[tuple[str, Report]], job_ids: Sequenc
     for (source, _), job_id in zip(results, job_ids, strict=True):
         if job_id:
             lines.insert(len(lines) - 1, f"{source}: admitted as job {job_id}")
+    return "\n".join(lines)
+
+
+def submissions(fmt: str, items: Sequence[Any]) -> str:
+    """`jobgate submit`'s outcome, every document in the order sent: its report and the
+    job id it was given, or why it got no verdict. `items` have `source`, `report`
+    (None without a verdict), `job_id`, `idempotency_key`, `code` and `error`
+    (`jobgate.cli.submit.Submission`)."""
+    judged = [(item.source, item.report) for item in items if item.report is not None]
+    totals = summary(judged) | {"total": len(items), "no_verdict": len(items) - len(judged)}
+    if fmt == "json":
+        results = []
+        for item in items:
+            shown = {"source": item.source, **item.report.to_dict()} if item.report is not None else {"source": item.source, "kind": None, "verdict": None, "violations": []}
+            shown |= {"job_id": item.job_id, "idempotency_key": item.idempotency_key, "error": {"code": item.code, "message": item.error} if item.code else None}
+            results.append(shown)
+        return dumps({"results": results, "summary": totals})
+    paint = _painter()
+    lines = []
+    for item in items:
+        if item.report is None:
+            unsent = item.code == "NOT_SENT"
+            lines.append(f"{item.source}: {paint('not sent' if unsent else 'no verdict', '31;1')} — {item.error if unsent else f'{item.code}: {item.error}'}")
+            continue
+        lines += _report_lines(item.source, item.report, paint)
+        if item.job_id:
+            lines.append(f"{item.source}: admitted as job {item.job_id}")
+    lines.append(_summary_line(totals))
     return "\n".join(lines)
 
 

@@ -1,68 +1,201 @@
 """`jobgate submit PATH... --server ADDR`: send documents to a running service and
-print each verdict, its violations and the job id."""
+print each verdict, its violations and the job id.
+
+Safe to run and to retry. Each document is admitted under an idempotency key (a fresh
+invocation id and the document's place in the run, or `--idempotency-key` for a
+single document), and a call that fails for want of the server (UNAVAILABLE,
+DEADLINE_EXCEEDED) is sent again with the same key after an exponential backoff: a
+server that restarts mid-run admits every document exactly once. A document that
+cannot be read, or whose call fails, is reported and the others go on; every job id
+received is printed. Exit 2 names each document that got no verdict (not sent, or its
+call failed); else 1 when some document failed, 0 when all passed."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import secrets
+import sys
+import time
+from dataclasses import dataclass
 
 import grpc
 
 from jobgate import sources
-from jobgate.cli import formats
+from jobgate.cli import connect, formats
 from jobgate.reports import ReportView
+from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES
+
+# Codes that say the call may not have reached a server able to answer: sent again,
+# with the same key, so that a first attempt that was committed is answered, not repeated.
+RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# The first wait before a retry, doubled each time up to the cap (seconds), then
+# jittered down to half so that many clients do not come back in step. Five retries
+# wait about 8 to 15 seconds in all: long enough for a server to restart.
+FIRST_BACKOFF, MAX_BACKOFF = 0.5, 8.0
+# A channel that lost its server reconnects on its own schedule: kept shorter than the
+# retries' waits, so that a restarted server is found by the next retry.
+CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.min_reconnect_backoff_ms", 250), ("grpc.max_reconnect_backoff_ms", int(MAX_BACKOFF * 1000 / 2))]
+# Refusals of the caller, not of a document: every other document would get the same,
+# so they are not sent.
+REFUSED_CALLER = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+# A gRPC message cannot carry more: a larger file is not read, and not sent.
+MAX_SEND_BYTES = 2**31 - 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("submit", help="send documents to a running service", description=__doc__)
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--server", metavar="ADDR", default="127.0.0.1:50051")
-    p.add_argument("--dry-run", action="store_true", help="check only: open no record")
+    p.add_argument("--dry-run", action="store_true", help="check only: open no record (no idempotency key is sent)")
     p.add_argument("--package", metavar="FILE", help="a package (tar, tar.gz, tar.zst, zip) holding the bundle's supporting files, sent with each document")
-    p.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token (default: $JOBGATE_TOKEN)")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS")
-    p.add_argument("--ca", metavar="FILE", help="TLS: the CA that signed the server's certificate")
-    p.add_argument("--cert", metavar="FILE", help="mutual TLS: this client's certificate")
-    p.add_argument("--key", metavar="FILE", help="mutual TLS: this client's private key")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="deadline of each attempt (default: 30)")
+    p.add_argument("--retries", type=int, default=5, metavar="N", help="times a call that got UNAVAILABLE or DEADLINE_EXCEEDED is sent again, with the same key (default: 5)")
+    p.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help=f"the key of the one document sent (at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes): running the command again with it gets the first admission back; default: a fresh key per document; dry runs send none",
+    )
+    connect.add_options(p)
     p.set_defaults(run=run)
 
 
-def channel_for(args: argparse.Namespace) -> grpc.Channel:
-    """A channel to --server: TLS when --ca is given, with a client certificate for mutual TLS."""
-    from pathlib import Path
+@dataclass
+class Submission:
+    """One document of the run and what became of it: a report (and a job id when
+    admitted), or the reason it got no verdict."""
 
+    source: str
+    data: bytes | None = None  # None: it could not be read
+    idempotency_key: str | None = None  # None: none sent (a dry run)
+    report: ReportView | None = None
+    job_id: str = ""
+    code: str = ""  # the status of the last failed call, or NOT_SENT
+    error: str = ""
+    attempts: int = 0
+
+    @property
+    def judged(self) -> bool:
+        return self.report is not None
+
+    @property
+    def unsure(self) -> bool:
+        """Whether it may have been admitted without the answer reaching us: the key
+        sent again later gets that admission back."""
+        return self.code in (c.name for c in RETRIED) and self.idempotency_key is not None
+
+
+NOT_SENT = "NOT_SENT"
+
+
+def documents(paths: list[str]) -> list[Submission]:
+    """Each document named, or one not sent for a path that cannot be read: the
+    others still go."""
+    out: list[Submission] = []
+    for path in paths:
+        try:
+            names = sources.expand([path])
+        except OSError as e:
+            out.append(Submission(path, code=NOT_SENT, error=str(e)))
+            continue
+        for name in names:
+            try:
+                source = sources.read(name, MAX_SEND_BYTES)
+                out.append(Submission(source.name, source.data))
+            except sources.TooLarge as e:
+                out.append(Submission(name, code=NOT_SENT, error=f"{e}, more than a gRPC message can carry"))
+            except OSError as e:
+                out.append(Submission(name, code=NOT_SENT, error=str(e)))
+    return out
+
+
+def keyed(docs: list[Submission], pinned: str | None) -> None:
+    """Gives each readable document its key: `pinned` when it is the only document,
+    else a fresh invocation id and its place in the run (the same on every retry)."""
     from jobgate.cli import UsageError
 
-    if not args.ca:
-        return grpc.insecure_channel(args.server)
-    try:
-        read = lambda p: Path(p).read_bytes() if p else None  # noqa: E731
-        credentials = grpc.ssl_channel_credentials(read(args.ca), read(args.key), read(args.cert))
-    except OSError as e:
-        raise UsageError(f"cannot read {e.filename}: {e.strerror}") from None
-    return grpc.secure_channel(args.server, credentials)
+    readable = [d for d in docs if d.data is not None]
+    if pinned is not None:
+        if len(docs) != 1:
+            raise UsageError(f"--idempotency-key names the key of one document; {len(docs)} were given (without it, each gets a key of its own)")
+        try:
+            size = len(pinned.encode())
+        except UnicodeEncodeError:
+            raise UsageError("--idempotency-key must be UTF-8 text") from None
+        if not pinned or size > MAX_IDEMPOTENCY_KEY_BYTES:
+            raise UsageError(f"--idempotency-key must be 1 to {MAX_IDEMPOTENCY_KEY_BYTES} bytes; it is {size}")
+        for doc in readable:
+            doc.idempotency_key = pinned
+        return
+    invocation = secrets.token_hex(16)
+    for i, doc in enumerate(readable):
+        doc.idempotency_key = f"jobgate-submit:{invocation}:{i}"
+
+
+def send(call, request, metadata, timeout: float, retries: int, doc: Submission, sleep=time.sleep):
+    """`call(request)`, sent again after a backoff while it fails with a code of
+    RETRIED, `retries` times at most; the last failure is raised."""
+    for attempt in range(retries + 1):
+        doc.attempts = attempt + 1
+        try:
+            return call(request, metadata=metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            if e.code() not in RETRIED or attempt == retries:
+                raise
+            delay = min(MAX_BACKOFF, FIRST_BACKOFF * 2**attempt) * random.uniform(0.5, 1.0)
+            if sys.stderr.isatty() and not os.environ.get("CI"):
+                print(f"{doc.source}: {e.code().name}; sending it again in {delay:.1f} s ({attempt + 1} of {retries})", file=sys.stderr)
+            sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
+    from jobgate.cli import EXIT_ERROR, EXIT_FAIL, EXIT_PASS, UsageError
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
 
+    if args.retries < 0:
+        raise UsageError("--retries must be 0 or more")
     try:
-        docs = [sources.read(n) for n in sources.expand(args.paths)]
         package = sources.read(args.package).data if args.package else b""
     except OSError as e:
         raise UsageError(str(e)) from None
-    metadata = [("authorization", f"Bearer {args.token}")] if args.token else []
-    results, ids = [], []
-    with channel_for(args) as channel:
+    docs = documents(args.paths)
+    if not args.dry_run:  # dry runs open nothing: nothing to make safe
+        keyed(docs, args.idempotency_key)
+    metadata = connect.metadata(args)
+    with connect.channel_for(args, options=CHANNEL_OPTIONS) as channel:
         stub = admission_pb2_grpc.AdmissionServiceStub(channel)
-        for d in docs:
+        gone = ""  # why the rest are not sent: the server stayed unavailable, or refused the caller
+        for doc in (d for d in docs if d.data is not None):
+            if gone:
+                doc.code, doc.error = NOT_SENT, gone
+                continue
+            document = admission_pb2.Document(raw=doc.data, package=package, idempotency_key=doc.idempotency_key or "")
             try:
-                response = stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=d.data, package=package), dry_run=args.dry_run), metadata=metadata, timeout=args.timeout)
+                response = send(stub.Admit, admission_pb2.AdmitRequest(document=document, dry_run=args.dry_run), metadata, args.timeout, args.retries, doc)
             except grpc.RpcError as e:
-                raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
-            results.append((d.name, ReportView.from_message(response.report)))
-            ids.append(response.job_id)
-    print(formats.admissions(args.format, results, ids))
-    return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL
+                doc.code, doc.error = e.code().name, e.details() or ""
+                if e.code() == grpc.StatusCode.UNAVAILABLE:
+                    gone = f"{args.server} stayed unavailable ({doc.attempts} attempts for {doc.source})"
+                elif e.code() in REFUSED_CALLER:
+                    gone = f"{args.server} refused the caller ({doc.code} for {doc.source})"
+                continue
+            doc.report, doc.job_id = ReportView.from_message(response.report), response.job_id
+    print(formats.submissions(args.format, docs))
+    unjudged = [d for d in docs if not d.judged]
+    for d in unjudged:
+        print(f"jobgate: {d.source}: {describe(d, args.server)}", file=sys.stderr)
+    if unjudged:
+        return EXIT_ERROR
+    return EXIT_PASS if all(d.report.ok for d in docs) else EXIT_FAIL
+
+
+def describe(doc: Submission, server: str) -> str:
+    """Why a document got no verdict, and how to finish it safely."""
+    if doc.code == NOT_SENT:
+        return f"not sent: {doc.error}"
+    what = f"{server}: {doc.code}: {doc.error}" + (f" (after {doc.attempts} attempts)" if doc.attempts > 1 else "")
+    if doc.unsure:
+        what += f"; it may have been admitted: sending it again with the same options and --idempotency-key {doc.idempotency_key} gets its job id without admitting it twice"
+    return what

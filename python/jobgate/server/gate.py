@@ -1,26 +1,34 @@
 """Admission without the wire: check a document as the authenticated account, within
 its grant, apply the project quota atomically with opening the record, and hand out
-the job id.
+the job id. With an idempotency key, a retry gets the first admission's job id and
+report back (`replay`), and the same key with another request is `KeyReused`: the key
+is written in the transaction that opens the record, so neither a crash nor a replica
+can open a second one.
 
 Shared by every RPC (Admit, AdmitBatch, AdmitStream) so their reports are the same.
-Must not decide who may admit (`grants`): it is handed the grant to apply.
+Must not decide who may admit (`grants`): it is handed the grant to apply; nor read
+keys off the wire (the servicers hand it the key and the request's fingerprint).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import re
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
+
+import orjson
 
 import jobgate
 from jobgate import sources
 from jobgate.config import Config
 from jobgate.reports import ReportView, renamed
-from jobgate.store import JobStore, NewJob, StoreFull, StoreUnavailable
+from jobgate.store import IdempotencyKey, JobStore, NewJob, Remembered, StoreFull, StoreUnavailable
 from jobgate.store.base import storable
 
 log = logging.getLogger("jobgate.server")
@@ -28,6 +36,10 @@ log = logging.getLogger("jobgate.server")
 # How a package sent with a request is named in reports (it has no path of its own).
 PACKAGE_NAME = "<package>"
 KIND_NAMES = {0: None, 1: "jobspec", 2: "spec_bundle", 3: "job_record", 4: "best_rec"}
+# Test-only: set to N, the server process kills itself (SIGKILL) right after the commit
+# that opens its Nth record, before any reply leaves: how the tests crash a server
+# between commit and reply. Never set in a deployment.
+KILL_AFTER_COMMITS = "JOBGATE_TEST_KILL_AFTER_COMMITS"
 
 
 @dataclass(frozen=True)
@@ -42,8 +54,23 @@ class Grant:
 
 @dataclass
 class Admission:
-    report: jobgate.Report | ReportView  # a ReportView when a package was renamed in it
+    report: jobgate.Report | ReportView  # a ReportView when a package was renamed in it, or replayed
     job_id: str = ""
+    # The response of an earlier admission made with the same idempotency key.
+    replayed: bool = False
+
+
+class KeyReused(Exception):
+    """An idempotency key sent again with another request (kind, document or package):
+    refused, and nothing is admitted. Names the job the key's first request opened."""
+
+    def __init__(self, key: str, job_id: str) -> None:
+        shown = repr(key) if len(key) <= 40 else repr(key[:40]) + "…"
+        super().__init__(
+            f"idempotency key {shown} was first sent with another request (kind, document or package), admitted as job {job_id}; "
+            "a key names one admission: send that request again to get its response, or send this one with a new key"
+        )
+        self.key, self.job_id = key, job_id
 
 
 def _segment(text: str, fallback: str) -> str:
@@ -79,10 +106,12 @@ class GroupCommitter:
     def __init__(self, store: JobStore, max_group: int = 256) -> None:
         self.store, self.max_group = store, max_group
         self._queue: queue.Queue = queue.Queue()
+        self._kill_after, self._opened = int(os.environ.get(KILL_AFTER_COMMITS) or 0), 0
         self._thread = threading.Thread(target=self._run, name="jobgate-commit", daemon=True)
         self._thread.start()
 
-    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
+        """The new job's id, what its idempotency key recalls, or None when refused."""
         job = storable(job)  # raises Unstorable to this caller alone
         outcome: Future = Future()
         self._queue.put((job, decide, outcome))
@@ -120,6 +149,10 @@ class GroupCommitter:
             for member in group:
                 self._commit([member])
             return
+        if self._kill_after:
+            self._opened += sum(isinstance(i, str) for i in ids)
+            if self._opened >= self._kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
         for (_, _, outcome), job_id in zip(group, ids, strict=True):
             outcome.set_result(job_id)
 
@@ -190,21 +223,47 @@ class Gate:
         facts = self.validator.facts(data, kind)
         return facts.project if facts is not None else ""
 
-    def admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None, grant: Grant | None = None) -> Admission:
+    def recall(self, account: str, keys: Collection[str]) -> dict[str, Remembered]:
+        """What each of `account`'s idempotency keys recalls within the window (keys
+        that recall nothing are left out): a retry is answered without a check."""
+        if self.store is None or not keys:
+            return {}
+        return self.store.recall(account, keys, self.config.jobs.idempotency_window)
+
+    @staticmethod
+    def replay(earlier: Remembered, key: str, fingerprint: bytes) -> Admission:
+        """The response of the first admission made with `key`, for a retry of the same
+        request; KeyReused when `fingerprint` says it is another request."""
+        if earlier.fingerprint != fingerprint:
+            raise KeyReused(key, earlier.job_id)
+        return Admission(ReportView.from_dict(orjson.loads(earlier.report)), earlier.job_id, replayed=True)
+
+    def admit(
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b""
+    ) -> Admission:
         """Checks (and unless `dry_run`, admits) one document; with `package`, a
         spec-bundle's supporting files are verified against that archive too. A real
         admission of a job_record or best_rec raises NotLaunchable and opens nothing;
         `facts`, from `launch_facts`, spares reading the document twice. With `grant`,
         a JobSpec outside its projects fails (forge.project.forbidden) and a
-        spec-bundle is admitted into its home project; without, nothing is scoped."""
+        spec-bundle is admitted into its home project; without, nothing is scoped.
+
+        With `key` (an idempotency key) and the request's `fingerprint`, a real
+        admission opens a record only if the key recalls none; a key already used by
+        the same request gives that admission back (`replayed`), by another request
+        raises KeyReused. Dry runs ignore the key."""
         if not package:
-            return self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant)
+            return self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
         with sources.spooled(package) as path:
-            admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant)
+            admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
+        if admission.replayed:
+            return admission  # stored as it was first shown, the package already named
         report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
         return Admission(ReportView.from_dict(report), admission.job_id)
 
-    def _admit(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None, grant: Grant | None = None) -> Admission:
+    def _admit(
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b""
+    ) -> Admission:
         # The core reads what admission needs from its own parse: no Python dict per document.
         if facts is None and not dry_run:
             facts = self.launch_facts(data, kind, account)
@@ -238,12 +297,23 @@ class Gate:
                 return False
             return report_box[-1].ok
 
-        job_id = self.committer.admit(self._new_job(facts, account, grant), decide)
+        idempotency = None
+        if key:
+
+            def shown() -> bytes:
+                # The report as the caller is shown it: a replay returns these bytes.
+                report = report_box[-1].to_dict()
+                return orjson.dumps(renamed(report, package, PACKAGE_NAME) if package else report)
+
+            idempotency = IdempotencyKey(account, key, fingerprint, self.config.jobs.idempotency_window, shown)
+        outcome = self.committer.admit(self._new_job(facts, account, grant, idempotency), decide)
+        if isinstance(outcome, Remembered):  # the key was used meanwhile (a concurrent retry, another replica)
+            return self.replay(outcome, key, fingerprint)
         if failure:
             raise failure[0]
-        return Admission(report_box[-1], job_id or "")
+        return Admission(report_box[-1], outcome or "")
 
-    def _new_job(self, facts, account: str, grant: Grant | None) -> NewJob:
+    def _new_job(self, facts, account: str, grant: Grant | None, idempotency: IdempotencyKey | None = None) -> NewJob:
         jobs = self.config.jobs
         # A JobSpec names its project (the core held it to the grant); a spec-bundle
         # names none and goes to its account's home project.
@@ -261,4 +331,5 @@ class Gate:
             results_root=jobs.results_root,
             document=facts.stamped,
             upload_excludes=list(facts.upload_excludes),
+            idempotency=idempotency,
         )

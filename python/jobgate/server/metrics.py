@@ -1,6 +1,7 @@
 """Prometheus metrics on an HTTP port: admissions by verdict, violations by rule,
-denials by RPC and reason, RPC latency, batch sizes and calls in flight. One registry
-per server, so several servers in one process (tests) never collide."""
+denials by RPC and reason, retries answered by idempotency key, RPC latency, batch
+sizes and calls in flight. One registry per server, so several servers in one
+process (tests) never collide."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ class Metrics:
         # not_visible (NOT_FOUND for a job outside the caller's projects). Accounts are in
         # the log line, not in a label: their number is the operator's, not bounded here.
         self.denials = Counter("jobgate_denials_total", "Calls and documents refused for the caller's identity or grant, by RPC and reason", ["rpc", "reason"], registry=self.registry)
+        # outcome: replayed (a retry answered with its key's first admission), refused (a
+        # key reused by another request, ALREADY_EXISTS).
+        self.retries = Counter("jobgate_idempotent_retries_total", "Admissions sent again with an idempotency key, by RPC and outcome", ["rpc", "outcome"], registry=self.registry)
         self.http = None
 
     def report(self, rpc: str, report) -> None:

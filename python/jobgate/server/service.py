@@ -9,6 +9,11 @@ no caller ever sees an address, SQL or a Python traceback.
 Every call is made as its caller, within its grant (`grants`): the RPCs its roles do
 not allow are PERMISSION_DENIED before any document is looked at, the jobs it may not
 see are NOT_FOUND, and admission is handed its projects.
+
+A real admission may carry an idempotency key (`Document.idempotency_key`): it is read
+and the request fingerprinted here (BLAKE3 of kind, document and package), a retry is
+answered with the first admission's response, and a key reused by another request is
+ALREADY_EXISTS naming the first job (`gate.KeyReused`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import blake3
 import grpc
 import orjson
 from google.protobuf import json_format, message_factory
@@ -35,12 +41,21 @@ import jobgate
 from jobgate.config import Config
 from jobgate.server import recipes
 from jobgate.server.auth import Authenticator
-from jobgate.server.gate import KIND_NAMES, Gate, NotLaunchable
+from jobgate.server.gate import KIND_NAMES, Admission, Gate, KeyReused, NotLaunchable
 from jobgate.server.grants import NOT_VISIBLE, PROJECT, Caller
 from jobgate.server.metrics import Metrics
 from jobgate.server.streams import SHUTTING_DOWN, Watches
-from jobgate.store import JobNotFound, JobStore, RecordFull, StoreFull, StoreUnavailable, TerminalState, Unstorable
-from jobgate.store.base import TERMINAL
+from jobgate.store import (
+    JobNotFound,
+    JobStore,
+    RecordFull,
+    Remembered,
+    StoreFull,
+    StoreUnavailable,
+    TerminalState,
+    Unstorable,
+)
+from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES, TERMINAL
 from jobgate.v1 import admission_pb2, job_pb2, jobs_pb2, report_pb2
 
 log = logging.getLogger("jobgate.server")
@@ -190,6 +205,44 @@ def document_bytes(document: admission_pb2.Document, context: grpc.ServicerConte
     raise AssertionError("unreachable")
 
 
+def idempotency_key(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> str:
+    """The document's idempotency key ("" for none), or INVALID_ARGUMENT naming it when
+    it is longer than a key may be."""
+    key = document.idempotency_key
+    size = len(key.encode())
+    if size > MAX_IDEMPOTENCY_KEY_BYTES:
+        bad_request(context, f"{field}.idempotency_key", f"is {size} bytes; an idempotency key is at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes")
+    return key
+
+
+def fingerprint(document: admission_pb2.Document) -> bytes:
+    """BLAKE3 of what makes a retry the same request: the kind it names, the document
+    (raw bytes as sent; a typed message in its deterministic encoding, whose map order
+    is fixed) and the package. Each part is framed by its length, so no two requests
+    share a fingerprint by shifting bytes from one part to the next."""
+    form = document.WhichOneof("body") or ""
+    if form == "raw":
+        body = document.raw
+    elif form:
+        body = getattr(document, form).SerializeToString(deterministic=True)
+    else:
+        body = b""
+    hasher = blake3.blake3()
+    for part in (b"jobgate.v1.Document", form.encode(), str(document.kind).encode(), body, document.package):
+        hasher.update(len(part).to_bytes(8, "little"))
+        hasher.update(part)
+    return hasher.digest()
+
+
+def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> None:
+    """ALREADY_EXISTS for a key reused by another request, with a google.rpc.ErrorInfo
+    naming the job the key's first request opened."""
+    info = error_details_pb2.ErrorInfo(reason="IDEMPOTENCY_KEY_REUSED", domain="jobgate", metadata={"field": f"{field}.idempotency_key", "job_id": error.job_id})
+    status = status_pb2.Status(code=code_pb2.ALREADY_EXISTS, message=f"{field}.idempotency_key: {error}")
+    status.details.add().Pack(info)
+    context.abort_with_status(rpc_status.to_status(status))
+
+
 def timed(rpc: str):
     """Times a unary handler and counts it in flight, in the servicer's own metrics."""
 
@@ -229,14 +282,51 @@ class AdmissionService:
         self.denials.require(context, caller, rpc)
         return caller
 
-    def _admit(self, context: grpc.ServicerContext, field: str, data: bytes, kind: str | None, caller: Caller, *, dry_run: bool, package: bytes, facts=None):
+    def _admit(
+        self, context: grpc.ServicerContext, rpc: str, field: str, data: bytes, kind: str | None, caller: Caller, *, dry_run: bool, package: bytes, facts=None, key: str = "", fingerprint: bytes = b""
+    ) -> Admission:
         try:
-            return self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, facts=facts, grant=caller.grant)
+            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, facts=facts, grant=caller.grant, key=key, fingerprint=fingerprint)
         except NotLaunchable as e:
             bad_request(context, field, str(e))
         except Unstorable as e:
             bad_request(context, field, f"cannot be stored: {e}")
-        raise AssertionError("unreachable")
+        except KeyReused as e:
+            self._key_reused(context, rpc, caller, e, field)
+        if admission.replayed:
+            self._replayed(rpc, caller, key, admission.job_id)
+        return admission
+
+    def _admit_document(self, context: grpc.ServicerContext, rpc: str, field: str, document: admission_pb2.Document, caller: Caller, *, dry_run: bool) -> tuple[Admission, bytes, str | None]:
+        """Admit and AdmitStream: one document, its key recalled first (a retry is
+        answered without checking the document again). Returns the admission, and the
+        bytes and kind checked."""
+        data, kind = document_bytes(document, context, field)
+        key = "" if dry_run else idempotency_key(document, context, field)
+        if not key:
+            return self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package), data, kind
+        digest = fingerprint(document)
+        earlier = self.gate.recall(caller.name, [key]).get(key)
+        if earlier is not None:
+            return self._replay(context, rpc, field, caller, earlier, key, digest), data, kind
+        return self._admit(context, rpc, field, data, kind, caller, dry_run=False, package=document.package, key=key, fingerprint=digest), data, kind
+
+    def _replay(self, context: grpc.ServicerContext, rpc: str, field: str, caller: Caller, earlier: Remembered, key: str, digest: bytes) -> Admission:
+        try:
+            admission = self.gate.replay(earlier, key, digest)
+        except KeyReused as e:
+            self._key_reused(context, rpc, caller, e, field)
+        self._replayed(rpc, caller, key, admission.job_id)
+        return admission
+
+    def _replayed(self, rpc: str, caller: Caller, key: str, job_id: str) -> None:
+        self.metrics.retries.labels(rpc, "replayed").inc()
+        log.info("admission replayed", extra={"fields": {"rpc": rpc, "account": caller.name, "idempotency_key": key, "job_id": job_id}})
+
+    def _key_reused(self, context: grpc.ServicerContext, rpc: str, caller: Caller, error: KeyReused, field: str) -> None:
+        self.metrics.retries.labels(rpc, "refused").inc()
+        log.warning("idempotency key reused", extra={"fields": {"rpc": rpc, "account": caller.name, "idempotency_key": error.key, "job_id": error.job_id}})
+        key_reused(context, error, field)
 
     def _refused_projects(self, rpc: str, caller: Caller, judged) -> None:
         """Records each document of `judged` ((report, data, kind) triples) refused for a
@@ -249,10 +339,10 @@ class AdmissionService:
     @timed("Admit")
     def Admit(self, request: admission_pb2.AdmitRequest, context):  # noqa: N802 - gRPC method names
         caller = self._caller(context, "Admit")
-        data, kind = document_bytes(request.document, context, "document")
-        result = self._admit(context, "document", data, kind, caller, dry_run=request.dry_run, package=request.document.package)
-        self.metrics.report("Admit", result.report)
-        self._refused_projects("Admit", caller, [(result.report, data, kind)])
+        result, data, kind = self._admit_document(context, "Admit", "document", request.document, caller, dry_run=request.dry_run)
+        if not result.replayed:  # a replay was counted when it was first judged
+            self.metrics.report("Admit", result.report)
+            self._refused_projects("Admit", caller, [(result.report, data, kind)])
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
     @timed("AdmitBatch")
@@ -279,10 +369,24 @@ class AdmissionService:
             self.metrics.reports("AdmitBatch", reports)
             self._refused_projects("AdmitBatch", caller, ((r, d, k) for r, (d, k, _) in zip(reports, items, strict=True)))
             return self.encoder.response(reports)
-        # A batch that cannot be admitted whole is refused before any item opens a record.
+        # A batch that cannot be admitted whole is refused before any item opens a record:
+        # a key too long, given to two different items, or used before by another request.
+        keys = [""] * len(items) if message.dry_run else [idempotency_key(d, context, f"documents[{i}]") for i, d in enumerate(message.documents)]
+        prints = [fingerprint(d) if key else b"" for d, key in zip(message.documents, keys, strict=True)]
+        first: dict[str, int] = {}
+        for i, key in enumerate(keys):
+            j = first.setdefault(key, i) if key else i
+            if prints[j] != prints[i]:
+                bad_request(context, f"documents[{i}].idempotency_key", f"repeats the key of documents[{j}] with another request; a key names one admission")
+        recalled = self.gate.recall(account, list(first))
+        for i, key in enumerate(keys):
+            if key in recalled and recalled[key].fingerprint != prints[i]:
+                self._key_reused(context, "AdmitBatch", caller, KeyReused(key, recalled[key].job_id), f"documents[{i}]")
         facts = [None] * len(items)
         if not message.dry_run:
             for i, (data, kind, _) in enumerate(items):
+                if keys[i] in recalled:
+                    continue  # replayed: it was launchable when first admitted
                 try:
                     facts[i] = self.gate.launch_facts(data, kind, account)
                 except NotLaunchable as e:
@@ -292,9 +396,14 @@ class AdmissionService:
         for i, (data, kind, package) in enumerate(items):
             if not context.is_active():
                 context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
-            r = self._admit(context, f"documents[{i}]", data, kind, caller, dry_run=message.dry_run, package=package, facts=facts[i])
-            self.metrics.report("AdmitBatch", r.report)
-            self._refused_projects("AdmitBatch", caller, [(r.report, data, kind)])
+            field, key = f"documents[{i}]", keys[i]
+            if key in recalled:
+                results.append(self._replay(context, "AdmitBatch", field, caller, recalled[key], key, prints[i]))
+                continue
+            r = self._admit(context, "AdmitBatch", field, data, kind, caller, dry_run=message.dry_run, package=package, facts=facts[i], key=key, fingerprint=prints[i])
+            if not r.replayed:
+                self.metrics.report("AdmitBatch", r.report)
+                self._refused_projects("AdmitBatch", caller, [(r.report, data, kind)])
             results.append(r)
         # The reports together fit the response: the largest are cut, verdicts kept.
         reports = jobgate.fit_reports([r.report for r in results], self.gate.response_budget())
@@ -314,10 +423,10 @@ class AdmissionService:
                 # Each document under the grant in force when it arrives: a reload applies
                 # to the next one, and a revoked token ends the stream.
                 caller = self._caller(context, "AdmitStream")
-                data, kind = document_bytes(request.document, context, "document")
-                r = self._admit(context, "document", data, kind, caller, dry_run=request.dry_run, package=request.document.package)
-                self.metrics.report("AdmitStream", r.report)
-                self._refused_projects("AdmitStream", caller, [(r.report, data, kind)])
+                r, data, kind = self._admit_document(context, "AdmitStream", "document", request.document, caller, dry_run=request.dry_run)
+                if not r.replayed:
+                    self.metrics.report("AdmitStream", r.report)
+                    self._refused_projects("AdmitStream", caller, [(r.report, data, kind)])
                 yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
         finally:
             gauge.dec()

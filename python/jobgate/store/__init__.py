@@ -1,15 +1,18 @@
 """Job records: the store interface admission and the JobService use, and its backends.
 
-Owns persistence only: ids, transitions, quota accounting, and the bounds on what is
-stored. Must not judge documents (the Rust core does) nor speak gRPC (the server does).
+Owns persistence only: ids, transitions, quota accounting, idempotency keys, and the
+bounds on what is stored. Must not judge documents (the Rust core does) nor speak gRPC
+(the server does).
 """
 
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
+    IdempotencyKey,
     JobNotFound,
     JobStore,
     NewJob,
     RecordFull,
+    Remembered,
     StoreFull,
     StoreUnavailable,
     TerminalState,
@@ -18,10 +21,12 @@ from jobgate.store.base import (
 from jobgate.store.sqlite import SqliteStore
 
 __all__ = [
+    "IdempotencyKey",
     "JobNotFound",
     "JobStore",
     "NewJob",
     "RecordFull",
+    "Remembered",
     "SqliteStore",
     "StoreFull",
     "StoreUnavailable",

@@ -1,12 +1,15 @@
 """The store interface: what admission and the JobService need from any backend, and
 what every backend shares: the bounds on what is stored, the errors a caller may
-show, and the pool of connections."""
+show, the pool of connections, and the shape of an admission's idempotency key (kept
+in the transaction that opens its record, so a record and its key exist together or
+not at all)."""
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +29,13 @@ ERR_CLASSES = ("ERR_INFRA", "ERR_PROGRAM")
 MAX_GPUS = 2**31 - 1
 # A backend's handle for a job (a slurm id, a pod name): anything longer is not one.
 MAX_BACKEND_REF_BYTES = 1024
+# An idempotency key, in UTF-8 bytes: a client's handle for one admission, not a payload.
+MAX_IDEMPOTENCY_KEY_BYTES = 128
+# Expired idempotency keys are deleted at most this often (seconds) per store, in a
+# transaction of their own; a lookup ignores them meanwhile. Bounded per pass so that
+# a backlog never holds the write lock for long.
+PRUNE_EVERY = 60.0
+PRUNE_BATCH = 10_000
 
 
 class JobNotFound(LookupError):
@@ -58,6 +68,32 @@ class StoreFull(Exception):
 
 
 @dataclass(frozen=True)
+class IdempotencyKey:
+    """An admission's idempotency key as the store keeps it: per account, with the
+    fingerprint of the request that first used it and the response its retries get.
+    Written in the transaction that opens the record and charges the quota."""
+
+    account: str
+    key: str
+    # BLAKE3 of the request (kind, document, package): a retry sends the same.
+    fingerprint: bytes
+    # Seconds the key is remembered: an older one is as good as absent.
+    window: float
+    # The admission's report as a replay returns it (JSON bytes); asked for once the
+    # document is admitted, inside the transaction, when its report is known.
+    report: Callable[[], bytes] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What a key recalls: the first admission made with it."""
+
+    job_id: str
+    fingerprint: bytes
+    report: bytes
+
+
+@dataclass(frozen=True)
 class NewJob:
     """Everything a record is opened with; the store adds the id and the timestamps."""
 
@@ -73,6 +109,9 @@ class NewJob:
     results_root: str
     document: bytes
     upload_excludes: list[str] = field(default_factory=list)
+    # When set, the record is opened only if the key recalls nothing; else the store
+    # returns what it recalls (`Remembered`) and opens nothing.
+    idempotency: IdempotencyKey | None = None
 
 
 def job_suffix(prefix: str, number: int) -> str:
@@ -104,6 +143,28 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+class Pruning:
+    """When a store last deleted expired idempotency keys: at most every PRUNE_EVERY
+    seconds (sooner for a shorter window), and only by a write that uses keys."""
+
+    def __init__(self) -> None:
+        self._last = float("-inf")
+        self._lock = threading.Lock()
+
+    def due(self, jobs: list[NewJob]) -> float | None:
+        """The window to prune `jobs`' keys with when a pass is due (the caller's to
+        run: no other caller is told so meanwhile), else None."""
+        windows = [job.idempotency.window for job in jobs if job.idempotency is not None]
+        if not windows:
+            return None
+        window = max(windows)
+        with self._lock:
+            if time.monotonic() - self._last < min(PRUNE_EVERY, window):
+                return None
+            self._last = time.monotonic()
+        return window
+
+
 def storable(job: NewJob) -> NewJob:
     """`job` as every backend can hold it, or Unstorable naming the field. Checked before
     an admission joins a commit group, so that no value of one can fail the others."""
@@ -111,6 +172,11 @@ def storable(job: NewJob) -> NewJob:
         if "\x00" in getattr(job, name):
             # Plain columns (PostgreSQL TEXT) cannot hold NUL; the record's JSON can.
             raise Unstorable(name, "contains a NUL character")
+    if job.idempotency is not None:
+        # Keys are stored as their UTF-8 bytes: a NUL is no problem, a longer key is.
+        size = len(key_bytes(job.idempotency.key))
+        if size > MAX_IDEMPOTENCY_KEY_BYTES:
+            raise Unstorable("idempotency_key", f"is {size} bytes; a key is at most {MAX_IDEMPOTENCY_KEY_BYTES}")
     gpus = min(max(int(job.gpus), 0), MAX_GPUS)
     return job if gpus == job.gpus else dataclasses.replace(job, gpus=gpus)
 
@@ -243,13 +309,26 @@ class ConnectionPool(Generic[C]):
             self._close(db)
 
 
-class JobStore(Protocol):
-    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
-        """Atomically: reads the project's GPUs in unfinished jobs, calls `decide(in_use)`,
-        and opens the record (one PENDING transition) only when it returns True."""
+def key_bytes(key: str) -> bytes:
+    """An idempotency key as stored: its UTF-8 bytes (a proto string is valid UTF-8)."""
+    return key.encode("utf-8", "surrogatepass")
 
-    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | None]:
-        """`admit` for several jobs in order, in one transaction (one commit)."""
+
+class JobStore(Protocol):
+    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
+        """Atomically: reads the project's GPUs in unfinished jobs, calls `decide(in_use)`,
+        and opens the record (one PENDING transition) only when it returns True. With
+        `job.idempotency`, first looks the key up: when it recalls an admission within
+        its window, returns that (`Remembered`) and opens nothing; else the key is
+        written with the record it opens (a refused document leaves no key)."""
+
+    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
+        """`admit` for several jobs in order, in one transaction (one commit); a job
+        sees the keys written by those before it."""
+
+    def recall(self, account: str, keys: Collection[str], window: float) -> dict[str, Remembered]:
+        """What each key of `account` recalls, among those used within the last
+        `window` seconds (keys that recall nothing are left out)."""
 
     def gpus_in_use(self, project: str) -> int: ...
 

@@ -1,32 +1,41 @@
 """PostgreSQL, for several service replicas sharing state (psycopg 3). The quota check
 and the insert run in one transaction under a per-project advisory lock, so two
-replicas never oversubscribe a project; marks lock the job's row. Connections come
-from a small pool; the driver's failures leave as StoreFull or StoreUnavailable, and
-what a caller sent is stored whole, NUL characters included."""
+replicas never oversubscribe a project; an idempotency key is looked up and written
+under an advisory lock of its own, so two replicas sent one key open one record; marks
+lock the job's row. Connections come from a small pool; the driver's failures leave as
+StoreFull or StoreUnavailable, and what a caller sent is stored whole, NUL characters
+included."""
 
 from __future__ import annotations
 
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import blake3
 import psycopg
 
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
+    PRUNE_BATCH,
     TERMINAL,
     ConnectionPool,
+    IdempotencyKey,
     JobNotFound,
     NewJob,
+    Pruning,
+    Remembered,
     StoreFull,
     StoreUnavailable,
     apply_mark,
     check_mark,
     check_room,
     job_suffix,
+    key_bytes,
     list_filter,
     now,
     opened_record,
@@ -77,10 +86,35 @@ MIGRATIONS = [
     ALTER TABLE jobs ALTER COLUMN record TYPE json USING record::json;
     ALTER TABLE transitions ALTER COLUMN message TYPE bytea USING convert_to(message, 'UTF8');
     """,
+    # 5: idempotency keys, per account: the first admission made with each (its job and
+    # the report a retry gets back) and the fingerprint of its request. Keys and reports
+    # are bytes (they may hold NUL); `created` is seconds since the epoch.
+    """
+    CREATE TABLE idempotency_keys (
+        account TEXT NOT NULL,
+        key BYTEA NOT NULL,
+        fingerprint BYTEA NOT NULL,
+        job_id TEXT NOT NULL REFERENCES jobs (id),
+        report BYTEA NOT NULL,
+        created DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (account, key)
+    );
+    CREATE INDEX idempotency_keys_created ON idempotency_keys (created);
+    """,
 ]
 
 # Ids per query of `latest`.
 _IDS_PER_QUERY = 500
+# The class of the two-number advisory locks that guard idempotency keys (a space of
+# its own: the one-number project locks never collide with them).
+KEY_LOCKS = 0x6A67_6964  # "jgid"
+
+
+def key_lock(key: IdempotencyKey) -> int:
+    """The advisory lock number of an account's key (two keys sharing one merely wait
+    for each other)."""
+    digest = blake3.blake3(key.account.encode() + b"\x00" + key_bytes(key.key)).digest(4)
+    return int.from_bytes(digest, "little", signed=True)
 
 
 def _translated(method):
@@ -120,6 +154,7 @@ class PostgresStore:
         self.url = url
         self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
         self._pool: ConnectionPool[psycopg.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: not db.closed, close=psycopg.Connection.close)
+        self._pruning = Pruning()
         self._migrate()
 
     def _connect(self) -> psycopg.Connection:
@@ -156,20 +191,35 @@ class PostgresStore:
         with self._transaction() as db:
             return {project: int(gpus) for project, gpus in db.execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
 
-    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
         return self.admit_many([(job, decide)])[0]
 
     @_translated
-    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | None]:
+    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
         """Admits in order in one transaction (one commit for the group), holding the
-        advisory lock of every project involved, taken in sorted order (no deadlock)."""
+        advisory lock of every project involved, then of every idempotency key, each
+        kind taken in sorted order: every transaction locks in one order (no deadlock)."""
         with self._transaction() as db:
             for project in sorted({job.project for job, _ in items}):
                 db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobgate.quota:{project}",))
-            return [self._open(db, job, decide) for job, decide in items]
+            locks = sorted({key_lock(job.idempotency) for job, _ in items if job.idempotency is not None})
+            if locks:
+                db.execute("SELECT pg_advisory_xact_lock(%s, k) FROM (SELECT unnest(%s::int4[]) AS k ORDER BY k) AS keys", (KEY_LOCKS, locks))
+            opened = [self._open(db, job, decide) for job, decide in items]
+        window = self._pruning.due([job for job, _ in items])
+        if window is not None:
+            self._prune(window)
+        return opened
 
-    def _open(self, db: psycopg.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+    def _open(self, db: psycopg.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
         job = storable(job)
+        key = job.idempotency
+        if key is not None:
+            # Under the key's lock, in a statement begun after it was taken: a replica
+            # that wrote the key has committed, and this sees it.
+            earlier = self._recall(db, key.account, [key.key], key.window)
+            if earlier:
+                return next(iter(earlier.values()))
         usage, number = db.execute("SELECT (SELECT gpus FROM project_usage WHERE project = %s), nextval('job_id_seq')", (job.project,)).fetchone()
         if not decide(int(usage or 0)):
             return None
@@ -186,7 +236,46 @@ class PostgresStore:
                 (job_id, job.project, job.owner, job.gpus, json.dumps(opened_record(job, job_id, ts)), job.document),
             )
             db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', %s, 'agent')", (job_id, ts, b"record opened at admission"))
+            if key is not None:
+                # An expired row for the key is replaced: the key starts afresh.
+                db.execute(
+                    "INSERT INTO idempotency_keys VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (account, key) DO UPDATE SET "
+                    "fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created",
+                    (key.account, key_bytes(key.key), key.fingerprint, job_id, key.report(), time.time()),
+                )
         return job_id
+
+    def _recall(self, db: psycopg.Connection, account: str, keys: list[str], window: float) -> dict[str, Remembered]:
+        if not _text(account):
+            return {}
+        out: dict[str, Remembered] = {}
+        for i in range(0, len(keys), _IDS_PER_QUERY):
+            chunk = {key_bytes(k): k for k in keys[i : i + _IDS_PER_QUERY]}
+            rows = db.execute(
+                "SELECT key, job_id, fingerprint, report FROM idempotency_keys WHERE account = %s AND key = ANY(%s) AND created >= %s",
+                (account, list(chunk), time.time() - window),
+            )
+            for key, job_id, fingerprint, report in rows:
+                out[chunk[bytes(key)]] = Remembered(job_id, bytes(fingerprint), bytes(report))
+        return out
+
+    @_translated
+    def recall(self, account: str, keys: Collection[str], window: float) -> dict[str, Remembered]:
+        with self._transaction() as db:
+            return self._recall(db, account, list(dict.fromkeys(keys)), window)
+
+    def _prune(self, window: float) -> None:
+        """Deletes keys older than `window`, at most PRUNE_BATCH of them, passing over
+        rows another transaction holds; a failure is only logged: an expired key is
+        ignored by every lookup anyway."""
+        try:
+            with self._transaction() as db:
+                db.execute(
+                    "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(SELECT ctid FROM idempotency_keys WHERE created < %s LIMIT %s FOR UPDATE SKIP LOCKED))",
+                    (time.time() - window, PRUNE_BATCH),
+                )
+        except Exception as e:  # noqa: BLE001 - the admissions before it are committed
+            log.warning("pruning expired idempotency keys failed", extra={"fields": {"error": str(e)}})
 
     def _export(self, db: psycopg.Connection, job_id: str, record: dict[str, Any]) -> dict[str, Any]:
         record = dict(record)

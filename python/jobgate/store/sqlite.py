@@ -1,7 +1,8 @@
 """SQLite, the embedded default: one file in WAL mode, versioned migrations, and one
-write transaction (BEGIN IMMEDIATE) per admission group, so quota checks and inserts
-are atomic across threads and processes. Connections come from a small pool; the
-driver's failures leave as StoreFull or StoreUnavailable."""
+write transaction (BEGIN IMMEDIATE) per admission group, so quota checks, inserts and
+idempotency keys are atomic across threads and processes: a key is looked up and
+written under the same write lock. Connections come from a small pool; the driver's
+failures leave as StoreFull or StoreUnavailable."""
 
 from __future__ import annotations
 
@@ -18,16 +19,20 @@ from typing import Any
 
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
+    PRUNE_BATCH,
     TERMINAL,
     ConnectionPool,
     JobNotFound,
     NewJob,
+    Pruning,
+    Remembered,
     StoreFull,
     StoreUnavailable,
     apply_mark,
     check_mark,
     check_room,
     job_suffix,
+    key_bytes,
     list_filter,
     now,
     opened_record,
@@ -68,6 +73,21 @@ MIGRATIONS = [
     CREATE UNIQUE INDEX jobs_seq ON jobs (seq);
     CREATE TABLE project_usage (project TEXT PRIMARY KEY, gpus INTEGER NOT NULL);
     INSERT INTO project_usage SELECT project, SUM(gpus) FROM jobs WHERE terminal = 0 GROUP BY project;
+    """,
+    # 3: idempotency keys, per account: the first admission made with each (its job and
+    # the report a retry gets back) and the fingerprint of its request. `created` is
+    # seconds since the epoch; the index serves pruning.
+    """
+    CREATE TABLE idempotency_keys (
+        account TEXT NOT NULL,
+        key BLOB NOT NULL,
+        fingerprint BLOB NOT NULL,
+        job_id TEXT NOT NULL REFERENCES jobs (id),
+        report BLOB NOT NULL,
+        created REAL NOT NULL,
+        PRIMARY KEY (account, key)
+    );
+    CREATE INDEX idempotency_keys_created ON idempotency_keys (created);
     """,
 ]
 
@@ -119,6 +139,7 @@ class SqliteStore:
         self.path = self.directory / "jobs.sqlite3"
         self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: True, close=sqlite3.Connection.close)
+        self._pruning = Pruning()
         self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -179,18 +200,30 @@ class SqliteStore:
         with self._reading() as db:
             return {project: int(gpus) for project, gpus in db.execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
 
-    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
         return self.admit_many([(job, decide)])[0]
 
     @_translated
-    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | None]:
+    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
         """Admits in order in one write transaction (one fsync for the group): each
-        decision sees the GPUs of the records opened before it."""
+        decision sees the GPUs of the records opened before it, and each key the keys
+        written before it."""
         with self._writing() as db:
-            return [self._open(db, job, decide) for job, decide in items]
+            opened = [self._open(db, job, decide) for job, decide in items]
+        window = self._pruning.due([job for job, _ in items])
+        if window is not None:
+            self._prune(window)
+        return opened
 
-    def _open(self, db: sqlite3.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | None:
+    def _open(self, db: sqlite3.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
         job = storable(job)
+        key = job.idempotency
+        if key is not None:
+            # Under the write lock: no other writer can use the key between here and
+            # the commit that writes it.
+            earlier = self._recall(db, key.account, [key.key], key.window)
+            if earlier:
+                return next(iter(earlier.values()))
         row = db.execute("SELECT gpus FROM project_usage WHERE project = ?", (job.project,)).fetchone()
         if not decide(int(row[0]) if row else 0):
             return None
@@ -207,7 +240,42 @@ class SqliteStore:
             (job_id, seq, job.project, job.owner, job.gpus, json.dumps(record), job.document),
         )
         db.execute("INSERT INTO transitions VALUES (?, 1, ?, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
+        if key is not None:
+            # An expired row for the key is replaced: the key starts afresh.
+            db.execute(
+                "INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account, key) DO UPDATE SET "
+                "fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created",
+                (key.account, key_bytes(key.key), key.fingerprint, job_id, key.report(), time.time()),
+            )
         return job_id
+
+    def _recall(self, db: sqlite3.Connection, account: str, keys: list[str], window: float) -> dict[str, Remembered]:
+        since = time.time() - window
+        out: dict[str, Remembered] = {}
+        for i in range(0, len(keys), _IDS_PER_QUERY):
+            chunk = {key_bytes(k): k for k in keys[i : i + _IDS_PER_QUERY]}
+            marks = ", ".join("?" * len(chunk))
+            rows = db.execute(f"SELECT key, job_id, fingerprint, report FROM idempotency_keys WHERE account = ? AND key IN ({marks}) AND created >= ?", (account, *chunk, since))
+            for key, job_id, fingerprint, report in rows:
+                out[chunk[bytes(key)]] = Remembered(job_id, bytes(fingerprint), bytes(report))
+        return out
+
+    @_translated
+    def recall(self, account: str, keys: Collection[str], window: float) -> dict[str, Remembered]:
+        with self._reading() as db:
+            return self._recall(db, account, list(dict.fromkeys(keys)), window)
+
+    def _prune(self, window: float) -> None:
+        """Deletes keys older than `window`, at most PRUNE_BATCH of them; a failure is
+        only logged: an expired key is ignored by every lookup anyway."""
+        try:
+            with self._writing() as db:
+                db.execute(
+                    "DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created < ? LIMIT ?)",
+                    (time.time() - window, PRUNE_BATCH),
+                )
+        except Exception as e:  # noqa: BLE001 - the admissions before it are committed
+            log.warning("pruning expired idempotency keys failed", extra={"fields": {"store": str(self.path), "error": str(e)}})
 
     def _export(self, db: sqlite3.Connection, job_id: str, record_json: str) -> dict[str, Any]:
         record = json.loads(record_json)

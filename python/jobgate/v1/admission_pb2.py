@@ -27,7 +27,7 @@ from jobgate.v1 import report_pb2 as jobgate_dot_v1_dot_report__pb2
 from jobgate.v1 import tao_pb2 as jobgate_dot_v1_dot_tao__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ajobgate/v1/admission.proto\x12\njobgate.v1\x1a\x18jobgate/v1/jobspec.proto\x1a\x17jobgate/v1/report.proto\x1a\x14jobgate/v1/tao.proto\"\xa9\x01\n\x08\x44ocument\x12\r\n\x03raw\x18\x01 \x01(\x0cH\x00\x12&\n\x07jobspec\x18\x02 \x01(\x0b\x32\x13.jobgate.v1.JobSpecH\x00\x12-\n\x0bspec_bundle\x18\x03 \x01(\x0b\x32\x16.jobgate.v1.SpecBundleH\x00\x12\x1e\n\x04kind\x18\x04 \x01(\x0e\x32\x10.jobgate.v1.Kind\x12\x0f\n\x07package\x18\x05 \x01(\x0c\x42\x06\n\x04\x62ody\"G\n\x0c\x41\x64mitRequest\x12&\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"C\n\rAdmitResponse\x12\"\n\x06report\x18\x01 \x01(\x0b\x32\x12.jobgate.v1.Report\x12\x0e\n\x06job_id\x18\x02 \x01(\t\"M\n\x11\x41\x64mitBatchRequest\x12\'\n\tdocuments\x18\x01 \x03(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"@\n\x12\x41\x64mitBatchResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.jobgate.v1.AdmitResponse\"a\n\x12\x41\x64mitStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12&\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"]\n\x13\x41\x64mitStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\"\n\x06report\x18\x02 \x01(\x0b\x32\x12.jobgate.v1.Report\x12\x0e\n\x06job_id\x18\x03 \x01(\t\"9\n\x13RecipeStatusRequest\x12\x0c\n\x04lock\x18\x01 \x01(\x0c\x12\x14\n\x0c\x63ore_version\x18\x02 \x01(\t\"\x84\x01\n\x14RecipeStatusResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0f\x63\x61talog_version\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x61talog_digest\x18\x04 \x01(\t\x12\x1a\n\x12\x63\x61talog_runtime_id\x18\x05 \x01(\t2\xc4\x02\n\x10\x41\x64missionService\x12<\n\x05\x41\x64mit\x12\x18.jobgate.v1.AdmitRequest\x1a\x19.jobgate.v1.AdmitResponse\x12K\n\nAdmitBatch\x12\x1d.jobgate.v1.AdmitBatchRequest\x1a\x1e.jobgate.v1.AdmitBatchResponse\x12R\n\x0b\x41\x64mitStream\x12\x1e.jobgate.v1.AdmitStreamRequest\x1a\x1f.jobgate.v1.AdmitStreamResponse(\x01\x30\x01\x12Q\n\x0cRecipeStatus\x12\x1f.jobgate.v1.RecipeStatusRequest\x1a .jobgate.v1.RecipeStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ajobgate/v1/admission.proto\x12\njobgate.v1\x1a\x18jobgate/v1/jobspec.proto\x1a\x17jobgate/v1/report.proto\x1a\x14jobgate/v1/tao.proto\"\xc2\x01\n\x08\x44ocument\x12\r\n\x03raw\x18\x01 \x01(\x0cH\x00\x12&\n\x07jobspec\x18\x02 \x01(\x0b\x32\x13.jobgate.v1.JobSpecH\x00\x12-\n\x0bspec_bundle\x18\x03 \x01(\x0b\x32\x16.jobgate.v1.SpecBundleH\x00\x12\x1e\n\x04kind\x18\x04 \x01(\x0e\x32\x10.jobgate.v1.Kind\x12\x0f\n\x07package\x18\x05 \x01(\x0c\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\tB\x06\n\x04\x62ody\"G\n\x0c\x41\x64mitRequest\x12&\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"C\n\rAdmitResponse\x12\"\n\x06report\x18\x01 \x01(\x0b\x32\x12.jobgate.v1.Report\x12\x0e\n\x06job_id\x18\x02 \x01(\t\"M\n\x11\x41\x64mitBatchRequest\x12\'\n\tdocuments\x18\x01 \x03(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"@\n\x12\x41\x64mitBatchResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.jobgate.v1.AdmitResponse\"a\n\x12\x41\x64mitStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12&\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"]\n\x13\x41\x64mitStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\"\n\x06report\x18\x02 \x01(\x0b\x32\x12.jobgate.v1.Report\x12\x0e\n\x06job_id\x18\x03 \x01(\t\"9\n\x13RecipeStatusRequest\x12\x0c\n\x04lock\x18\x01 \x01(\x0c\x12\x14\n\x0c\x63ore_version\x18\x02 \x01(\t\"\x84\x01\n\x14RecipeStatusResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0f\x63\x61talog_version\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x61talog_digest\x18\x04 \x01(\t\x12\x1a\n\x12\x63\x61talog_runtime_id\x18\x05 \x01(\t2\xc4\x02\n\x10\x41\x64missionService\x12<\n\x05\x41\x64mit\x12\x18.jobgate.v1.AdmitRequest\x1a\x19.jobgate.v1.AdmitResponse\x12K\n\nAdmitBatch\x12\x1d.jobgate.v1.AdmitBatchRequest\x1a\x1e.jobgate.v1.AdmitBatchResponse\x12R\n\x0b\x41\x64mitStream\x12\x1e.jobgate.v1.AdmitStreamRequest\x1a\x1f.jobgate.v1.AdmitStreamResponse(\x01\x30\x01\x12Q\n\x0cRecipeStatus\x12\x1f.jobgate.v1.RecipeStatusRequest\x1a .jobgate.v1.RecipeStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,23 +35,23 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobgate.v1.admission_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_DOCUMENT']._serialized_start=116
-  _globals['_DOCUMENT']._serialized_end=285
-  _globals['_ADMITREQUEST']._serialized_start=287
-  _globals['_ADMITREQUEST']._serialized_end=358
-  _globals['_ADMITRESPONSE']._serialized_start=360
-  _globals['_ADMITRESPONSE']._serialized_end=427
-  _globals['_ADMITBATCHREQUEST']._serialized_start=429
-  _globals['_ADMITBATCHREQUEST']._serialized_end=506
-  _globals['_ADMITBATCHRESPONSE']._serialized_start=508
-  _globals['_ADMITBATCHRESPONSE']._serialized_end=572
-  _globals['_ADMITSTREAMREQUEST']._serialized_start=574
-  _globals['_ADMITSTREAMREQUEST']._serialized_end=671
-  _globals['_ADMITSTREAMRESPONSE']._serialized_start=673
-  _globals['_ADMITSTREAMRESPONSE']._serialized_end=766
-  _globals['_RECIPESTATUSREQUEST']._serialized_start=768
-  _globals['_RECIPESTATUSREQUEST']._serialized_end=825
-  _globals['_RECIPESTATUSRESPONSE']._serialized_start=828
-  _globals['_RECIPESTATUSRESPONSE']._serialized_end=960
-  _globals['_ADMISSIONSERVICE']._serialized_start=963
-  _globals['_ADMISSIONSERVICE']._serialized_end=1287
+  _globals['_DOCUMENT']._serialized_end=310
+  _globals['_ADMITREQUEST']._serialized_start=312
+  _globals['_ADMITREQUEST']._serialized_end=383
+  _globals['_ADMITRESPONSE']._serialized_start=385
+  _globals['_ADMITRESPONSE']._serialized_end=452
+  _globals['_ADMITBATCHREQUEST']._serialized_start=454
+  _globals['_ADMITBATCHREQUEST']._serialized_end=531
+  _globals['_ADMITBATCHRESPONSE']._serialized_start=533
+  _globals['_ADMITBATCHRESPONSE']._serialized_end=597
+  _globals['_ADMITSTREAMREQUEST']._serialized_start=599
+  _globals['_ADMITSTREAMREQUEST']._serialized_end=696
+  _globals['_ADMITSTREAMRESPONSE']._serialized_start=698
+  _globals['_ADMITSTREAMRESPONSE']._serialized_end=791
+  _globals['_RECIPESTATUSREQUEST']._serialized_start=793
+  _globals['_RECIPESTATUSREQUEST']._serialized_end=850
+  _globals['_RECIPESTATUSRESPONSE']._serialized_start=853
+  _globals['_RECIPESTATUSRESPONSE']._serialized_end=985
+  _globals['_ADMISSIONSERVICE']._serialized_start=988
+  _globals['_ADMISSIONSERVICE']._serialized_end=1312
 # @@protoc_insertion_point(module_scope)

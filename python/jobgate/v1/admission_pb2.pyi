@@ -10,18 +10,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Document(_message.Message):
-    __slots__ = ("raw", "jobspec", "spec_bundle", "kind", "package")
+    __slots__ = ("raw", "jobspec", "spec_bundle", "kind", "package", "idempotency_key")
     RAW_FIELD_NUMBER: _ClassVar[int]
     JOBSPEC_FIELD_NUMBER: _ClassVar[int]
     SPEC_BUNDLE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PACKAGE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     raw: bytes
     jobspec: _jobspec_pb2.JobSpec
     spec_bundle: _tao_pb2.SpecBundle
     kind: _report_pb2.Kind
     package: bytes
-    def __init__(self, raw: _Optional[bytes] = ..., jobspec: _Optional[_Union[_jobspec_pb2.JobSpec, _Mapping]] = ..., spec_bundle: _Optional[_Union[_tao_pb2.SpecBundle, _Mapping]] = ..., kind: _Optional[_Union[_report_pb2.Kind, str]] = ..., package: _Optional[bytes] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, raw: _Optional[bytes] = ..., jobspec: _Optional[_Union[_jobspec_pb2.JobSpec, _Mapping]] = ..., spec_bundle: _Optional[_Union[_tao_pb2.SpecBundle, _Mapping]] = ..., kind: _Optional[_Union[_report_pb2.Kind, str]] = ..., package: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class AdmitRequest(_message.Message):
     __slots__ = ("document", "dry_run")
