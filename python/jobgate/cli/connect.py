@@ -6,12 +6,13 @@ the network in plaintext is said out loud."""
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 from pathlib import Path
 
 import grpc
+
+from jobgate.addresses import is_loopback
 
 
 def add_options(p: argparse.ArgumentParser, *, server_default: str | None = "127.0.0.1:50051") -> None:
@@ -22,16 +23,6 @@ def add_options(p: argparse.ArgumentParser, *, server_default: str | None = "127
     p.add_argument("--ca", metavar="FILE", help="TLS: the CA that signed the server's certificate")
     p.add_argument("--cert", metavar="FILE", help="mutual TLS: this client's certificate")
     p.add_argument("--key", metavar="FILE", help="mutual TLS: this client's private key")
-
-
-def is_loopback(address: str) -> bool:
-    host = address.rsplit(":", 1)[0].strip("[]") if ":" in address else address
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def channel_for(args: argparse.Namespace, options: list[tuple[str, object]] | None = None) -> grpc.Channel:

@@ -5,7 +5,6 @@ swapping a reloaded one in whole."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import os
@@ -20,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
+from jobgate.addresses import is_loopback
 from jobgate.config import Config, account_problem, shared_token, shared_token_problem
 from jobgate.server.auth import Authenticator
 from jobgate.server.gate import Gate
@@ -67,16 +67,6 @@ def check_store_location(config: Config) -> None:
     results = Path(config.jobs.results_root).resolve()
     if store == results or results in store.parents:
         raise StartupError(f"the store {store} lies inside results_root {results}; records must live outside every results tree (store.path)")
-
-
-def is_loopback(listen: str) -> bool:
-    host = listen.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_startable(config: Config, listen: str) -> None:
