@@ -51,11 +51,11 @@ class _Model(BaseModel):
 
 
 class Limits(_Model):
-    max_document_bytes: int = Field(DEFAULT_MAX_DOCUMENT_BYTES, gt=0)
-    max_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=1024)
+    max_document_bytes: int = Field(DEFAULT_MAX_DOCUMENT_BYTES, gt=0, description="the largest document checked (limits.size beyond); also a package's bundle document")
+    max_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=1024, description="the deepest nesting a document may have (limits.depth beyond)")
     max_batch: int = Field(4096, ge=1, description="documents per AdmitBatch / check_many call")
     max_package_bytes: int = Field(1 << 30, gt=0, description="all members of a package, inflated; and each file under a root")
-    max_package_members: int = Field(100_000, gt=0)
+    max_package_members: int = Field(100_000, gt=0, description="members a package may hold")
     max_violations: int = Field(1000, ge=1, description="violations listed per report; the rest are counted in limits.violations")
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=64, description="a transition message as stored, UTF-8; the rest is cut with a marker")
     max_transitions: int = Field(DEFAULT_MAX_TRANSITIONS, ge=2, description="transitions a record keeps; beyond, only a terminal state is still recorded")
@@ -65,21 +65,21 @@ DIGEST = r"^sha256:[0-9a-f]{64}$"
 
 
 class RecipeRef(_Model):
-    name: str
-    version: str
+    name: str = Field(description="<framework>/<method>, as in recipe.lock.json")
+    version: str = Field(description="the recipe version the catalog serves (forge.handshake.version)")
     digest: str = Field(pattern=DIGEST, description="sha256:<64 lowercase hex>, as recipe.lock.json has it")
-    manifest_digest: str | None = Field(None, pattern=DIGEST)
-    template_digest: str | None = Field(None, pattern=DIGEST)
+    manifest_digest: str | None = Field(None, pattern=DIGEST, description="carried by recipe.lock.json; not compared")
+    template_digest: str | None = Field(None, pattern=DIGEST, description="carried by recipe.lock.json; not compared")
 
 
 class FrameworkRef(_Model):
-    kind: str = ""
-    version: str = ""
-    runtime_id: str
+    kind: str = Field("", description="the framework, as recipe.lock.json names it")
+    version: str = Field("", description="its version, as recipe.lock.json names it")
+    runtime_id: str = Field(description="the runtime a JobSpec's framework.runtime_id must name (forge.handshake.runtime_id)")
 
 
 class Requires(_Model):
-    core: str | None = None
+    core: str | None = Field(None, description="PEP 440 range of provenance.core_version (forge.core_version.unsupported)")
 
     @field_validator("core")
     @classmethod
@@ -99,53 +99,53 @@ class CatalogEntry(_Model):
     file (relative to the configuration file); keys given here override it.
     """
 
-    recipe: RecipeRef
-    framework: FrameworkRef
-    requires: Requires = Requires()
-    observability: Literal["platform", "external"] = "platform"
-    custom: bool = False
+    recipe: RecipeRef = Field(description="name, version and digest of the served recipe")
+    framework: FrameworkRef = Field(description="the framework and runtime it runs on")
+    requires: Requires = Field(Requires(), description="what it needs of the client")
+    observability: Literal["platform", "external"] = Field("platform", description="external: a JobSpec must give observability_url; platform: it must not")
+    custom: bool = Field(False, description="a custom recipe: a JobSpec must give framework.image")
     # Carried by recipe.lock.json files, accepted so a lock can be used as it is.
-    apiVersion: str | None = None  # noqa: N815
-    created_by: dict[str, Any] | None = None
+    apiVersion: str | None = Field(None, description="carried by recipe.lock.json; ignored")  # noqa: N815
+    created_by: dict[str, Any] | None = Field(None, description="carried by recipe.lock.json; ignored")
 
 
 class Registry(_Model):
-    allow: list[str] | None = None
+    allow: list[str] | None = Field(None, description='registry hosts images may come from ("*.corp.example.com" patterns); unset allows any (forge.framework.image_registry)')
 
 
 class Gpus(_Model):
-    series: list[str] | None = None
-    max_per_job: int | None = Field(None, ge=1)
+    series: list[str] | None = Field(None, description="GPU series pools may ask for; unset allows any (forge.resources.series)")
+    max_per_job: int | None = Field(None, ge=1, description="GPUs one job may ask for, JobSpec or spec-bundle (forge.quota.job)")
 
 
 class Quota(_Model):
     default: int | None = Field(None, ge=0, description="GPUs a project without its own entry may hold")
-    projects: dict[str, int] = {}
+    projects: dict[str, int] = Field({}, description="GPUs each named project may hold in unfinished jobs (forge.quota.project)")
 
 
 class Tls(_Model):
     """TLS for the service; with client_ca, mutual TLS: the account is the client
     certificate's common name."""
 
-    cert: str
-    key: str
-    client_ca: str | None = None
+    cert: str = Field(description="the server's certificate chain (PEM file)")
+    key: str = Field(description="its private key (PEM file)")
+    client_ca: str | None = Field(None, description="the CA of client certificates: mutual TLS, the account is the certificate's common name")
 
 
 class Server(_Model):
     """How the gRPC service listens and whom it lets in."""
 
-    tls: Tls | None = None
-    listen: str = "127.0.0.1:50051"
+    tls: Tls | None = Field(None, description="serve TLS; unset serves plaintext")
+    listen: str = Field("127.0.0.1:50051", description="host:port the service listens on")
     # The form before accounts had grants; kept only to refuse it with the way forward
     # (every token holder could do anything: there is no safe grant to guess for it).
-    tokens: Any = None
+    tokens: Any = Field(None, description="refused: the form before [accounts.NAME]; the error says how to move each entry")
     # Local demos only, refused anywhere but loopback: a caller without credentials is
     # the account "anonymous", which holds the admin role.
-    allow_anonymous: bool = False
-    max_message_bytes: int = Field(16 << 20, gt=0)
+    allow_anonymous: bool = Field(False, description="callers without credentials are the admin account anonymous; loopback only")
+    max_message_bytes: int = Field(16 << 20, gt=0, description="the largest request or response message; a batch's reports are cut to fit")
     # host:port of the Prometheus /metrics endpoint; unset turns it off.
-    metrics_listen: str | None = None
+    metrics_listen: str | None = Field(None, description="host:port of the Prometheus /metrics endpoint; unset turns it off")
     # Each open stream (WatchJob, AdmitStream, reflection) holds a servicer thread for
     # as long as it is open: streams get their own threads, up to max_streams, and
     # unary calls and health checks the `threads` others, so no number of streams can
@@ -155,10 +155,10 @@ class Server(_Model):
     threads: int = Field(32, ge=1, description="servicer threads for unary calls and health checks")
     # WatchJob wakes at once for marks made through this server; one shared poll of the
     # store finds those made elsewhere (other replicas, `jobgate jobs mark`).
-    watch_poll_seconds: float = Field(0.5, gt=0, le=60)
+    watch_poll_seconds: float = Field(0.5, gt=0, le=60, description="how often WatchJob looks for marks made elsewhere")
     # On SIGTERM: health NOT_SERVING, streams ended, then unary calls in flight get
     # this long to answer; the process exits as soon as the last has.
-    shutdown_grace_s: float = Field(10.0, ge=0, le=600)
+    shutdown_grace_s: float = Field(10.0, ge=0, le=600, description="on SIGTERM, how long calls in flight may take to answer")
 
     @field_validator("tokens")
     @classmethod
@@ -174,13 +174,13 @@ class Server(_Model):
 class Jobs(_Model):
     """What admission writes into each job record."""
 
-    results_root: str = "./results"
-    platform: str = Field("local", pattern=r"^[a-z0-9][a-z0-9-]{0,31}$")
-    storage_tier: Literal["A", "B", "C"] = "A"
+    results_root: str = Field("./results", description="a job's results_dir is <results_root>/<job_id>; the store must lie outside it")
+    platform: str = Field("local", pattern=r"^[a-z0-9][a-z0-9-]{0,31}$", description="the platform written into each record")
+    storage_tier: Literal["A", "B", "C"] = Field("A", description="the storage tier written into each record")
     # A spec-bundle names no project: it is admitted into its account's first listed
     # project, or into this one for an account whose first entry is "*" (and admins
     # that list none). Its GPUs count in that project's usage.
-    default_project: str = Field("default", min_length=1)
+    default_project: str = Field("default", min_length=1, description="the project of a spec-bundle whose account lists no project but \"*\"")
     # How long an admission's idempotency key is remembered: a retry within it gets the
     # first response. Seconds, or a number with a unit: "90s", "30m", "24h", "7d".
     idempotency_window: float = Field(DEFAULT_IDEMPOTENCY_WINDOW, gt=0, description="seconds an idempotency key is remembered")
@@ -199,14 +199,14 @@ class Jobs(_Model):
 class Store(_Model):
     """Where job records live: SQLite by default, PostgreSQL by URL."""
 
-    path: str = "./.jobgate"
-    url: str | None = None
+    path: str = Field("./.jobgate", description="the SQLite store's directory")
+    url: str | None = Field(None, description="a PostgreSQL URL (postgresql://…): the store for several replicas; path is then unused")
     # SQLite in WAL mode: "normal" survives any process crash (records stay whole or
     # absent) and syncs at checkpoints; "full" also survives power loss, one fsync per commit.
-    sqlite_synchronous: Literal["normal", "full"] = "normal"
+    sqlite_synchronous: Literal["normal", "full"] = Field("normal", description="normal survives any process crash; full also power loss, one fsync per commit")
     # Database connections a server process opens, at most: they are lent to a thread
     # for one operation, so many threads (one per open stream) share a few.
-    connections: int = Field(16, ge=1, le=1000)
+    connections: int = Field(16, ge=1, le=1000, description="database connections a server process opens, at most")
 
 
 class Account(_Model):
@@ -214,11 +214,11 @@ class Account(_Model):
     token) the account authenticates by that token; without one, by a client
     certificate whose common name is NAME (mutual TLS, `server.tls.client_ca`)."""
 
-    token: str | None = None
+    token: str | None = Field(None, description="sha256:<hex> of its bearer token; absent for an account named by its client certificate")
     # Where it may submit and whose jobs it may read; "*" for every project. The first
     # listed is where its spec-bundles go (they name no project).
-    projects: list[str] = []
-    roles: list[str]
+    projects: list[str] = Field([], description='projects it may submit to and read ("*" for every one); the first is its spec-bundles\' project')
+    roles: list[str] = Field(description="submitter, reader, backend and/or admin")
 
     @field_validator("token")
     @classmethod
@@ -278,15 +278,15 @@ def shared_token_problem(first: str, second: str) -> str:
 
 
 class Config(_Model):
-    limits: Limits = Limits()
-    server: Server = Server()
-    jobs: Jobs = Jobs()
-    store: Store = Store()
-    registry: Registry = Registry()
-    gpus: Gpus = Gpus()
-    quota: Quota = Quota()
-    catalog: list[CatalogEntry] | None = None
-    accounts: dict[str, Account] = {}
+    limits: Limits = Field(Limits(), description="sizes and counts every request is held to")
+    server: Server = Field(Server(), description="how the service listens and whom it lets in")
+    jobs: Jobs = Field(Jobs(), description="what admission writes into each job record")
+    store: Store = Field(Store(), description="where job records live")
+    registry: Registry = Field(Registry(), description="where images may come from")
+    gpus: Gpus = Field(Gpus(), description="GPU series and the per-job limit")
+    quota: Quota = Field(Quota(), description="GPUs each project may hold in unfinished jobs")
+    catalog: list[CatalogEntry] | None = Field(None, description='the served recipes, one [[catalog]] table each; `lock = "recipe.lock.json"` reads recipe, framework and requires from a lock file; unset turns the handshake rules off')
+    accounts: dict[str, Account] = Field({}, description="one table per account: who may call, and their grant")
     source: str | None = Field(None, exclude=True, description="the file this was loaded from")
 
     @field_validator("accounts")
@@ -434,3 +434,72 @@ def core_settings(config: Config | dict[str, Any] | str | os.PathLike[str]) -> d
     if isinstance(config, str | os.PathLike):
         return load_config(config).core_settings()
     raise TypeError(f"a configuration is a path, a dict or a jobgate.Config, not {type(config).__name__}")
+
+
+def reference() -> str:
+    """`docs/configuration.md`: every key of `jobgate.toml` with its type, default and
+    meaning, from this model (`scripts/dev docs` writes it; a test fails when the file
+    drifts from the model)."""
+    import typing
+
+    def type_name(annotation: Any) -> str:
+        text = str(annotation) if typing.get_origin(annotation) else getattr(annotation, "__name__", str(annotation))
+        return text.replace("typing.", "").replace("NoneType", "None").replace("jobgate.config.", "").replace("|", "\\|")
+
+    def default(field: Any) -> str:
+        if field.is_required():
+            return "required"
+        value = field.default
+        if isinstance(value, BaseModel):
+            return "(table)"
+        if value is None:
+            return "unset"
+        return f"`{json.dumps(value)}`" if not isinstance(value, float) or value != int(value) else f"`{int(value)}`"
+
+    def model_of(annotation: Any) -> type[BaseModel] | None:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation
+        for candidate in typing.get_args(annotation):
+            found = model_of(candidate)
+            if found:
+                return found
+        return None
+
+    lines = [
+        "# `jobgate.toml`: every key",
+        "",
+        "Generated from the configuration model (`python/jobgate/config.py`) by",
+        "`scripts/dev docs`; a test fails when this file and the model disagree. A key the",
+        "model does not know is refused at load, naming the file, the key and the closest",
+        "known one.",
+        "",
+    ]
+
+    def table(model: type[BaseModel], prefix: str, about: str = "") -> None:
+        rows, nested = [], []
+        for name, field in model.model_fields.items():
+            if field.exclude:
+                continue
+            sub = model_of(field.annotation)
+            if sub is not None and sub is not model:
+                nested.append((name, field, sub))
+                continue
+            rows.append(f"| `{name}` | `{type_name(field.annotation)}` | {default(field)} | {field.description or ''} |")
+        if rows or about:
+            lines.extend([f"## `{prefix or '(top level)'}`", ""])
+            if about:
+                lines.extend([about[0].upper() + about[1:] + ".", ""])
+            if rows:
+                lines.extend(["| key | type | default | meaning |", "|---|---|---|---|", *rows, ""])
+        for name, field, sub in nested:
+            shapes = [typing.get_origin(a) for a in (field.annotation, *typing.get_args(field.annotation))]
+            path = f"{prefix}.{name}" if prefix else name
+            if dict in shapes:
+                path = f"{path}.NAME"
+            elif list in shapes:
+                path = f"[{path}]"
+            table(sub, path, field.description or "")
+
+    table(Config, "")
+    return "\n".join(lines).rstrip() + "\n"
+
