@@ -159,6 +159,7 @@ class Server(_Model):
     # On SIGTERM: health NOT_SERVING, streams ended, then unary calls in flight get
     # this long to answer; the process exits as soon as the last has.
     shutdown_grace_s: float = Field(10.0, ge=0, le=600, description="on SIGTERM, how long calls in flight may take to answer")
+    request_log: Literal["info", "warning", "off"] = Field("info", description="info: one JSON line per call on stderr (request id, account, RPC, status, verdict, job id, rule ids, latency); off or warning: none")
 
     @field_validator("tokens")
     @classmethod

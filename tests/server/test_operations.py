@@ -258,3 +258,39 @@ def test_sigterm_drains_and_exits_as_soon_as_drained(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_request_log_has_a_line_per_call(tmp_path):
+    """One JSON line per call: RFC 3339 UTC time, the request id (the caller's, or one
+    made and sent back), account, RPC, status, verdict, job id, rule ids, latency."""
+    cfg = tmp_path / "jobgate.toml"
+    write_config(cfg, tmp_path, catalog=True)
+    port = free_port()
+    proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}")
+    try:
+        channel = wait_serving(port)
+        stub = admission_pb2_grpc.AdmissionServiceStub(channel)
+        auth = [("authorization", f"Bearer {TOKEN}")]
+        admitted, call = stub.Admit.with_call(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())), metadata=[*auth, ("x-request-id", "gw-42")], timeout=10)
+        assert ("x-request-id", "gw-42") in call.initial_metadata()
+        bad = {**JOBSPEC, "kind": "Other"}
+        _, call = stub.Admit.with_call(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(bad).encode()), dry_run=True), metadata=auth, timeout=10)
+        made = dict(call.initial_metadata())["x-request-id"]
+        with pytest.raises(grpc.RpcError):
+            stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=b"{}")), metadata=[("authorization", "Bearer wrong")], timeout=10)
+        channel.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        lines = [json.loads(line) for line in proc.stderr.read().splitlines() if line.startswith("{")]
+        calls = {entry.get("request_id"): entry for entry in lines if entry["logger"] == "jobgate.requests"}
+        first = calls["gw-42"]
+        assert first["ts"].endswith("Z") and "T" in first["ts"]
+        assert {k: first[k] for k in ("account", "rpc", "status", "verdict", "rules")} == {"account": "alice", "rpc": "Admit", "status": "OK", "verdict": "pass", "rules": []}
+        assert first["job_id"] and first["latency_ms"] > 0
+        second = calls[made]
+        assert (second["verdict"], second["rules"], "job_id" in second) == ("fail", ["forge.kind"], False)
+        refused = [e for e in calls.values() if e.get("status") == "UNAUTHENTICATED"]
+        assert len(refused) == 1 and refused[0]["account"] is None
+    finally:
+        if proc.poll() is None:
+            proc.kill()

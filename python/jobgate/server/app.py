@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from concurrent import futures
+from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -25,6 +26,7 @@ from jobgate.server.auth import Authenticator
 from jobgate.server.gate import Gate
 from jobgate.server.grants import Denials
 from jobgate.server.metrics import Metrics
+from jobgate.server.request_log import RequestLog
 from jobgate.server.service import AdmissionService, JobService, add_admission_service, add_job_service
 from jobgate.server.streams import StreamGuard, Watches
 from jobgate.store import StoreFull, StoreUnavailable, open_store
@@ -177,7 +179,8 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
         # Every open stream holds a thread; `threads` more are left for unary calls and
         # health checks, whatever the streams do.
         futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
-        interceptors=[streams],
+        # The request log outermost: it sees every call, those the stream limits refuse too.
+        interceptors=[RequestLog(auth.identify), streams],
         # Only the workers of one `serve --workers N` share a port; anything else
         # already listening there makes this start fail.
         options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
@@ -209,16 +212,24 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
 
 
 class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: an RFC 3339 UTC timestamp, level, logger, message, the
+    record's fields, and the traceback of an error logged with one."""
+
     def format(self, record: logging.LogRecord) -> str:
-        entry = {"ts": self.formatTime(record), "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
+        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        entry = {"ts": ts, "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
         entry.update(getattr(record, "fields", {}))
-        return json.dumps(entry)
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
 
 
 def serve(config: Config, address: str | None = None, grace: float | None = None, config_path: str | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+    levels = {"info": logging.INFO, "warning": logging.WARNING, "off": logging.CRITICAL + 1}
+    logging.getLogger("jobgate.requests").setLevel(levels[config.server.request_log])
     server, port, gate = create_server(config, address)
     host = (address or config.server.listen).rsplit(":", 1)[0]
     log.info("serving", extra={"fields": {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}})
