@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import sqlite3
 import tarfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -314,8 +315,6 @@ class ReportCache:
     very report the check gave."""
 
     def __init__(self, path: str, config: Config | None, kind: str | None) -> None:
-        import sqlite3
-
         salt = blake3.blake3()
         for part in (jobgate.__version__, (config or Config()).model_dump_json(), kind or ""):
             salt.update(part.encode() + b"\0")
@@ -345,8 +344,6 @@ class ReportCache:
         return h.hexdigest()
 
     def get(self, keys: list[str | None]) -> dict[str, dict[str, Any]]:
-        import sqlite3
-
         wanted = [k for k in keys if k is not None]
         found: dict[str, dict[str, Any]] = {}
         try:
@@ -359,8 +356,6 @@ class ReportCache:
         return found
 
     def put(self, reports: dict[str, dict[str, Any]]) -> None:
-        import sqlite3
-
         try:
             with self.db:
                 self.db.executemany("INSERT OR REPLACE INTO reports VALUES (?, ?)", [(k, orjson.dumps(r).decode()) for k, r in reports.items()])

@@ -86,15 +86,18 @@ pub fn with_document<R>(
 /// re-encoding for YAML; or the violation that refuses it. For tools and the
 /// differential tests that compare jobgate's reading with a consumer's.
 pub fn reading(input: &[u8], limits: &Limits) -> Result<Vec<u8>, Violation> {
-    with_document(input, limits, |_| ())?;
     let text = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
-    if text.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'{') {
+    if input.len() > limits.max_bytes
+        || text.iter().copied().find(|b| !b.is_ascii_whitespace()) == Some(b'{')
+    {
+        // JSON (or too large): read as `with_document` reads it, and given back as it is.
+        with_document(input, limits, |_| ())?;
         return Ok(text.to_vec());
     }
-    let text = std::str::from_utf8(text).map_err(|_| {
-        DecodeError::Syntax("the document is not valid UTF-8".into()).into_violation()
-    })?;
-    crate::yaml::to_json(text, limits).map_err(DecodeError::into_violation)
+    // YAML: re-encoded once, and that JSON read as every check reads it.
+    let json = yaml_as_json(text, limits).map_err(DecodeError::into_violation)?;
+    parse_json(&json, limits, |_| ()).map_err(DecodeError::into_violation)?;
+    Ok(json)
 }
 
 fn yaml_then_json<R>(
@@ -102,6 +105,11 @@ fn yaml_then_json<R>(
     limits: &Limits,
     f: impl FnOnce(Value<'_, '_>) -> R,
 ) -> Result<R, DecodeError> {
+    parse_json(&yaml_as_json(text, limits)?, limits, f)
+}
+
+/// A YAML document re-encoded as the JSON text the walkers read.
+fn yaml_as_json(text: &[u8], limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     let text = std::str::from_utf8(text).map_err(|e| {
         DecodeError::Syntax(format!(
             "the document is not valid UTF-8 (invalid byte at offset {})",
@@ -111,8 +119,7 @@ fn yaml_then_json<R>(
     if text.trim().is_empty() {
         return Err(DecodeError::Syntax("the document is empty".into()));
     }
-    let json = crate::yaml::to_json(text, limits)?;
-    parse_json(&json, limits, f)
+    crate::yaml::to_json(text, limits)
 }
 
 /// Parse scratch space kept per thread, so the hot path allocates nothing.

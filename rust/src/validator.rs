@@ -1,6 +1,7 @@
 //! The compiled validator: one configuration, many documents, any number of threads.
 
 use std::collections::HashMap;
+use std::io::Seek;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
@@ -131,34 +132,30 @@ impl Validator {
         &self,
         path: &std::path::Path,
     ) -> Result<Arc<package::Contents>, package::PackageError> {
-        // What the file is, to tell whether it changed between the hash and the read.
+        // One open: the bytes hashed for the key are the bytes read, from one inode; a
+        // file written to meanwhile (its stat moves) is read but not remembered.
+        let mut file = package::open_regular(path)?;
         let identity = |f: &std::fs::File| {
-            rustix::fs::fstat(f)
-                .ok()
-                .filter(|s| s.st_mode & 0o170000 == 0o100000)
-                .map(|s| {
-                    (
-                        s.st_dev,
-                        s.st_ino,
-                        s.st_size,
-                        s.st_mtime,
-                        s.st_mtime_nsec,
-                        s.st_ctime,
-                        s.st_ctime_nsec,
-                    )
-                })
+            rustix::fs::fstat(f).ok().map(|s| {
+                (
+                    s.st_size,
+                    s.st_mtime,
+                    s.st_mtime_nsec,
+                    s.st_ctime,
+                    s.st_ctime_nsec,
+                )
+            })
         };
-        let opened = package::open_regular(path).ok(); // never blocks on a FIFO
-        let before = opened.as_ref().and_then(identity);
-        let key = opened
-            .filter(|_| before.is_some())
-            .and_then(|mut f| package_cache::key_of(&mut f).ok());
+        let before = identity(&file);
+        let key = package_cache::key_of(&mut file).ok();
         if let Some(hit) = key.as_ref().and_then(|k| self.packages.get(k)) {
             return Ok(hit);
         }
-        let contents = Arc::new(package::read(path, &self.config.package)?);
-        let after = package::open_regular(path).ok().as_ref().and_then(identity);
-        if let (Some(key), true) = (key, before.is_some() && before == after) {
+        let unread = |e: std::io::Error| package::read_error(path, e);
+        file.rewind().map_err(unread)?;
+        let probe = file.try_clone().map_err(unread)?;
+        let contents = Arc::new(package::read_file(path, file, &self.config.package)?);
+        if let (Some(key), true) = (key, before.is_some() && before == identity(&probe)) {
             self.packages.put(key, Arc::clone(&contents));
         }
         Ok(contents)

@@ -163,7 +163,16 @@ pub fn visit(
     limits: &PackageLimits,
     visit: &mut Visitor<'_>,
 ) -> Result<(), PackageError> {
-    let file = open_regular(path)?;
+    visit_file(path, open_regular(path)?, limits, visit)
+}
+
+/// `visit` of an archive already opened (at its first byte); `path` names it in messages.
+pub fn visit_file(
+    path: &Path,
+    file: File,
+    limits: &PackageLimits,
+    visit: &mut Visitor<'_>,
+) -> Result<(), PackageError> {
     let len = file.metadata().map_err(|e| read_error(path, e))?.len();
     let mut magic = [0u8; 262];
     let n = read_up_to(&mut &file, &mut magic)
@@ -199,6 +208,15 @@ pub fn visit(
 }
 
 pub fn read(path: &Path, limits: &PackageLimits) -> Result<Contents, PackageError> {
+    read_file(path, open_regular(path)?, limits)
+}
+
+/// `read` of an archive already opened (at its first byte); `path` names it in messages.
+pub fn read_file(
+    path: &Path,
+    file: File,
+    limits: &PackageLimits,
+) -> Result<Contents, PackageError> {
     let mut c = Collector {
         path,
         contents: Contents::default(),
@@ -208,7 +226,7 @@ pub fn read(path: &Path, limits: &PackageLimits) -> Result<Contents, PackageErro
         total: 0,
         limits,
     };
-    visit(path, limits, &mut |raw, kind, size, reader| {
+    visit_file(path, file, limits, &mut |raw, kind, size, reader| {
         let Some(name) = c.admit(raw, kind, size)? else {
             return Ok(());
         };
