@@ -206,3 +206,9 @@ def read_document(document: Document) -> str:
 
 def rules() -> list[dict[str, str]]:
     """The rule catalogue: ``[{"rule", "severity", "summary"}]``."""
+
+def content_keys(salt: bytes, items: list[tuple[str, bytes | None]]) -> list[str | None]:
+    """BLAKE3 content keys, in lowercase hex, of ``(name, bytes)`` items: the hash of
+    ``salt``, the name, a NUL and the bytes; with ``None`` for bytes, those of the file
+    the name is a path of, read on every core with the GIL released. ``None`` for a
+    file that is not a regular file or cannot be read."""

@@ -56,6 +56,7 @@ class Limits(_Model):
     max_batch: int = Field(4096, ge=1, description="documents per AdmitBatch / check_many call")
     max_package_bytes: int = Field(1 << 30, gt=0, description="all members of a package, inflated; and each file under a root")
     max_package_members: int = Field(100_000, gt=0, description="members a package may hold")
+    package_cache_bytes: int = Field(64 << 20, ge=0, description="memory, per process, for packages verified once and then served by the BLAKE3 of their bytes (a hit reports exactly what a miss would); 0 turns it off")
     max_violations: int = Field(1000, ge=1, description="violations listed per report; the rest are counted in limits.violations")
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=64, description="a transition message as stored, UTF-8; the rest is cut with a marker")
     max_transitions: int = Field(DEFAULT_MAX_TRANSITIONS, ge=2, description="transitions a record keeps; beyond, only a terminal state is still recorded")
@@ -323,6 +324,7 @@ class Config(_Model):
             "max_depth": self.limits.max_depth,
             "max_package_bytes": self.limits.max_package_bytes,
             "max_package_members": self.limits.max_package_members,
+            "package_cache_bytes": self.limits.package_cache_bytes,
             "max_violations": self.limits.max_violations,
             "registries": self.registry.allow,
             "series": self.gpus.series,

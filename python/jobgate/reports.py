@@ -23,7 +23,7 @@ class ReportView:
     def __init__(self, kind: str, verdict: str, violations: list[ViolationView]) -> None:
         self.kind, self.verdict, self.violations = kind, verdict, violations
         self.ok = verdict == "pass"
-        self.errors = sum(1 for v in violations if v.severity == "error")
+        self.errors = sum(1 for v in violations if v.severity == "error") if violations else 0
         self.warnings = len(violations) - self.errors
 
     @classmethod
@@ -34,7 +34,8 @@ class ReportView:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ReportView:
         """From `Report.to_dict()`."""
-        return cls(d["kind"], d["verdict"], [ViolationView(**v) for v in d["violations"]])
+        violations = d["violations"]
+        return cls(d["kind"], d["verdict"], [ViolationView(**v) for v in violations] if violations else [])
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import blake3
 import orjson
 
 import jobgate
-from jobgate import sources
+from jobgate import _core, sources
 from jobgate.config import Config, Limits
 from jobgate.reports import renamed
 
@@ -315,10 +314,7 @@ class ReportCache:
     very report the check gave."""
 
     def __init__(self, path: str, config: Config | None, kind: str | None) -> None:
-        salt = blake3.blake3()
-        for part in (jobgate.__version__, (config or Config()).model_dump_json(), kind or ""):
-            salt.update(part.encode() + b"\0")
-        self.salt = salt.digest()
+        self.salt = b"".join(part.encode() + b"\0" for part in (jobgate.__version__, (config or Config()).model_dump_json(), kind or ""))
         self.limits = (config or Config()).limits
         try:
             self.db = sqlite3.connect(path)
@@ -328,20 +324,21 @@ class ReportCache:
             raise CacheError(f"{path}: cannot use it as a revalidation cache: {e}") from None
         self.path = path
 
-    def key(self, item: Item) -> str | None:
-        """The item's key, or None when it cannot be read (the engine reports that)."""
-        h = blake3.blake3(self.salt)
-        h.update(item.path.encode() + b"\0")
-        try:
+    def keys(self, items: list[Item]) -> list[str | None]:
+        """Every item's key, or None for one that cannot be read (the engine reports
+        that). The core reads and hashes the files on every core in one call: keying
+        an archive of small items is all opening and reading."""
+        named: list[tuple[str, bytes | None]] = []
+        for item in items:
+            data = None
             if item.unpacked:
-                h.update(pack(item.path, self.limits.max_package_bytes))
-                return h.hexdigest()
-            with sources.open_regular(item.path) as f:
-                while block := f.read(4 << 20):
-                    h.update(block)
-        except (OSError, ValueError):
-            return None
-        return h.hexdigest()
+                try:
+                    data = pack(item.path, self.limits.max_package_bytes)
+                except (OSError, ValueError):
+                    named.append(("", None))  # an empty name opens nothing: no key
+                    continue
+            named.append((item.path, data))
+        return _core.content_keys(self.salt, named)
 
     def get(self, keys: list[str | None]) -> dict[str, dict[str, Any]]:
         wanted = [k for k in keys if k is not None]
@@ -366,9 +363,7 @@ class ReportCache:
 def run_cached(items: list[Item], cache: ReportCache, progress: Progress, engine: Callable[[list[Item]], list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Reports for `items`: cached ones as they were, the others from `engine`, which
     are then remembered."""
-    # Reading and hashing release the GIL: every core reads.
-    with ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)), thread_name_prefix="jobgate-cache-key") as pool:
-        keys = list(pool.map(cache.key, items, chunksize=256))
+    keys = cache.keys(items)
     cached = cache.get(keys)
     progress(sum(1 for k in keys if k in cached))
     todo = [i for i, k in enumerate(keys) if k not in cached]

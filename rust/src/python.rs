@@ -671,6 +671,9 @@ fn core_config(d: &Bound<'_, PyDict>) -> PyResult<CoreConfig> {
     if let Some(v) = get("max_package_bytes") {
         config.package.max_bytes = v.extract()?;
     }
+    if let Some(v) = get("package_cache_bytes") {
+        config.package.cache_bytes = v.extract()?;
+    }
     if let Some(v) = get("max_package_members") {
         config.package.max_members = v.extract()?;
     }
@@ -788,6 +791,22 @@ fn redact(text: &str) -> String {
     crate::secrets::redact(text)
 }
 
+/// BLAKE3 content keys of `(name, bytes or None)` items, in lowercase hex, hashed on
+/// every core with the GIL released; `None` where a named file cannot be read
+/// (`files::package_cache::content_keys`). `jobgate revalidate --cache` keys its items so.
+#[pyfunction]
+fn content_keys(
+    py: Python<'_>,
+    salt: &[u8],
+    items: Vec<crate::files::package_cache::Keyed>,
+) -> PyResult<Vec<Option<String>>> {
+    let keys = py.detach(|| guarded(|| crate::files::package_cache::content_keys(salt, &items)))?;
+    Ok(keys
+        .into_iter()
+        .map(|k| k.map(|k| crate::files::hashing::hex(&k)))
+        .collect())
+}
+
 /// The document as jobgate reads it, as JSON text; ValueError with the refusal's
 /// message (`json.syntax`, `limits.size`, `limits.depth`) when it cannot be read.
 #[pyfunction]
@@ -819,5 +838,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_document, m)?)?;
     m.add_function(wrap_pyfunction!(fit_reports, m)?)?;
     m.add_function(wrap_pyfunction!(redact, m)?)?;
+    m.add_function(wrap_pyfunction!(content_keys, m)?)?;
     Ok(())
 }

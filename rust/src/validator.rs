@@ -29,9 +29,9 @@ pub struct Validator {
 impl Validator {
     pub fn new(config: CoreConfig) -> Self {
         Validator {
+            packages: Arc::new(PackageCache::new(config.package.cache_bytes)),
             config,
             digests: Arc::default(),
-            packages: Arc::default(),
         }
     }
 
@@ -147,7 +147,12 @@ impl Validator {
             })
         };
         let before = identity(&file);
-        let key = package_cache::key_of(&mut file).ok();
+        // With the cache off, the bytes are not hashed for a key no one keeps.
+        let key = if self.packages.enabled() {
+            package_cache::key_of(&mut file).ok()
+        } else {
+            None
+        };
         if let Some(hit) = key.as_ref().and_then(|k| self.packages.get(k)) {
             return Ok(hit);
         }

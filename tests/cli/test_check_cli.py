@@ -168,3 +168,13 @@ def test_the_command_line_says_what_happened(tmp_path, capsys):
     digest.write_text("[[catalog]]\nrecipe = { name = 'a/b', version = '1', digest = 'sha256:…' }\nframework = { runtime_id = 'r' }\n")
     assert main(["check", str(doc), "--config", str(digest)]) == 2
     assert "catalog.0.recipe.digest: 'sha256:…' is not a digest" in capsys.readouterr().err
+
+
+def test_offline_commands_do_not_load_grpc(tmp_path):
+    """check, stage and revalidate start without the gRPC runtime: it is imported by
+    the commands that talk to a server, when they run."""
+    (tmp_path / "a.json").write_bytes(VALID.read_bytes())
+    script = "import sys; from jobgate.cli import main; code = main(sys.argv[1:]); assert 'grpc' not in sys.modules, 'grpc loaded'; sys.exit(code)"
+    for args in (["check", str(VALID)], ["revalidate", str(tmp_path), "--cache", str(tmp_path / "c.sqlite")]):
+        done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr

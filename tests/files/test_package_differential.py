@@ -643,3 +643,14 @@ def test_a_package_read_again_comes_from_the_cache_with_the_same_report(tmp_path
     for _ in range(2):
         assert pairs(v.check(doc, package=torn)) == [("json.syntax", "")]
     assert v.package_cache_stats()["entries"] == 2
+
+
+def test_with_the_package_cache_off_nothing_is_kept_and_reports_are_the_same(tmp_path):
+    doc, entries = packaged()
+    good = write(tmp_path, "good.tar", tar_bytes(entries))
+    bad = write(tmp_path, "bad.tar", tar_bytes([*entries, ("file", "evil.sh", EVIL)]))
+    on, off = jobgate.Validator(), jobgate.Validator({"limits": {"package_cache_bytes": 0}})
+    for _ in range(2):
+        assert [off.check(doc, package=p) for p in (good, bad)] == [on.check(doc, package=p) for p in (good, bad)]
+    assert off.package_cache_stats() == {"hits": 0, "misses": 0, "entries": 0}
+    assert on.package_cache_stats() == {"hits": 2, "misses": 2, "entries": 2}

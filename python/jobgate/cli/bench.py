@@ -11,8 +11,6 @@ import statistics
 import threading
 import time
 
-import grpc
-
 from jobgate import samples
 from jobgate.cli import connect
 
@@ -43,6 +41,8 @@ def histogram(latencies: list[float]) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import grpc
+
     from jobgate.cli import UsageError
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
 

@@ -9,10 +9,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
-
-import grpc
+from typing import TYPE_CHECKING
 
 from jobgate.addresses import is_loopback
+
+if TYPE_CHECKING:
+    import grpc
 
 
 def add_options(p: argparse.ArgumentParser, *, server_default: str | None = "127.0.0.1:50051") -> None:
@@ -28,6 +30,8 @@ def add_options(p: argparse.ArgumentParser, *, server_default: str | None = "127
 def channel_for(args: argparse.Namespace, options: list[tuple[str, object]] | None = None) -> grpc.Channel:
     """A channel to `args.server`: TLS when --ca is given, with a client certificate for
     mutual TLS. Warns on stderr when a token would travel in plaintext off loopback."""
+    import grpc
+
     from jobgate.cli import UsageError
 
     if bool(args.cert) != bool(args.key):

@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-import grpc
-
 from jobgate import samples
 from jobgate.cli import formats
 from jobgate.reports import ReportView
@@ -21,6 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import grpc
+
     from jobgate.cli.serve import embedded_default
     from jobgate.server import create_server
     from jobgate.v1 import admission_pb2, admission_pb2_grpc

@@ -20,8 +20,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-import grpc
-
 from jobgate import sources
 from jobgate.cli import connect, formats
 from jobgate.reports import ReportView
@@ -29,7 +27,7 @@ from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES
 
 # Codes that say the call may not have reached a server able to answer: sent again,
 # with the same key, so that a first attempt that was committed is answered, not repeated.
-RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+RETRIED = ("UNAVAILABLE", "DEADLINE_EXCEEDED")  # grpc.StatusCode names
 # The first wait before a retry, doubled each time up to the cap (seconds), then
 # jittered down to half so that many clients do not come back in step. Five retries
 # wait about 8 to 15 seconds in all: long enough for a server to restart.
@@ -39,7 +37,7 @@ FIRST_BACKOFF, MAX_BACKOFF = 0.5, 8.0
 CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.min_reconnect_backoff_ms", 250), ("grpc.max_reconnect_backoff_ms", int(MAX_BACKOFF * 1000 / 2))]
 # Refusals of the caller, not of a document: every other document would get the same,
 # so they are not sent.
-REFUSED_CALLER = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+REFUSED_CALLER = ("UNAUTHENTICATED", "PERMISSION_DENIED")
 # A gRPC message cannot carry more: a larger file is not read, and not sent.
 MAX_SEND_BYTES = 2**31 - 1
 
@@ -83,7 +81,7 @@ class Submission:
     def unsure(self) -> bool:
         """Whether it may have been admitted without the answer reaching us: the key
         sent again later gets that admission back."""
-        return self.code in (c.name for c in RETRIED) and self.idempotency_key is not None
+        return self.code in RETRIED and self.idempotency_key is not None
 
 
 NOT_SENT = "NOT_SENT"
@@ -136,12 +134,14 @@ def keyed(docs: list[Submission], pinned: str | None) -> None:
 def send(call, request, metadata, timeout: float, retries: int, doc: Submission, sleep=time.sleep):
     """`call(request)`, sent again after a backoff while it fails with a code of
     RETRIED, `retries` times at most; the last failure is raised."""
+    import grpc
+
     for attempt in range(retries + 1):
         doc.attempts = attempt + 1
         try:
             return call(request, metadata=metadata, timeout=timeout)
         except grpc.RpcError as e:
-            if e.code() not in RETRIED or attempt == retries:
+            if e.code().name not in RETRIED or attempt == retries:
                 raise
             delay = min(MAX_BACKOFF, FIRST_BACKOFF * 2**attempt) * random.uniform(0.5, 1.0)
             if sys.stderr.isatty() and not os.environ.get("CI"):
@@ -151,6 +151,8 @@ def send(call, request, metadata, timeout: float, retries: int, doc: Submission,
 
 
 def run(args: argparse.Namespace) -> int:
+    import grpc
+
     from jobgate.cli import EXIT_ERROR, EXIT_FAIL, EXIT_PASS, UsageError
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
 
@@ -178,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
                 doc.code, doc.error = e.code().name, e.details() or ""
                 if e.code() == grpc.StatusCode.UNAVAILABLE:
                     gone = f"{args.server} stayed unavailable ({doc.attempts} attempts for {doc.source})"
-                elif e.code() in REFUSED_CALLER:
+                elif e.code().name in REFUSED_CALLER:
                     gone = f"{args.server} refused the caller ({doc.code} for {doc.source})"
                 continue
             doc.report, doc.job_id = ReportView.from_message(response.report), response.job_id

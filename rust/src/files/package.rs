@@ -34,6 +34,8 @@ pub struct PackageLimits {
     pub max_members: usize,
     /// The bundle document is a document: held in memory, so bounded as one.
     pub max_bundle_bytes: u64,
+    /// Memory for packages read once and served again (`files::package_cache`); 0 is off.
+    pub cache_bytes: usize,
 }
 
 impl Default for PackageLimits {
@@ -42,6 +44,7 @@ impl Default for PackageLimits {
             max_bytes: 1 << 30,
             max_members: 100_000,
             max_bundle_bytes: crate::document::DEFAULT_MAX_BYTES as u64,
+            cache_bytes: super::package_cache::DEFAULT_MAX_BYTES,
         }
     }
 }

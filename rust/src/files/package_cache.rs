@@ -24,10 +24,15 @@ pub type Key = [u8; 32];
 /// The content key of a file: BLAKE3 of its bytes, read in bounded blocks.
 pub fn key_of(file: &mut File) -> io::Result<Key> {
     let mut hasher = blake3::Hasher::new();
+    hash_into(&mut hasher, file)?;
+    Ok(*hasher.finalize().as_bytes())
+}
+
+fn hash_into(hasher: &mut blake3::Hasher, file: &mut File) -> io::Result<()> {
     let mut buffer = vec![0u8; 256 << 10];
     loop {
         match file.read(&mut buffer) {
-            Ok(0) => return Ok(*hasher.finalize().as_bytes()),
+            Ok(0) => return Ok(()),
             Ok(n) => {
                 hasher.update(&buffer[..n]);
             }
@@ -35,6 +40,37 @@ pub fn key_of(file: &mut File) -> io::Result<Key> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// One item to key: its name, and its bytes, or `None` to read them from the file the
+/// name is a path of.
+pub type Keyed = (String, Option<Vec<u8>>);
+
+/// Content keys of many items at once (`jobgate revalidate --cache`): BLAKE3 of
+/// `salt`, the item's name, a NUL and its bytes, hashed on every core. `None` for a
+/// file that is not a regular file or cannot be read; whoever checks it says why.
+/// Keying an archive of small items is dominated by opening and reading them, which
+/// is why it is done here in one call and not one Python call per item.
+pub fn content_keys(salt: &[u8], items: &[Keyed]) -> Vec<Option<Key>> {
+    use rayon::prelude::*;
+    items
+        .par_iter()
+        .with_min_len(64)
+        .map(|(name, data)| {
+            let mut hasher = blake3::Hasher::new();
+            hasher.update(salt).update(name.as_bytes()).update(b"\0");
+            match data {
+                Some(bytes) => {
+                    hasher.update(bytes);
+                }
+                None => {
+                    let mut file = super::package::open_regular(std::path::Path::new(name)).ok()?;
+                    hash_into(&mut hasher, &mut file).ok()?;
+                }
+            }
+            Some(*hasher.finalize().as_bytes())
+        })
+        .collect()
 }
 
 struct Entry {
@@ -105,6 +141,11 @@ impl PackageCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
+    }
+
+    /// False when built with no memory: nothing would ever be kept.
+    pub fn enabled(&self) -> bool {
+        self.max_bytes > 0
     }
 
     pub fn get(&self, key: &Key) -> Option<Arc<Contents>> {
@@ -187,6 +228,31 @@ mod tests {
             }],
             violations: vec![],
         })
+    }
+
+    #[test]
+    fn content_keys_cover_salt_name_and_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.json");
+        std::fs::write(&path, b"{}").unwrap();
+        let name = path.to_str().unwrap().to_string();
+        let keys = content_keys(
+            b"salt",
+            &[
+                (name.clone(), None),
+                (name.clone(), Some(b"{}".to_vec())),
+                ("other".into(), Some(b"{}".to_vec())),
+                (dir.path().to_str().unwrap().into(), None),
+                ("/no/such/file".into(), None),
+            ],
+        );
+        let expected = *blake3::hash(format!("salt{name}\0{{}}").as_bytes()).as_bytes();
+        assert_eq!(keys[0], Some(expected), "read from the file");
+        assert_eq!(keys[1], Some(expected), "given bytes key as the file's");
+        assert_ne!(keys[2], Some(expected), "the name is part of the key");
+        assert_eq!(keys[3], None, "a directory is not keyed");
+        assert_eq!(keys[4], None, "a missing file is not keyed");
+        assert_ne!(content_keys(b"other", &[(name, None)])[0], Some(expected));
     }
 
     #[test]
