@@ -37,6 +37,21 @@ def require_shared() -> None:
     pytest.skip(missing, allow_module_level=True)
 
 
+def promtool() -> str:
+    """Prometheus's own checker (Debian's prometheus package; scripts/dev test puts it
+    in the virtualenv). Skips without it, except in CI, where it must be there."""
+    import shutil
+    import sys
+
+    found = shutil.which("promtool") or shutil.which("promtool", path=str(Path(sys.executable).parent))
+    if found:
+        return found
+    missing = "promtool is missing: scripts/dev test unpacks it from Debian's prometheus package"
+    if os.environ.get("CI"):
+        raise RuntimeError(missing)
+    pytest.skip(missing)
+
+
 def example(name: str) -> dict[str, Any]:
     require_shared()
     return json.loads((EXAMPLES / name).read_bytes())
@@ -116,3 +131,17 @@ def validator() -> jobgate.Validator:
 def deployed() -> jobgate.Validator:
     """A validator with the demo deployment: catalog, registries, series, per-job limit."""
     return jobgate.Validator(DEMO_CONFIG)
+
+
+def error_detail(error, message_type):
+    """The detail of `message_type` (a google.rpc.error_details_pb2 class) an RPC
+    error carries; fails when it carries none. Every error carries an ErrorInfo."""
+    from grpc_status import rpc_status
+
+    status = rpc_status.from_call(error)
+    assert status is not None, f"{error.code()} carries no google.rpc.Status: {error.details()}"
+    found = [d for d in status.details if d.Is(message_type.DESCRIPTOR)]
+    assert found, f"{error.code()} carries no {message_type.DESCRIPTOR.full_name}: {[d.type_url for d in status.details]}"
+    detail = message_type()
+    found[0].Unpack(detail)
+    return detail

@@ -144,6 +144,9 @@ class Server(_Model):
     # Local demos only, refused anywhere but loopback: a caller without credentials is
     # the account "anonymous", which holds the admin role.
     allow_anonymous: bool = Field(False, description="callers without credentials are the admin account anonymous; loopback only")
+    # Bearer tokens in plaintext can be read off the wire: off loopback they need TLS,
+    # here or in a proxy in front of the service that terminates it.
+    allow_insecure: bool = Field(False, description="accept bearer tokens without TLS off loopback (TLS is terminated in front of the service); without it, serve refuses to")
     max_message_bytes: int = Field(16 << 20, gt=0, description="the largest request or response message; a batch's reports are cut to fit")
     # host:port of the Prometheus /metrics endpoint; unset turns it off.
     metrics_listen: str | None = Field(None, description="host:port of the Prometheus /metrics endpoint; unset turns it off")

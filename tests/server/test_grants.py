@@ -17,14 +17,13 @@ import grpc
 import pytest
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from jobgate.config import Account
 from jobgate.server import create_server
 from jobgate.server.app import StartupError
 from jobgate.server.auth import token_hash
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc, jobspec_pb2
-from tests.conftest import example, free_port, mutate, require_shared, sample
+from tests.conftest import error_detail, example, free_port, mutate, require_shared, sample
 from tests.server.conftest import Running, bearer, config_for
 
 require_shared()
@@ -219,8 +218,7 @@ def test_permission_denied_names_the_missing_grant(tmp_path):
         e = failure(r.jobs.MarkJob, jobs_pb2.MarkJobRequest(job_id=jobs["own"], state="COMPLETE", source="agent"), metadata=as_role("submitter"))
         assert e.code() == grpc.StatusCode.PERMISSION_DENIED
         assert e.details() == "MarkJob needs the role backend or admin; account 'sub' holds submitter"
-        info = error_details_pb2.ErrorInfo()
-        assert rpc_status.from_call(e).details[0].Unpack(info)
+        info = error_detail(e, error_details_pb2.ErrorInfo)
         assert (info.reason, info.domain, dict(info.metadata)) == ("ROLE_MISSING", "jobgate", {"account": "sub", "rpc": "MarkJob", "roles": "backend,admin"})
         e = failure(r.admission.Admit, admission_pb2.AdmitRequest(document=raw(JOBSPEC), dry_run=True), metadata=as_role("backend"))
         assert (e.code(), e.details()) == (grpc.StatusCode.PERMISSION_DENIED, "Admit needs the role submitter or admin; account 'bck' holds backend")
@@ -424,7 +422,7 @@ def test_an_admit_stream_runs_each_document_under_the_grant_in_force(tmp_path):
 def test_a_reload_runs_every_check_a_start_runs_and_keeps_the_last_good_configuration(tmp_path):
     from jobgate.config import Store, Tls
 
-    cfg = config_for(tmp_path, MATRIX_ACCOUNTS)
+    cfg = config_for(tmp_path, MATRIX_ACCOUNTS, allow_insecure=True)  # off loopback, without TLS
     server, port, gate = create_server(cfg, "0.0.0.0:0")
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     jobs = admission_pb2_grpc.AdmissionServiceStub(channel)
@@ -434,6 +432,11 @@ def test_a_reload_runs_every_check_a_start_runs_and_keeps_the_last_good_configur
             "anonymous off loopback": (
                 with_accounts(cfg, MATRIX_ACCOUNTS, allow_anonymous=True),
                 "server.allow_anonymous is for local demos: refusing to listen on 0.0.0.0:0 without authentication",
+            ),
+            "tokens in plaintext off loopback": (
+                with_accounts(cfg, MATRIX_ACCOUNTS, allow_insecure=False),
+                "refusing to accept bearer tokens in plaintext on 0.0.0.0:0: anyone on the network path could read them; "
+                "configure [server.tls], listen on loopback, or set server.allow_insecure = true when TLS is terminated in front of the service",
             ),
             "store inside results_root": (
                 cfg.model_copy(update={"jobs": cfg.jobs.model_copy(update={"results_root": str(tmp_path)})}),
@@ -476,13 +479,16 @@ def test_a_reload_runs_every_check_a_start_runs_and_keeps_the_last_good_configur
         server.stop(None).wait()
 
 
+INSECURE = ("allow_insecure = true",)  # a server listening off loopback without TLS
+
+
 def test_sighup_refuses_anonymous_off_loopback_and_revokes_a_token(tmp_path):
     from tests.server.test_operations import write_config
 
     cfg = tmp_path / "jobgate.toml"
     alice = f'[accounts.alice]\ntoken = "{token_hash("alice-token")}"\nprojects = ["my-lab"]\nroles = ["submitter"]'
     bob = f'[accounts.bob]\ntoken = "{token_hash("bob-token")}"\nprojects = ["my-lab"]\nroles = ["reader"]'
-    write_config(cfg, tmp_path, catalog=True, accounts=f"{alice}\n{bob}")
+    write_config(cfg, tmp_path, catalog=True, server=INSECURE, accounts=f"{alice}\n{bob}")
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"0.0.0.0:{port}"], stderr=subprocess.PIPE, text=True)
     try:
@@ -494,13 +500,13 @@ def test_sighup_refuses_anonymous_off_loopback_and_revokes_a_token(tmp_path):
         dry = admission_pb2.AdmitRequest(document=raw(JOBSPEC), dry_run=True)
         assert stub.Admit(dry, metadata=bearer("alice-token"), timeout=10).report.verdict == "pass"
         # anonymous on 0.0.0.0: refused as at start; the last good configuration stays
-        write_config(cfg, tmp_path, catalog=True, server=("allow_anonymous = true",), accounts=f"{alice}\n{bob}")
+        write_config(cfg, tmp_path, catalog=True, server=("allow_anonymous = true", *INSECURE), accounts=f"{alice}\n{bob}")
         proc.send_signal(signal.SIGHUP)
         time.sleep(1)
         assert failure(stub.Admit, dry, timeout=10).code() == grpc.StatusCode.UNAUTHENTICATED
         # bob's token revoked: his next call fails
         assert list(jobs_stub.ListJobs(jobs_pb2.ListJobsRequest(), metadata=bearer("bob-token"), timeout=10).jobs) == []
-        write_config(cfg, tmp_path, catalog=True, accounts=alice)
+        write_config(cfg, tmp_path, catalog=True, server=INSECURE, accounts=alice)
         proc.send_signal(signal.SIGHUP)
         deadline = time.time() + 20
         while time.time() < deadline:

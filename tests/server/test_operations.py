@@ -15,8 +15,8 @@ import pytest
 
 from jobgate.server.app import wait_serving as wait_serving_at
 from jobgate.server.auth import token_hash
-from jobgate.v1 import admission_pb2, admission_pb2_grpc
-from tests.conftest import free_port, sample
+from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2
+from tests.conftest import free_port, promtool, sample
 from tests.server.conftest import TOKEN, Running, config_for
 
 JOBSPEC = sample("jobspec.valid.json")
@@ -40,8 +40,74 @@ def test_metrics_endpoint(tmp_path):
         assert 'jobgate_admissions_total{rpc="Admit",verdict="fail"} 1.0' in text
         assert 'jobgate_admissions_total{rpc="AdmitBatch",verdict="pass"} 3.0' in text
         assert 'jobgate_violations_total{rule="forge.kind",severity="error"} 1.0' in text
-        assert 'jobgate_rpc_duration_seconds_count{rpc="Admit"} 2.0' in text
         assert "jobgate_batch_documents_count 1.0" in text
+        admission = 'grpc_method="{}",grpc_service="jobgate.v1.AdmissionService",grpc_type="unary"'
+        assert f"grpc_server_handled_total{{grpc_code=\"OK\",{admission.format('Admit')}}} 2.0" in text
+        assert f"grpc_server_started_total{{{admission.format('Admit')}}} 2.0" in text
+        assert f"grpc_server_handling_seconds_count{{{admission.format('Admit')}}} 2.0" in text
+        assert f"grpc_server_msg_received_total{{{admission.format('AdmitBatch')}}} 1.0" in text
+    finally:
+        r.gate.metrics.close()
+        r.close()
+
+
+def scrape(port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    """The sample `name` whose labels include `labels`, summed over the others."""
+    total, found = 0.0, False
+    for line in text.splitlines():
+        if line.startswith("#") or not (line.startswith(name + "{") or line.startswith(name + " ")):
+            continue
+        sample, _, number = line.rpartition(" ")
+        if all(f'{k}="{v}"' in sample for k, v in labels.items()):
+            total, found = total + float(number), True
+    assert found, f"no {name} with {labels}"
+    return total
+
+
+def promtool_accepts(text: str) -> None:
+    done = subprocess.run([promtool(), "check", "metrics"], input=text, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_call_is_counted_by_status_and_timed_with_store_and_process_metrics(tmp_path):
+    cfg = config_for(tmp_path)
+    cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"metrics_listen": "127.0.0.1:0"})})
+    r = Running(cfg)
+    try:
+        for _ in range(3):  # three refused callers: UNAUTHENTICATED, not successes
+            with pytest.raises(grpc.RpcError):
+                r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())), metadata=[("authorization", "Bearer nope")])
+        job_id = admit(r.admission, JOBSPEC, dry_run=False).job_id
+        r.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=job_id), metadata=AUTH)
+        with pytest.raises(grpc.RpcError):
+            r.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="missing"), metadata=AUTH)
+        stream = r.admission.AdmitStream(iter([admission_pb2.AdmitStreamRequest(request_id=str(i), document=admission_pb2.Document(raw=json.dumps(JOBSPEC).encode()), dry_run=True) for i in range(2)]), metadata=AUTH)
+        assert [x.request_id for x in stream] == ["0", "1"]
+        watch = r.jobs.WatchJob(jobs_pb2.WatchJobRequest(job_id=job_id), metadata=AUTH)
+        assert next(watch).state == "PENDING"
+        text = scrape(r.gate.metrics_port)
+        admission, jobs = "jobgate.v1.AdmissionService", "jobgate.v1.JobService"
+        assert value(text, "grpc_server_handled_total", grpc_method="Admit", grpc_code="UNAUTHENTICATED", grpc_service=admission) == 3
+        assert value(text, "grpc_server_handled_total", grpc_method="Admit", grpc_code="OK") == 1
+        assert value(text, "grpc_server_handled_total", grpc_method="GetJob", grpc_code="OK", grpc_service=jobs) == 1
+        assert value(text, "grpc_server_handled_total", grpc_method="GetJob", grpc_code="NOT_FOUND") == 1
+        assert value(text, "grpc_server_handled_total", grpc_method="AdmitStream", grpc_code="OK", grpc_type="bidi_stream") == 1
+        assert value(text, "grpc_server_msg_received_total", grpc_method="AdmitStream") == 2
+        assert value(text, "grpc_server_msg_sent_total", grpc_method="AdmitStream") == 2
+        assert value(text, "grpc_server_handling_seconds_count", grpc_method="AdmitStream") == 1
+        assert value(text, "grpc_server_started_total", grpc_method="WatchJob", grpc_type="server_stream") == 1
+        assert value(text, "jobgate_rpcs_in_flight", rpc="WatchJob") == 1  # the watch is still open
+        assert value(text, "jobgate_admissions_total", rpc="AdmitStream", verdict="pass") == 2
+        assert value(text, "jobgate_store_seconds_count", operation="admit_many") >= 1
+        assert value(text, "jobgate_store_seconds_count", operation="get") >= 1
+        assert value(text, "process_resident_memory_bytes") > 0
+        assert value(text, "process_open_fds") > 0
+        watch.cancel()
+        promtool_accepts(text)
     finally:
         r.gate.metrics.close()
         r.close()
@@ -143,6 +209,28 @@ def test_anonymous_is_refused_off_loopback(tmp_path):
     assert result.returncode == 2 and "allow_anonymous" in result.stderr
 
 
+def test_tokens_in_plaintext_off_loopback_are_refused_unless_allowed(tmp_path):
+    cfg = tmp_path / "jobgate.toml"
+    write_config(cfg, tmp_path, catalog=True)
+    command = [sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", "0.0.0.0:0"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "refusing to accept bearer tokens in plaintext on 0.0.0.0:0" in result.stderr and "server.allow_insecure" in result.stderr
+    write_config(cfg, tmp_path, catalog=True, server=("allow_insecure = true",))
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stderr:
+            lines.append(json.loads(line))
+            if lines[-1]["level"] == "warning":
+                break
+        assert "bearer tokens are accepted in plaintext off loopback" in lines[-1]["message"]
+        assert [entry["message"] for entry in lines[:-1]] == ["serving"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM])
 def test_sigterm_stops_cleanly(tmp_path, signum):
     cfg = tmp_path / "jobgate.toml"
@@ -216,9 +304,12 @@ def test_a_worker_that_dies_takes_the_service_down_and_metrics_are_summed(tmp_pa
         for _ in range(12):
             with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
                 admit(admission_pb2_grpc.AdmissionServiceStub(channel), JOBSPEC)
-        scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
-        counted = sum(float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines() if line.startswith('jobgate_admissions_total{rpc="Admit"'))
-        assert counted == 12
+        scraped = scrape(metrics_port)
+        assert value(scraped, "jobgate_admissions_total", rpc="Admit") == 12
+        assert value(scraped, "grpc_server_handled_total", grpc_method="Admit", grpc_code="OK") == 12
+        for worker in ("0", "1"):  # each worker's process, from the supervisor
+            assert value(scraped, "process_resident_memory_bytes", worker=worker) > 0
+        promtool_accepts(scraped)
         # One worker killed: the service goes down with a non-zero exit, and says why.
         import os
 

@@ -13,11 +13,10 @@ import pytest
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_status import rpc_status
 
 import jobgate
 from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
-from tests.conftest import EXAMPLES, UPSTREAM, example, mutate, require_shared, sample, schema
+from tests.conftest import EXAMPLES, UPSTREAM, error_detail, example, mutate, require_shared, sample, schema
 from tests.files.test_supporting_files import packaged, tar_package
 from tests.server.conftest import Running, config_for
 
@@ -143,10 +142,10 @@ def test_malformed_request_is_invalid_argument_with_details(running):
     with pytest.raises(grpc.RpcError) as e:
         running.admission.Admit(admission_pb2.AdmitRequest(), metadata=running.auth)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    status = rpc_status.from_call(e.value)
-    detail = error_details_pb2.BadRequest()
-    status.details[0].Unpack(detail)
+    detail = error_detail(e.value, error_details_pb2.BadRequest)
     assert detail.field_violations[0].field == "document.body"
+    info = error_detail(e.value, error_details_pb2.ErrorInfo)
+    assert (info.reason, info.domain, dict(info.metadata)) == ("INVALID_FIELD", "jobgate", {"field": "document.body"})
 
 
 def test_oversized_batch_and_message(tmp_path):
@@ -262,9 +261,7 @@ def test_a_batch_that_is_not_a_request_is_invalid_argument(running):
     with pytest.raises(grpc.RpcError) as e:
         call(b"\xff\xff\xff\xff", metadata=running.auth)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    detail = error_details_pb2.BadRequest()
-    rpc_status.from_call(e.value).details[0].Unpack(detail)
-    assert detail.field_violations[0].field == "request"
+    assert error_detail(e.value, error_details_pb2.BadRequest).field_violations[0].field == "request"
 
 
 def test_mark_get_list_and_watch(running):

@@ -11,10 +11,9 @@ import grpc
 import pytest
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
-from tests.conftest import example, mutate, require_shared, sample
+from tests.conftest import error_detail, example, mutate, require_shared, sample
 from tests.server.conftest import Running, config_for
 
 require_shared()
@@ -40,8 +39,7 @@ def bad_request(call, *args, **kwargs) -> tuple[str, str]:
 def invalid_argument(error: grpc.RpcError) -> tuple[str, str]:
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (error.code(), error.details())
     assert not any(word in error.details() for word in INTERNALS), error.details()
-    detail = error_details_pb2.BadRequest()
-    assert rpc_status.from_call(error).details[0].Unpack(detail)
+    detail = error_detail(error, error_details_pb2.BadRequest)
     (violation,) = detail.field_violations
     return violation.field, violation.description
 

@@ -137,3 +137,28 @@ def test_the_jobs_command_speaks_mutual_tls(pki, tmp_path, capsys):
         assert "UNAVAILABLE" in capsys.readouterr().err
     finally:
         r.close()
+
+
+def test_submit_and_bench_speak_mutual_tls(pki, tmp_path, capsys):
+    from jobgate.cli import main
+
+    d, _files = pki
+    r = Running(config_for(tmp_path, ACCOUNTS, tls=Tls(cert=str(d / "server.pem"), key=str(d / "server.key"), client_ca=str(d / "ca.pem"))))
+    try:
+        job = tmp_path / "job.json"
+        job.write_text(json.dumps(sample("jobspec.valid.json")))
+        tls = ["--server", f"localhost:{r.port}", "--ca", str(d / "ca.pem"), "--cert", str(d / "alice.pem"), "--key", str(d / "alice.key")]
+        capsys.readouterr()
+        assert main(["submit", str(job), *tls, "--format", "json"]) == 0
+        (submitted,) = json.loads(capsys.readouterr().out)["results"]
+        assert submitted["verdict"] == "pass" and submitted["job_id"]
+        assert json.loads(r.gate.store.document(submitted["job_id"]))["metadata"]["owner"] == "alice"
+        assert main(["bench", *tls, "--requests", "20", "--concurrency", "2", "--format", "json"]) == 0
+        measured = json.loads(capsys.readouterr().out)
+        assert measured["requests"] == 20 and measured["failures"] == 0
+        # plaintext against the TLS port: a clear exit 2 from each, no traceback
+        for command in (["submit", str(job), "--retries", "0"], ["bench", "--requests", "2"]):
+            assert main([*command, "--server", f"localhost:{r.port}"]) == 2
+            assert "Traceback" not in capsys.readouterr().err
+    finally:
+        r.close()

@@ -16,13 +16,12 @@ import grpc
 import pytest
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 import jobgate
 from jobgate.store import NewJob, SqliteStore
 from jobgate.store.base import MAX_GPUS, stored_message
 from jobgate.v1 import admission_pb2, jobs_pb2
-from tests.conftest import example, mutate, require_shared, sample, schema
+from tests.conftest import error_detail, example, mutate, require_shared, sample, schema
 from tests.server.conftest import Running
 from tests.store.conftest import config_on
 
@@ -52,9 +51,7 @@ def failure(call, *args, **kwargs) -> grpc.RpcError:
 
 
 def field_of(error: grpc.RpcError) -> str:
-    detail = error_details_pb2.BadRequest()
-    assert rpc_status.from_call(error).details[0].Unpack(detail)
-    return detail.field_violations[0].field
+    return error_detail(error, error_details_pb2.BadRequest).field_violations[0].field
 
 
 # ---- messages, pages, records

@@ -25,7 +25,6 @@ import grpc
 import pytest
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from jobgate.config import ConfigError, from_mapping
 from jobgate.server.app import wait_serving
@@ -34,7 +33,7 @@ from jobgate.server.gate import KILL_AFTER_COMMITS
 from jobgate.server.service import fingerprint
 from jobgate.store import open_store
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobspec_pb2
-from tests.conftest import DEMO_CONFIG, free_port, mutate, sample
+from tests.conftest import DEMO_CONFIG, error_detail, free_port, mutate, sample
 from tests.files.test_supporting_files import packaged, tar_package
 from tests.server.conftest import ACCOUNTS, TOKEN, Running, bearer
 from tests.store.conftest import config_on
@@ -72,17 +71,14 @@ def refusal(call, *args, **kwargs) -> grpc.RpcError:
 def key_reused(error: grpc.RpcError) -> dict[str, str]:
     """The google.rpc.ErrorInfo metadata of an ALREADY_EXISTS for a reused key."""
     assert error.code() == grpc.StatusCode.ALREADY_EXISTS, (error.code(), error.details())
-    info = error_details_pb2.ErrorInfo()
-    assert rpc_status.from_call(error).details[0].Unpack(info)
+    info = error_detail(error, error_details_pb2.ErrorInfo)
     assert info.reason == "IDEMPOTENCY_KEY_REUSED"
     return dict(info.metadata)
 
 
 def invalid_field(error: grpc.RpcError) -> str:
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (error.code(), error.details())
-    detail = error_details_pb2.BadRequest()
-    assert rpc_status.from_call(error).details[0].Unpack(detail)
-    return detail.field_violations[0].field
+    return error_detail(error, error_details_pb2.BadRequest).field_violations[0].field
 
 
 def test_the_fingerprint_is_of_the_whole_request():

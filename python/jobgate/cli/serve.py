@@ -93,8 +93,9 @@ def run_workers(args: argparse.Namespace, listen: str, config: Config) -> int:
         command += ["--config", args.config]
     with tempfile.TemporaryDirectory(prefix="jobgate-metrics-") as metrics_dir:
         env = {**os.environ, WORKER_ENV: "1", "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
-        metrics = serve_summed_metrics(config.server.metrics_listen, metrics_dir) if config.server.metrics_listen else None
-        children = [subprocess.Popen(command, env=env) for _ in range(args.workers)]
+        children: list[subprocess.Popen] = []
+        metrics = serve_summed_metrics(config.server.metrics_listen, metrics_dir, lambda: [c.pid for c in children if c.poll() is None]) if config.server.metrics_listen else None
+        children += [subprocess.Popen(command, env=env) for _ in range(args.workers)]
         stopping = []
 
         def forward(signum, _frame) -> None:
@@ -122,12 +123,16 @@ def run_workers(args: argparse.Namespace, listen: str, config: Config) -> int:
                 metrics.shutdown()
 
 
-def serve_summed_metrics(listen: str, metrics_dir: str):
-    """One /metrics endpoint for every worker: prometheus-client's multiprocess mode."""
+def serve_summed_metrics(listen: str, metrics_dir: str, pids):
+    """One /metrics endpoint for every worker: their call and admission metrics summed
+    (prometheus-client's multiprocess mode), and each one's process metrics."""
     from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+
+    from jobgate.server.metrics import WorkerProcesses
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=metrics_dir)
+    registry.register(WorkerProcesses(pids))
     host, _, port = listen.rpartition(":")
     server, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
     return server

@@ -23,10 +23,10 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 from jobgate.addresses import is_loopback
 from jobgate.config import Config, account_problem, shared_token, shared_token_problem
 from jobgate.server.auth import Authenticator
+from jobgate.server.calls import CallObserver
 from jobgate.server.gate import Gate
 from jobgate.server.grants import Denials
-from jobgate.server.metrics import Metrics
-from jobgate.server.request_log import RequestLog
+from jobgate.server.metrics import Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService, add_admission_service, add_job_service
 from jobgate.server.streams import StreamGuard, Watches
 from jobgate.store import StoreFull, StoreUnavailable, open_store
@@ -71,6 +71,11 @@ def check_store_location(config: Config) -> None:
         raise StartupError(f"the store {store} lies inside results_root {results}; records must live outside every results tree (store.path)")
 
 
+def plaintext_tokens(config: Config, listen: str) -> bool:
+    """True when bearer tokens would arrive in plaintext off loopback."""
+    return config.server.tls is None and not is_loopback(listen) and any(a.token for a in config.accounts.values())
+
+
 def check_startable(config: Config, listen: str) -> None:
     """Every check a configuration must pass to be served on `listen`, at start and at
     each reload: a reload can never weaken what a start refuses. Raises StartupError.
@@ -79,6 +84,11 @@ def check_startable(config: Config, listen: str) -> None:
     configurations built in code."""
     if config.server.allow_anonymous and not is_loopback(listen):
         raise StartupError(f"server.allow_anonymous is for local demos: refusing to listen on {listen} without authentication")
+    if plaintext_tokens(config, listen) and not config.server.allow_insecure:
+        raise StartupError(
+            f"refusing to accept bearer tokens in plaintext on {listen}: anyone on the network path could read them; "
+            "configure [server.tls], listen on loopback, or set server.allow_insecure = true when TLS is terminated in front of the service"
+        )
     for name, account in config.accounts.items():
         problem = account_problem(name, account, config.server)
         if problem:
@@ -167,8 +177,9 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
             )
         except (StoreUnavailable, StoreFull) as e:
             raise StartupError(f"the job store cannot be opened: {e}") from None
-    gate = Gate(config, store)
     metrics = Metrics()
+    store = TimedStore(store, metrics.store)
+    gate = Gate(config, store)
     auth = Authenticator(config, Denials(metrics))
     gate.auth, gate.metrics = auth, metrics
     settings = config.server
@@ -179,8 +190,9 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
         # Every open stream holds a thread; `threads` more are left for unary calls and
         # health checks, whatever the streams do.
         futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
-        # The request log outermost: it sees every call, those the stream limits refuse too.
-        interceptors=[RequestLog(auth.identify), streams],
+        # The request log and call metrics outermost: they see every call, those the
+        # stream limits refuse too.
+        interceptors=[CallObserver(auth.identify, metrics), streams],
         # Only the workers of one `serve --workers N` share a port; anything else
         # already listening there makes this start fail.
         options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
@@ -233,6 +245,8 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     server, port, gate = create_server(config, address)
     host = (address or config.server.listen).rsplit(":", 1)[0]
     log.info("serving", extra={"fields": {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}})
+    if plaintext_tokens(config, address or config.server.listen):
+        log.warning("bearer tokens are accepted in plaintext off loopback (server.allow_insecure): TLS must be terminated in front of the service", extra={"fields": {"address": f"{host}:{port}"}})
     stopped = threading.Event()
 
     grace = config.server.shutdown_grace_s if grace is None else grace

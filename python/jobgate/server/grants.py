@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 import grpc
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from grpc_status import rpc_status
 
 from jobgate.config import ANONYMOUS, Account
+from jobgate.server import errors
 from jobgate.server.gate import Grant
 from jobgate.server.metrics import Metrics
 
@@ -109,8 +108,7 @@ class Denials:
 
     def unauthenticated(self, context: grpc.ServicerContext, rpc: str, why: str) -> NoReturn:
         self.record(rpc, UNAUTHENTICATED, None, "credentials", why=why)
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, why)
-        raise AssertionError("unreachable")
+        errors.abort(context, grpc.StatusCode.UNAUTHENTICATED, why, errors.CREDENTIALS_REFUSED, {"rpc": rpc})
 
     def permission_denied(self, context: grpc.ServicerContext, caller: Caller, rpc: str, **fields) -> NoReturn:
         """PERMISSION_DENIED naming the roles that would allow `rpc`, with a
@@ -119,11 +117,7 @@ class Denials:
         missing = f"role {' or '.join(needs)}"
         self.record(rpc, ROLE, caller.name, missing, **fields)
         message = f"{rpc} needs the role {' or '.join(needs)}; account {caller.name!r} holds {', '.join(sorted(caller.roles))}"
-        info = error_details_pb2.ErrorInfo(reason="ROLE_MISSING", domain="jobgate", metadata={"account": caller.name, "rpc": rpc, "roles": ",".join(needs)})
-        status = status_pb2.Status(code=code_pb2.PERMISSION_DENIED, message=message)
-        status.details.add().Pack(info)
-        context.abort_with_status(rpc_status.to_status(status))
-        raise AssertionError("unreachable")
+        errors.abort(context, grpc.StatusCode.PERMISSION_DENIED, message, errors.ROLE_MISSING, {"account": caller.name, "rpc": rpc, "roles": ",".join(needs)})
 
     def require(self, context: grpc.ServicerContext, caller: Caller, rpc: str, **fields) -> None:
         """Ends the call with PERMISSION_DENIED unless the caller's roles allow `rpc`;
@@ -135,5 +129,4 @@ class Denials:
         """NOT_FOUND for a job the caller may not see: the same answer as for an
         unknown id, so that no one learns which ids exist outside their grant."""
         self.record(rpc, NOT_VISIBLE, caller.name, f"project {project}", job_id=job_id, project=project)
-        context.abort(grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}")
-        raise AssertionError("unreachable")
+        errors.job_not_found(context, job_id)

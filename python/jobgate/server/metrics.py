@@ -1,31 +1,60 @@
-"""Prometheus metrics on an HTTP port: admissions by verdict, violations by rule,
-denials by RPC and reason, retries answered by idempotency key, RPC latency, batch
-sizes and calls in flight. One registry per server, so several servers in one
-process (tests) never collide."""
+"""Prometheus metrics on an HTTP port. One registry per server, so several servers in
+one process (tests) never collide. Every metric is listed in the README.
+
+- calls, by the conventional gRPC server names (`calls.CallObserver` counts them):
+  `grpc_server_started_total`, `grpc_server_handled_total` (by `grpc_code`),
+  `grpc_server_handling_seconds`, `grpc_server_msg_received_total`,
+  `grpc_server_msg_sent_total`, and `jobgate_rpcs_in_flight` (open streams included);
+- admissions: documents by verdict, violations by rule, batch sizes, denials by
+  reason, retries answered by idempotency key;
+- the job store: time per operation (`jobgate_store_seconds`);
+- the process: `process_*` (CPU, memory, file descriptors) and `python_*`. With
+  `serve --workers N` the supervising process serves them for each worker, labelled
+  `worker`, beside the summed call and admission metrics.
+"""
 
 from __future__ import annotations
 
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 
 LATENCY_BUCKETS = (50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+CALL = ["grpc_type", "grpc_service", "grpc_method"]
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.admissions = Counter("jobgate_admissions_total", "Documents judged, by RPC and verdict", ["rpc", "verdict"], registry=self.registry)
-        self.violations = Counter("jobgate_violations_total", "Violations reported, by rule and severity", ["rule", "severity"], registry=self.registry)
-        self.latency = Histogram("jobgate_rpc_duration_seconds", "RPC handling time", ["rpc"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.batch_size = Histogram("jobgate_batch_documents", "Documents per AdmitBatch call", buckets=BATCH_BUCKETS, registry=self.registry)
-        self.in_flight = Gauge("jobgate_rpcs_in_flight", "RPCs being handled", ["rpc"], registry=self.registry, multiprocess_mode="livesum")
+    def __init__(self, process: bool = True) -> None:
+        self.registry = r = CollectorRegistry()
+        self.started = Counter("grpc_server_started_total", "RPCs started on the server", CALL, registry=r)
+        self.handled = Counter("grpc_server_handled_total", "RPCs completed on the server, whatever their status", [*CALL, "grpc_code"], registry=r)
+        self.handling = Histogram("grpc_server_handling_seconds", "Time from the start of an RPC to its status (a stream: until it ends)", CALL, buckets=LATENCY_BUCKETS, registry=r)
+        self.received = Counter("grpc_server_msg_received_total", "Request messages received", CALL, registry=r)
+        self.sent = Counter("grpc_server_msg_sent_total", "Response messages sent", CALL, registry=r)
+        self.in_flight = Gauge("jobgate_rpcs_in_flight", "RPCs being handled; a stream for as long as it is open", ["rpc"], registry=r, multiprocess_mode="livesum")
+        self.admissions = Counter("jobgate_admissions_total", "Documents judged, by RPC and verdict", ["rpc", "verdict"], registry=r)
+        self.violations = Counter("jobgate_violations_total", "Violations reported, by rule and severity", ["rule", "severity"], registry=r)
+        self.batch_size = Histogram("jobgate_batch_documents", "Documents per AdmitBatch call", buckets=BATCH_BUCKETS, registry=r)
         # reason: unauthenticated, role (PERMISSION_DENIED), project (forge.project.forbidden),
         # not_visible (NOT_FOUND for a job outside the caller's projects). Accounts are in
         # the log line, not in a label: their number is the operator's, not bounded here.
-        self.denials = Counter("jobgate_denials_total", "Calls and documents refused for the caller's identity or grant, by RPC and reason", ["rpc", "reason"], registry=self.registry)
+        self.denials = Counter("jobgate_denials_total", "Calls and documents refused for the caller's identity or grant, by RPC and reason", ["rpc", "reason"], registry=r)
         # outcome: replayed (a retry answered with its key's first admission), refused (a
         # key reused by another request, ALREADY_EXISTS).
-        self.retries = Counter("jobgate_idempotent_retries_total", "Admissions sent again with an idempotency key, by RPC and outcome", ["rpc", "outcome"], registry=self.registry)
+        self.retries = Counter("jobgate_idempotent_retries_total", "Admissions sent again with an idempotency key, by RPC and outcome", ["rpc", "outcome"], registry=r)
+        self.store = Histogram("jobgate_store_seconds", "Time the job store took, by operation", ["operation"], buckets=LATENCY_BUCKETS, registry=r)
+        if process:
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
+            GCCollector(registry=r)
         self.http = None
 
     def report(self, rpc: str, report) -> None:
@@ -60,3 +89,46 @@ class Metrics:
         if self.http is not None:
             self.http.shutdown()
             self.http = None
+
+
+class TimedStore:
+    """A job store whose every public method is timed into `jobgate_store_seconds`
+    under its name; anything else passes through untouched."""
+
+    def __init__(self, store: Any, histogram: Histogram) -> None:
+        self._store, self._histogram = store, histogram
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        if name.startswith("_") or not callable(attribute):
+            return attribute
+        observed = self._histogram.labels(name)
+
+        @functools.wraps(attribute)
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return attribute(*args, **kwargs)
+            finally:
+                observed.observe(time.perf_counter() - started)
+
+        setattr(self, name, timed)  # built once per method, then found without __getattr__
+        return timed
+
+
+class WorkerProcesses:
+    """The `process_*` metrics of each worker of `serve --workers N`, read from /proc
+    by the supervising process and labelled `worker` (0..N-1): prometheus-client's
+    multiprocess mode sums counters and histograms but has no process metrics."""
+
+    def __init__(self, pids: Callable[[], list[int]]) -> None:
+        self._pids = pids
+
+    def collect(self):
+        families: dict[str, Metric] = {}
+        for n, pid in enumerate(self._pids()):
+            for family in ProcessCollector(pid=lambda pid=pid: pid, registry=None).collect():
+                merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                for sample in family.samples:
+                    merged.add_sample(sample.name, {**sample.labels, "worker": str(n)}, sample.value)
+        return list(families.values())

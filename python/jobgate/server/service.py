@@ -19,14 +19,13 @@ ALREADY_EXISTS naming the first job (`gate.KeyReused`).
 from __future__ import annotations
 
 import errno
-import functools
 import logging
 import math
 import re
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import blake3
 import grpc
@@ -34,13 +33,12 @@ import orjson
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
-from google.rpc import code_pb2, error_details_pb2, status_pb2
-from grpc_status import rpc_status
 
 import jobgate
 from jobgate.config import Config
-from jobgate.server import recipes
+from jobgate.server import errors, recipes
 from jobgate.server.auth import Authenticator
+from jobgate.server.errors import bad_request
 from jobgate.server.gate import KIND_NAMES, Admission, Gate, KeyReused, NotLaunchable
 from jobgate.server.grants import NOT_VISIBLE, PROJECT, Caller
 from jobgate.server.metrics import Metrics
@@ -71,32 +69,24 @@ PAGE_TOKEN = re.compile(r"[0-9]{1,18}")
 FORBIDDEN = "forge.project.forbidden"
 
 
-def bad_request(context: grpc.ServicerContext, field: str, description: str) -> None:
-    """INVALID_ARGUMENT with google.rpc.BadRequest details naming the field."""
-    detail = error_details_pb2.BadRequest(field_violations=[error_details_pb2.BadRequest.FieldViolation(field=field, description=description)])
-    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=f"{field}: {description}")
-    status.details.add().Pack(detail)
-    context.abort_with_status(rpc_status.to_status(status))
-
-
 @contextmanager
 def failures_mapped(context: grpc.ServicerContext, rpc: str) -> Iterator[None]:
     """The store's and the machine's failures as status codes a client can act on."""
     try:
         yield
     except StoreUnavailable as e:
-        context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+        errors.abort(context, grpc.StatusCode.UNAVAILABLE, str(e), errors.STORE_UNAVAILABLE)
     except StoreFull as e:
-        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+        errors.abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), errors.STORE_FULL)
     except Exception as e:
         if isinstance(e, grpc.RpcError) or context.code() is not None:
             raise  # the call was aborted or cancelled: its status is already set
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             log.error("disk full", extra={"fields": {"rpc": rpc, "error": str(e)}})
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "the server's disk is full (temporary files); retry later")
+            errors.abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "the server's disk is full (temporary files); retry later", errors.DISK_FULL)
         ref = secrets.token_hex(4)
         log.exception("internal error", extra={"fields": {"rpc": rpc, "ref": ref}})
-        context.abort(grpc.StatusCode.INTERNAL, f"internal error (ref {ref}); the server log has the details")
+        errors.abort(context, grpc.StatusCode.INTERNAL, f"internal error (ref {ref}); the server log has the details", errors.INTERNAL, {"ref": ref})
 
 
 def decode(message_type: type[Message], data: bytes, context: grpc.ServicerContext, field: str = "request", what: str = "") -> Message:
@@ -234,34 +224,10 @@ def fingerprint(document: admission_pb2.Document) -> bytes:
     return hasher.digest()
 
 
-def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> None:
-    """ALREADY_EXISTS for a key reused by another request, with a google.rpc.ErrorInfo
-    naming the job the key's first request opened."""
-    info = error_details_pb2.ErrorInfo(reason="IDEMPOTENCY_KEY_REUSED", domain="jobgate", metadata={"field": f"{field}.idempotency_key", "job_id": error.job_id})
-    status = status_pb2.Status(code=code_pb2.ALREADY_EXISTS, message=f"{field}.idempotency_key: {error}")
-    status.details.add().Pack(info)
-    context.abort_with_status(rpc_status.to_status(status))
-
-
-def timed(rpc: str):
-    """Times a unary handler and counts it in flight, in the servicer's own metrics."""
-
-    def wrap(handler):
-        @functools.wraps(handler)
-        def inner(servicer, request, context):
-            metrics = servicer.metrics
-            gauge = metrics.in_flight.labels(rpc)
-            gauge.inc()
-            start = time.perf_counter()
-            try:
-                return handler(servicer, request, context)
-            finally:
-                metrics.latency.labels(rpc).observe(time.perf_counter() - start)
-                gauge.dec()
-
-        return inner
-
-    return wrap
+def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> NoReturn:
+    """ALREADY_EXISTS for a key reused by another request, naming the job the key's
+    first request opened."""
+    errors.abort(context, grpc.StatusCode.ALREADY_EXISTS, f"{field}.idempotency_key: {error}", errors.IDEMPOTENCY_KEY_REUSED, {"field": f"{field}.idempotency_key", "job_id": error.job_id})
 
 
 class AdmissionService:
@@ -336,7 +302,6 @@ class AdmissionService:
                 project = self.gate.project_of(data, kind)
                 self.denials.record(rpc, PROJECT, caller.name, f"project {project}", project=project)
 
-    @timed("Admit")
     def Admit(self, request: admission_pb2.AdmitRequest, context):  # noqa: N802 - gRPC method names
         caller = self._caller(context, "Admit")
         result, data, kind = self._admit_document(context, "Admit", "document", request.document, caller, dry_run=request.dry_run)
@@ -345,7 +310,6 @@ class AdmissionService:
             self._refused_projects("Admit", caller, [(result.report, data, kind)])
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
-    @timed("AdmitBatch")
     def AdmitBatch(self, request: bytes, context):  # noqa: N802 - bytes in, bytes out (see add_admission_service)
         caller = self._caller(context, "AdmitBatch")
         account = caller.name
@@ -395,7 +359,7 @@ class AdmissionService:
         results = []
         for i, (data, kind, package) in enumerate(items):
             if not context.is_active():
-                context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents")
+                errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents", errors.DEADLINE_PASSED, {"judged": str(len(results)), "documents": str(len(items))})
             field, key = f"documents[{i}]", keys[i]
             if key in recalled:
                 results.append(self._replay(context, "AdmitBatch", field, caller, recalled[key], key, prints[i]))
@@ -411,27 +375,21 @@ class AdmissionService:
 
     def _batch_size(self, documents: int, limit: int, context: grpc.ServicerContext) -> None:
         if documents > limit:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the batch holds {documents} documents; at most {limit} per call (limits.max_batch)")
+            errors.quota_exceeded(context, f"the batch holds {documents} documents; at most {limit} per call (limits.max_batch)", errors.BATCH_TOO_LARGE, "limits.max_batch", {"documents": str(documents), "max": str(limit)})
         self.metrics.batch_size.observe(documents)
 
     def AdmitStream(self, request_iterator: Iterator[admission_pb2.AdmitStreamRequest], context):  # noqa: N802
         self._caller(context, "AdmitStream")  # refused before the first message is read
-        gauge = self.metrics.in_flight.labels("AdmitStream")
-        gauge.inc()
-        try:
-            for request in request_iterator:
-                # Each document under the grant in force when it arrives: a reload applies
-                # to the next one, and a revoked token ends the stream.
-                caller = self._caller(context, "AdmitStream")
-                r, data, kind = self._admit_document(context, "AdmitStream", "document", request.document, caller, dry_run=request.dry_run)
-                if not r.replayed:
-                    self.metrics.report("AdmitStream", r.report)
-                    self._refused_projects("AdmitStream", caller, [(r.report, data, kind)])
-                yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
-        finally:
-            gauge.dec()
+        for request in request_iterator:
+            # Each document under the grant in force when it arrives: a reload applies
+            # to the next one, and a revoked token ends the stream.
+            caller = self._caller(context, "AdmitStream")
+            r, data, kind = self._admit_document(context, "AdmitStream", "document", request.document, caller, dry_run=request.dry_run)
+            if not r.replayed:
+                self.metrics.report("AdmitStream", r.report)
+                self._refused_projects("AdmitStream", caller, [(r.report, data, kind)])
+            yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
 
-    @timed("RecipeStatus")
     def RecipeStatus(self, request: admission_pb2.RecipeStatusRequest, context):  # noqa: N802
         self._caller(context, "RecipeStatus")
         try:
@@ -467,7 +425,7 @@ class JobService:
         try:
             project = self.store.project(job_id)
         except JobNotFound:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {job_id!r}")
+            errors.job_not_found(context, job_id)
         if not caller.sees(project):
             self.denials.hidden(context, caller, rpc, job_id, project)
         return project
@@ -478,7 +436,7 @@ class JobService:
         try:
             return jobs_pb2.GetJobResponse(job=record_message(self.store.get(request.job_id)))
         except JobNotFound:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+            errors.job_not_found(context, request.job_id)
 
     def ListJobs(self, request: jobs_pb2.ListJobsRequest, context):  # noqa: N802
         """A page holds at most page_size records and at most PAGE_BYTES encoded, all of
@@ -520,11 +478,11 @@ class JobService:
         try:
             record = self.store.mark(request.job_id, request.state, request.message, request.source or "agent", request.backend_ref, request.err_class)
         except JobNotFound:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no job {request.job_id!r}")
+            errors.job_not_found(context, request.job_id)
         except TerminalState as e:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+            errors.precondition_failed(context, str(e), errors.JOB_FINISHED, "STATE", f"jobs/{request.job_id}")
         except RecordFull as e:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+            errors.quota_exceeded(context, str(e), errors.RECORD_FULL, "limits.max_transitions", {"job_id": request.job_id})
         except Unstorable as e:
             bad_request(context, e.field, e.reason)
         self.watches.notify(request.job_id, len(record["transitions"]))
@@ -546,7 +504,7 @@ class JobService:
                         return
                 if not watch.wait_beyond(seen):
                     if self.watches.closed:
-                        context.abort(grpc.StatusCode.UNAVAILABLE, f"{SHUTTING_DOWN}; watching again resumes from the history")
+                        errors.abort(context, grpc.StatusCode.UNAVAILABLE, f"{SHUTTING_DOWN}; watching again resumes from the history", errors.SHUTTING_DOWN)
                     return  # the client went away
                 # Only under the grant in force now: a token revoked, or a project taken
                 # away, since the watch began ends it before anything more is sent.

@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from jobgate.server import errors
 from jobgate.store import JobStore
 from jobgate.store.base import StoreFull, StoreUnavailable
 
@@ -116,15 +117,18 @@ class StreamGuard(grpc.ServerInterceptor):
         stream = _Stream(account, context)
         with self._lock:
             if self._closing:
-                context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
+                errors.abort(context, grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN, errors.SHUTTING_DOWN)
             held = self._per_account.get(account, 0)
             if held >= self.per_account:
-                context.abort(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                errors.quota_exceeded(
+                    context,
                     f"{method}: account {account!r} already holds {held} open streams, the most one account may (server.max_streams_per_account); close one and retry",
+                    errors.TOO_MANY_STREAMS,
+                    "server.max_streams_per_account",
+                    {"account": account},
                 )
             if len(self._open) >= self.max_streams:
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{method}: the server already holds {len(self._open)} open streams, the most it serves at once (server.max_streams); retry later")
+                errors.quota_exceeded(context, f"{method}: the server already holds {len(self._open)} open streams, the most it serves at once (server.max_streams); retry later", errors.TOO_MANY_STREAMS, "server.max_streams")
             self._open.add(stream)
             self._per_account[account] = held + 1
         # A client that goes away ends the call before the handler may notice.
@@ -156,7 +160,7 @@ class StreamGuard(grpc.ServerInterceptor):
         while True:
             with self._lock:
                 if stream.closing:
-                    stream.context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
+                    errors.abort(stream.context, grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN, errors.SHUTTING_DOWN)
                 stream.reading = True
             try:
                 request = next(requests)
@@ -167,7 +171,7 @@ class StreamGuard(grpc.ServerInterceptor):
                     stream.reading = False
                     closing = stream.closing
             if closing:  # cancelled while this message arrived: it is not handled
-                stream.context.abort(grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN)
+                errors.abort(stream.context, grpc.StatusCode.UNAVAILABLE, SHUTTING_DOWN, errors.SHUTTING_DOWN)
             yield request
 
     def close(self) -> None:
