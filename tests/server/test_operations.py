@@ -243,27 +243,6 @@ def test_sigterm_stops_cleanly(tmp_path, signum):
     assert "stopping: finishing in-flight calls" in proc.stderr.read()
 
 
-def test_jobgate_bench_against_a_running_server(tmp_path, capsys):
-    from jobgate.cli import main
-
-    r = Running(config_for(tmp_path, allow_anonymous=True))
-    try:
-        capsys.readouterr()
-        assert main(["bench", "--server", f"127.0.0.1:{r.port}", "--requests", "200", "--concurrency", "2", "--format", "json"]) == 0
-        result = json.loads(capsys.readouterr().out)
-        assert result["requests"] == 200 and result["failures"] == 0
-        lat = result["latency_us"]
-        assert 0 < lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"]
-        assert sum(b["count"] for b in result["histogram"]) == 200
-        assert r.gate.store.list() == []  # dry runs open nothing
-        assert main(["bench", "--server", f"127.0.0.1:{r.port}", "--requests", "20"]) == 0
-        assert "requests/s" in capsys.readouterr().out
-    finally:
-        r.close()
-    assert main(["bench", "--server", f"127.0.0.1:{free_port()}", "--requests", "5"]) == 2
-    assert "UNAVAILABLE" in capsys.readouterr().err
-
-
 def serve(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", *args], stderr=subprocess.PIPE, text=True)
 

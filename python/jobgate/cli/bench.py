@@ -1,129 +1,233 @@
-"""`jobgate bench --server ADDR`: admission latency and throughput against a running
-service: requests/s, p50/p90/p95/p99 and a histogram, as text or JSON, and optionally a
-PNG plot (needs matplotlib)."""
+"""`jobgate bench`: admission latency and throughput of a running service, as ghz
+measures them, with an open loop that does not hide queueing.
+
+    jobgate bench --duration 30s --concurrency 8                  # closed loop
+    jobgate bench --duration 30s --rps 800 --connections 4        # open loop: latency from the scheduled send
+    jobgate bench --call admit-batch --batch 64 --procs 2 --format json > run.json
+    jobgate bench compare before.json after.json                  # ratios, with bootstrap intervals
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import statistics
-import threading
+import os
+import sys
 import time
+from pathlib import Path
 
 from jobgate import samples
 from jobgate.cli import connect
 
+CALLS = ("admit", "admit-batch", "admit-stream", "empty")
+# Failures of the first call that every other call would share: the run is not started.
+FATAL = ("UNAVAILABLE", "UNAUTHENTICATED", "PERMISSION_DENIED", "UNIMPLEMENTED")
+
+
+def seconds(text: str) -> float:
+    """`30`, `30s`, `500ms`, `2m`: seconds."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix) and text[: -len(suffix)]:
+            number, scale = text[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, scale = text, 1.0
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (30, 30s, 500ms, 2m)") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (30, 30s, 500ms, 2m)")
+    return value
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="measure admission latency against a running service", description=__doc__)
-    p.add_argument("--document", metavar="FILE", help="the document to admit (default: the embedded sample JobSpec)")
-    p.add_argument("--requests", type=int, default=2000, metavar="N")
-    p.add_argument("--concurrency", type=int, default=4, metavar="C", help="calls in flight")
-    p.add_argument("--open-records", action="store_true", help="admit for real (default: dry runs, which open nothing)")
+    p = sub.add_parser("bench", help="measure admission latency and throughput of a running service", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    amount = p.add_mutually_exclusive_group()
+    amount.add_argument("--requests", type=int, metavar="N", help="measured calls (default: 2000 unless --duration)")
+    amount.add_argument("--duration", type=seconds, metavar="D", help="measure for this long (30s, 2m)")
+    p.add_argument("--warmup", type=seconds, default=1.0, metavar="D", help="load sent first and left out of the results (default: 1s)")
+    p.add_argument("--concurrency", type=int, metavar="C", help="closed loop: calls in flight (default: 4); with --rps and --call admit-stream, the streams")
+    p.add_argument("--rps", type=float, metavar="R", help="open loop: calls sent per second on a fixed schedule; latency from each call's scheduled send")
+    p.add_argument("--connections", type=int, default=1, metavar="K", help="channels (TCP connections), spread over the server's workers (default: 1)")
+    p.add_argument("--procs", type=int, default=1, metavar="P", help="client processes sharing the load (default: 1)")
+    p.add_argument("--call", choices=CALLS, default="admit", help="admit (default), admit-batch, admit-stream, or empty: the health Check, the floor")
+    p.add_argument("--batch", type=int, default=16, metavar="N", help="documents per AdmitBatch (default: 16)")
+    p.add_argument("--document", action="append", metavar="FILE", help="a document to send (repeatable: cycled); default: the embedded sample JobSpec and spec-bundle")
+    records = p.add_mutually_exclusive_group()
+    records.add_argument("--dry-run", dest="open_records", action="store_false", help="check only, open nothing (the default)")
+    records.add_argument("--open-records", dest="open_records", action="store_true", help="admit for real: open a job record per admitted document")
     connect.add_options(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--plot", metavar="FILE.png", help="also draw the latency histogram")
-    p.set_defaults(run=run)
+    p.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the latency distribution and latency over time (needs matplotlib: pip install 'jobgate[plot]')")
+    p.set_defaults(run=run, open_records=False)
+    actions = p.add_subparsers(dest="action", metavar="compare", title="comparing saved runs")
+    c = actions.add_parser("compare", help="ratios of every figure between two runs saved with --format json, with bootstrap intervals")
+    c.add_argument("a", metavar="A.json")
+    c.add_argument("b", metavar="B.json")
+    c.add_argument("--format", dest="compare_format", choices=("text", "json"), default="text")
+    c.set_defaults(run=run_compare)
 
 
-def percentile(ordered: list[float], p: float) -> float:
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+def run_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from jobgate.bench import compare
+    from jobgate.cli import UsageError
+
+    try:
+        rows = compare.compare(compare.load(args.a), compare.load(args.b))
+    except compare.CompareError as e:
+        raise UsageError(str(e)) from None
+    print(json.dumps(rows, indent=2) if args.compare_format == "json" else compare.text(rows, args.a, args.b))
+    return 0
 
 
-def histogram(latencies: list[float]) -> list[dict]:
-    """Power-of-two buckets in microseconds."""
-    buckets: dict[int, int] = {}
-    for s in latencies:
-        edge = 1 << max(0, math.ceil(math.log2(max(s * 1e6, 1))))
-        buckets[edge] = buckets.get(edge, 0) + 1
-    return [{"le_us": edge, "count": buckets[edge]} for edge in sorted(buckets)]
+def read_documents(paths: list[str] | None) -> list[bytes]:
+    from jobgate.cli import UsageError
+
+    paths = paths or [str(samples.path("jobspec.valid.json")), str(samples.path("spec_bundle.valid.yaml"))]
+    out = []
+    for path in paths:
+        try:
+            out.append(Path(path).read_bytes())
+        except OSError as e:
+            raise UsageError(f"{path}: cannot read: {e.strerror}") from None
+    return out
+
+
+def encode_requests(call: str, documents: list[bytes], batch: int, open_records: bool) -> tuple[tuple[bytes, ...], int]:
+    """The request messages of a call shape, encoded once, and the documents each carries."""
+    from grpc_health.v1 import health_pb2
+
+    from jobgate.v1 import admission_pb2
+
+    dry = not open_records
+    docs = [admission_pb2.Document(raw=d) for d in documents]
+    if call == "empty":
+        return (health_pb2.HealthCheckRequest().SerializeToString(),), 0
+    if call == "admit":
+        return tuple(admission_pb2.AdmitRequest(document=d, dry_run=dry).SerializeToString() for d in docs), 1
+    if call == "admit-stream":
+        return tuple(admission_pb2.AdmitStreamRequest(request_id=str(i), document=d, dry_run=dry).SerializeToString() for i, d in enumerate(docs)), 1
+    # Batches that cycle the documents as a stream of them would.
+    count = len(docs) // _gcd(len(docs), batch) if len(docs) > 1 else 1
+    ring = [docs[i % len(docs)] for i in range(count * batch)]
+    return tuple(admission_pb2.AdmitBatchRequest(documents=ring[i * batch : (i + 1) * batch], dry_run=dry).SerializeToString() for i in range(count)), batch
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def probe(args: argparse.Namespace, documents: list[bytes]) -> None:
+    """One dry-run call before the run (it opens nothing, whatever the run does):
+    fails fast (exit 2) on what every call would share."""
+    import grpc
+
+    from jobgate.bench.load import ADMIT, ADMIT_BATCH, HEALTH_CHECK
+    from jobgate.cli import UsageError
+
+    method = {"admit": ADMIT, "admit-batch": ADMIT_BATCH, "empty": HEALTH_CHECK, "admit-stream": HEALTH_CHECK}[args.call]
+    shape = "empty" if args.call == "admit-stream" else args.call
+    request = encode_requests(shape, documents[:1], 1, open_records=False)[0][0]
+    with connect.channel_for(args) as channel:
+        try:
+            channel.unary_unary(method, request_serializer=None, response_deserializer=None)(request, metadata=connect.metadata(args), timeout=args.timeout)
+        except grpc.RpcError as e:
+            if e.code().name in FATAL:
+                raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
+
+
+def parameters(args: argparse.Namespace, documents: int) -> dict:
+    return {
+        "server": args.server,
+        "call": args.call,
+        "batch": args.batch if args.call == "admit-batch" else 1,
+        "documents": documents,
+        "open_records": bool(args.open_records),
+        "requests": args.requests,
+        "duration": args.duration,
+        "warmup": args.warmup,
+        "concurrency": args.concurrency,
+        "rps": args.rps,
+        "connections": args.connections,
+        "procs": args.procs,
+        "timeout": args.timeout,
+        "tls": bool(args.ca),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
-    import grpc
+    from jobgate.bench import load, results
+    from jobgate.bench.plot import PlotUnavailable, draw, require
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
 
-    from jobgate.cli import UsageError
-    from jobgate.v1 import admission_pb2, admission_pb2_grpc
-
-    if args.requests < 1 or args.concurrency < 1:
-        raise UsageError("--requests and --concurrency must be at least 1")
-    path = args.document or samples.path("jobspec.valid.json")
-    try:
-        data = open(path, "rb").read()
-    except OSError as e:
-        raise UsageError(f"{path}: cannot read: {e.strerror}") from None
-    metadata = connect.metadata(args)
-    request = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=data), dry_run=not args.open_records)
-    latencies: list[float] = []
-    failures: list[str] = []
-    lock = threading.Lock()
-    remaining = [args.requests]
-    with connect.channel_for(args) as channel:
-        stub = admission_pb2_grpc.AdmissionServiceStub(channel)
-        try:
-            stub.Admit(request, metadata=metadata, timeout=10)  # warm up, and fail fast
-        except grpc.RpcError as e:
-            raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
-
-        def worker() -> None:
-            while True:
-                with lock:
-                    if remaining[0] == 0:
-                        return
-                    remaining[0] -= 1
-                t = time.perf_counter()
-                try:
-                    stub.Admit(request, metadata=metadata, timeout=30)
-                except grpc.RpcError as e:
-                    with lock:
-                        failures.append(e.code().name)
-                    continue
-                elapsed = time.perf_counter() - t
-                with lock:
-                    latencies.append(elapsed)
-
-        start = time.perf_counter()
-        threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - start
-    ordered = sorted(latencies)
-    if not ordered:
-        raise UsageError(f"every request failed ({', '.join(sorted(set(failures)))})")
-    result = {
-        "server": args.server,
-        "requests": len(ordered),
-        "failures": len(failures),
-        "concurrency": args.concurrency,
-        "requests_per_s": len(ordered) / wall,
-        "latency_us": {name: percentile(ordered, p) * 1e6 for name, p in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99))},
-        "mean_us": statistics.mean(ordered) * 1e6,
-        "histogram": histogram(ordered),
-    }
     if args.plot:
         try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise UsageError("--plot needs matplotlib (pip install matplotlib)") from None
-        fig, ax = plt.subplots(figsize=(8, 4))
-        ax.hist([s * 1e6 for s in ordered], bins=60)
-        ax.set_xlabel("Admit latency (µs)")
-        ax.set_ylabel("requests")
-        ax.set_title(f"{args.server}: {result['requests_per_s']:.0f} req/s, p99 {result['latency_us']['p99']:.0f} µs")
-        fig.savefig(args.plot, dpi=120, bbox_inches="tight")
+            require()  # before any load is sent: a run is never thrown away for it
+        except PlotUnavailable as e:
+            raise UsageError(str(e)) from None
+    if args.requests is None and args.duration is None:
+        args.requests = 2000
+    if args.rps is not None and args.concurrency is not None and args.call != "admit-stream":
+        raise UsageError("--concurrency and --rps: an open loop sends unary calls as they fall due, whatever is in flight (--concurrency counts streams with --call admit-stream)")
+    if args.concurrency is None:
+        args.concurrency = max(4, args.procs)
+    for name in ("requests", "concurrency", "connections", "procs", "batch"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    if args.rps is not None and not args.rps > 0:
+        raise UsageError("--rps must be more than 0")
+    if args.duration == 0:
+        raise UsageError("--duration must be more than 0")
+    if args.procs > args.concurrency and args.rps is None:
+        raise UsageError("--procs cannot exceed --concurrency: each process needs a call in flight")
+    channel_check = connect.channel_for(args)  # the option checks and the plaintext warning, once
+    channel_check.close()
+    documents = read_documents(args.document)
+    requests, per_call = encode_requests(args.call, documents, args.batch, args.open_records)
+    probe(args, documents)
+    read = lambda p: Path(p).read_bytes() if p else None  # noqa: E731
+    plan = load.Plan(
+        server=args.server,
+        call=args.call,
+        requests=requests,
+        documents=per_call,
+        concurrency=args.concurrency,
+        rps=args.rps,
+        total=args.requests,
+        duration=args.duration,
+        warmup=args.warmup,
+        connections=args.connections,
+        procs=args.procs,
+        timeout=args.timeout,
+        metadata=tuple(connect.metadata(args)),
+        ca=read(args.ca),
+        cert=read(args.cert),
+        key=read(args.key),
+    )
+    if sys.stderr.isatty() and not os.environ.get("CI"):
+        amount = f"{args.requests:,} calls" if args.requests else f"{args.duration:g} s"
+        print(f"jobgate bench: {amount} after {args.warmup:g} s of warm-up …", file=sys.stderr)
+    begun = time.monotonic()
+    parts, measured_from, end = load.run(plan)
+    result = results.summary(parameters(args, len(documents)), results.merge(parts), end - measured_from)
+    result["wall_seconds"] = round(time.monotonic() - begun, 3)
+    if result["calls"] == 0:
+        raise UsageError("no call was measured: lengthen --duration or lower --warmup")
     if args.format == "json":
+        import json
+
         print(json.dumps(result, indent=2))
+    elif args.format == "csv":
+        print(results.csv_text(result))
     else:
-        lat = result["latency_us"]
-        print(f"{result['requests']} requests to {args.server} ({args.concurrency} in flight, {'records opened' if args.open_records else 'dry run'}): {result['requests_per_s']:.0f} requests/s, {result['failures']} failed")
-        print("latency: " + "  ".join(f"{k} {v:.0f} µs" for k, v in lat.items()))
-        peak = max(b["count"] for b in result["histogram"])
-        for b in result["histogram"]:
-            print(f"  <= {b['le_us']:>8} µs  {'#' * max(1, round(40 * b['count'] / peak)):<40} {b['count']}")
-    return 0 if not failures else 1
+        print(results.text(result))
+    if args.plot:
+        draw(result, args.plot)
+        print(f"jobgate bench: plot written to {args.plot}", file=sys.stderr)
+    return EXIT_PASS if result["statuses"].get("OK", 0) == result["calls"] else EXIT_FAIL

@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 
 
 def add_options(p: argparse.ArgumentParser, *, server_default: str | None = "127.0.0.1:50051") -> None:
-    """--server, --token, --ca, --cert, --key."""
+    """--server, --token, --ca, --cert, --key, --timeout."""
     if server_default is not None:
         p.add_argument("--server", metavar="ADDR", default=server_default, help=f"the service (default: {server_default})")
     p.add_argument("--token", metavar="TOKEN", default=os.environ.get("JOBGATE_TOKEN"), help="bearer token (default: $JOBGATE_TOKEN)")
     p.add_argument("--ca", metavar="FILE", help="TLS: the CA that signed the server's certificate")
     p.add_argument("--cert", metavar="FILE", help="mutual TLS: this client's certificate")
     p.add_argument("--key", metavar="FILE", help="mutual TLS: this client's private key")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="the deadline of each call (default: 30)")
 
 
 def channel_for(args: argparse.Namespace, options: list[tuple[str, object]] | None = None) -> grpc.Channel:

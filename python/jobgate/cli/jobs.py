@@ -86,6 +86,7 @@ class Remote:
         self.channel = connect.channel_for(args)
         self.stub = jobs_pb2_grpc.JobServiceStub(self.channel)
         self.metadata = connect.metadata(args)
+        self.timeout = args.timeout
 
     @staticmethod
     def _dict(message) -> dict[str, Any]:
@@ -99,18 +100,18 @@ class Remote:
         request = jobs_pb2.ListJobsRequest(state=args.state or "", project=args.project or "", owner=args.owner or "", page_size=min(args.limit, 1000))
         if args.terminal or args.active:
             request.terminal = bool(args.terminal)
-        return [self._dict(j) for j in self.stub.ListJobs(request, metadata=self.metadata, timeout=30).jobs]
+        return [self._dict(j) for j in self.stub.ListJobs(request, metadata=self.metadata, timeout=self.timeout).jobs]
 
     def show(self, job_id: str) -> dict[str, Any]:
         from jobgate.v1 import jobs_pb2
 
-        return self._dict(self.stub.GetJob(jobs_pb2.GetJobRequest(job_id=job_id), metadata=self.metadata, timeout=30).job)
+        return self._dict(self.stub.GetJob(jobs_pb2.GetJobRequest(job_id=job_id), metadata=self.metadata, timeout=self.timeout).job)
 
     def mark(self, args) -> dict[str, Any]:
         from jobgate.v1 import jobs_pb2
 
         request = jobs_pb2.MarkJobRequest(job_id=args.job_id, state=args.state, message=args.message, source=args.source, backend_ref=args.backend_ref, err_class=args.err_class)
-        return self._dict(self.stub.MarkJob(request, metadata=self.metadata, timeout=30).job)
+        return self._dict(self.stub.MarkJob(request, metadata=self.metadata, timeout=self.timeout).job)
 
 
 def _backend(args: argparse.Namespace):

@@ -48,7 +48,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="check only: open no record (no idempotency key is sent)")
     p.add_argument("--package", metavar="FILE", help="a package (tar, tar.gz, tar.zst, zip) holding the bundle's supporting files, sent with each document")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="deadline of each attempt (default: 30)")
     p.add_argument("--retries", type=int, default=5, metavar="N", help="times a call that got UNAVAILABLE or DEADLINE_EXCEEDED is sent again, with the same key (default: 5)")
     p.add_argument(
         "--idempotency-key",

@@ -1,0 +1,267 @@
+"""The load: asyncio gRPC clients in one or more processes, each with its share of
+the connections, of the calls in flight (closed loop) or of the schedule (open loop).
+
+Closed loop: each of `concurrency` slots sends a call, waits for it, sends the next;
+latency runs from the send. Open loop: calls are due at a fixed rate, whatever
+the server does, and latency runs from the time a call was due: a server that falls
+behind shows its queue in the latencies instead of slowing the load down (the
+coordinated omission a closed loop hides). Unary calls in an open loop are sent as
+they fall due, without limit; AdmitStream's messages wait for one of the
+`concurrency` streams, and that wait is part of their latency.
+
+Processes are started with `spawn` (gRPC's runtime does not survive `fork`) and
+begin together at a shared monotonic instant; their recordings are merged after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import Any
+
+from jobgate.bench.results import Recorder
+
+ADMIT = "/jobgate.v1.AdmissionService/Admit"
+ADMIT_BATCH = "/jobgate.v1.AdmissionService/AdmitBatch"
+ADMIT_STREAM = "/jobgate.v1.AdmissionService/AdmitStream"
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+START_DELAY = 0.3  # seconds for every process to connect before the shared start
+CONNECT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run, as every process receives it. `requests` are encoded request messages,
+    cycled; `documents` is how many documents one carries."""
+
+    server: str
+    call: str
+    requests: tuple[bytes, ...]
+    documents: int
+    concurrency: int
+    rps: float | None
+    total: int | None
+    duration: float | None
+    warmup: float
+    connections: int
+    procs: int
+    timeout: float
+    metadata: tuple[tuple[str, str], ...] = ()
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Share:
+    """One process's part of a plan."""
+
+    index: int
+    connections: int
+    concurrency: int
+    total: int | None
+
+
+def shares(plan: Plan) -> list[Share]:
+    """The plan cut over its processes: connections, slots and calls as even as they go."""
+
+    def part(n: int, i: int) -> int:
+        return n // plan.procs + (1 if i < n % plan.procs else 0)
+
+    return [Share(i, max(1, part(plan.connections, i)), max(1, part(plan.concurrency, i)), None if plan.total is None else part(plan.total, i)) for i in range(plan.procs)]
+
+
+def run(plan: Plan) -> tuple[list[dict[str, Any]], float, float]:
+    """Runs the plan; returns each process's recording, the measured start and the
+    measured end (monotonic seconds)."""
+    start = time.monotonic() + START_DELAY + (0.7 if plan.procs > 1 else 0)
+    if plan.procs == 1:
+        parts = [run_share(plan, shares(plan)[0], start)]
+    else:
+        with ProcessPoolExecutor(max_workers=plan.procs, mp_context=get_context("spawn")) as pool:
+            parts = list(pool.map(run_share, itertools.repeat(plan), shares(plan), itertools.repeat(start)))
+    measured_from = start + plan.warmup
+    end = max([p["last"] for p in parts] + [measured_from + (plan.duration or 0)])
+    return parts, measured_from, end
+
+
+def run_share(plan: Plan, share: Share, start: float) -> dict[str, Any]:
+    """One process's part: its own event loop, channels and recorder."""
+    return asyncio.run(_Client(plan, share, start).run())
+
+
+class _Client:
+    def __init__(self, plan: Plan, share: Share, start: float) -> None:
+        self.plan, self.share, self.start = plan, share, start
+        self.measure_from = start + plan.warmup
+        self.recorder = Recorder(self.measure_from)
+        self.requests = itertools.cycle(plan.requests)
+        self.left = share.total  # measured calls still to send, when counted
+
+    # ---- what a call is
+
+    def _decoder(self):
+        from grpc_health.v1 import health_pb2
+
+        from jobgate.v1 import admission_pb2
+
+        return {
+            "admit": admission_pb2.AdmitResponse.FromString,
+            "admit-batch": admission_pb2.AdmitBatchResponse.FromString,
+            "admit-stream": admission_pb2.AdmitStreamResponse.FromString,
+            "empty": health_pb2.HealthCheckResponse.FromString,
+        }[self.plan.call]
+
+    def _reports(self, response) -> list:
+        call = self.plan.call
+        if call == "empty":
+            return []
+        if call == "admit-batch":
+            return [r.report for r in response.results]
+        return [response.report]
+
+    def _channels(self):
+        import grpc
+
+        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        if self.plan.ca is None:
+            return [grpc.aio.insecure_channel(self.plan.server, options=options) for _ in range(self.share.connections)]
+        credentials = grpc.ssl_channel_credentials(self.plan.ca, self.plan.key, self.plan.cert)
+        return [grpc.aio.secure_channel(self.plan.server, credentials, options=options) for _ in range(self.share.connections)]
+
+    # ---- pacing
+
+    def _take(self, now: float) -> bool:
+        """Whether a slot sends another call at `now` (warm-up calls are free)."""
+        if now < self.measure_from:
+            return True
+        if self.left is not None:
+            if self.left <= 0:
+                return False
+            self.left -= 1
+            return True
+        return now < self.measure_from + (self.plan.duration or 0)
+
+    def _schedule(self):
+        """Due times of this process's calls in an open loop: every `procs`-th slot
+        of the global schedule, from the start, warm-up included."""
+        period = 1.0 / self.plan.rps
+        for k in itertools.count():
+            due = self.start + (k * self.plan.procs + self.share.index) * period
+            if due >= self.measure_from:
+                if self.left is not None:
+                    if self.left <= 0:
+                        return
+                    self.left -= 1
+                elif due >= self.measure_from + (self.plan.duration or 0):
+                    return
+            yield due
+
+    async def _until(self, when: float) -> None:
+        delay = when - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    # ---- the run
+
+    async def run(self) -> dict[str, Any]:
+        import grpc
+
+        channels = self._channels()
+        try:
+            for channel in channels:
+                await asyncio.wait_for(channel.channel_ready(), CONNECT_TIMEOUT)
+            decode = self._decoder()
+            if self.plan.call == "admit-stream":
+                calls = [c.stream_stream(ADMIT_STREAM, request_serializer=None, response_deserializer=decode) for c in channels]
+                await self._streams(calls, grpc)
+            else:
+                method = {"admit": ADMIT, "admit-batch": ADMIT_BATCH, "empty": HEALTH_CHECK}[self.plan.call]
+                calls = [c.unary_unary(method, request_serializer=None, response_deserializer=decode) for c in channels]
+                await self._unary(calls, grpc)
+        finally:
+            for channel in channels:
+                await channel.close()
+        return self.recorder.export()
+
+    async def _one(self, call, begun: float, grpc) -> None:
+        try:
+            response = await call(next(self.requests), metadata=self.plan.metadata, timeout=self.plan.timeout)
+        except grpc.aio.AioRpcError as e:
+            self.recorder.record(begun, time.monotonic(), e.code().name, message=e.details() or "")
+            return
+        self.recorder.record(begun, time.monotonic(), "OK", self.plan.documents, self._reports(response))
+
+    async def _unary(self, calls: list, grpc) -> None:
+        await self._until(self.start)
+        if self.plan.rps is None:
+
+            async def slot(call) -> None:
+                while self._take(time.monotonic()):
+                    await self._one(call, time.monotonic(), grpc)
+
+            await asyncio.gather(*(slot(calls[i % len(calls)]) for i in range(self.share.concurrency)))
+            return
+        pending: set[asyncio.Task] = set()
+        for n, due in enumerate(self._schedule()):
+            await self._until(due)
+            task = asyncio.create_task(self._one(calls[n % len(calls)], due, grpc))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+        if pending:
+            await asyncio.gather(*pending)
+
+    async def _streams(self, calls: list, grpc) -> None:
+        """`concurrency` AdmitStreams; each sends a message, reads its answer, and
+        takes the next (closed loop) or the next one due (open loop)."""
+        due: asyncio.Queue | None = asyncio.Queue() if self.plan.rps is not None else None
+
+        async def slot(call) -> None:
+            stream = call(metadata=self.plan.metadata)
+            try:
+                while True:
+                    if due is None:
+                        if not self._take(time.monotonic()):
+                            break
+                        begun = time.monotonic()
+                    else:
+                        begun = await due.get()
+                        if begun is None:
+                            break
+                    try:
+                        await stream.write(next(self.requests))
+                        response = await asyncio.wait_for(stream.read(), self.plan.timeout)
+                    except grpc.aio.AioRpcError as e:
+                        self.recorder.record(begun, time.monotonic(), e.code().name, message=e.details() or "")
+                        stream = call(metadata=self.plan.metadata)  # the stream ended: open another
+                        continue
+                    except TimeoutError:
+                        self.recorder.record(begun, time.monotonic(), "DEADLINE_EXCEEDED", message="no answer within the deadline")
+                        stream.cancel()
+                        stream = call(metadata=self.plan.metadata)
+                        continue
+                    if response is grpc.aio.EOF:
+                        self.recorder.record(begun, time.monotonic(), "UNKNOWN", message="the stream ended")
+                        stream = call(metadata=self.plan.metadata)
+                        continue
+                    self.recorder.record(begun, time.monotonic(), "OK", self.plan.documents, self._reports(response))
+            finally:
+                try:  # end it cleanly: no more messages, and the server's OK
+                    await stream.done_writing()
+                    await asyncio.wait_for(stream.read(), CONNECT_TIMEOUT)
+                except Exception:  # noqa: BLE001 - already ended or broken: drop it
+                    stream.cancel()
+
+        await self._until(self.start)
+        slots = [asyncio.create_task(slot(calls[i % len(calls)])) for i in range(self.share.concurrency)]
+        if due is not None:
+            for when in self._schedule():
+                await self._until(when)
+                due.put_nowait(when)
+            for _ in slots:
+                due.put_nowait(None)
+        await asyncio.gather(*slots)
