@@ -153,9 +153,9 @@ def test_submit_and_bench_speak_mutual_tls(pki, tmp_path, capsys):
         (submitted,) = json.loads(capsys.readouterr().out)["results"]
         assert submitted["verdict"] == "pass" and submitted["job_id"]
         assert json.loads(r.gate.store.document(submitted["job_id"]))["metadata"]["owner"] == "alice"
-        assert main(["bench", *tls, "--requests", "20", "--concurrency", "2", "--format", "json"]) == 0
+        assert main(["bench", *tls, "--requests", "20", "--concurrency", "2", "--warmup", "0", "--format", "json"]) == 0
         measured = json.loads(capsys.readouterr().out)
-        assert measured["requests"] == 20 and measured["failures"] == 0
+        assert measured["calls"] == 20 and measured["statuses"] == {"OK": 20} and measured["parameters"]["tls"] is True
         # plaintext against the TLS port: a clear exit 2 from each, no traceback
         for command in (["submit", str(job), "--retries", "0"], ["bench", "--requests", "2"]):
             assert main([*command, "--server", f"localhost:{r.port}"]) == 2

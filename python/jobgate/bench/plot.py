@@ -38,11 +38,11 @@ def draw(result: dict[str, Any], path: str) -> None:
     dist.set_xscale("log")
     dist.set_xlabel("latency (ms, log scale)")
     dist.set_ylabel("calls")
-    for name, us in result["latency_us"].items():
-        if name in ("mean",):
-            continue
+    marked = [(name, us) for name, us in result["latency_us"].items() if name != "mean"]
+    for n, (name, us) in enumerate(marked):
         dist.axvline(us / 1000, color="#c44e52", linestyle=":", linewidth=1)
-        dist.annotate(name, (us / 1000, dist.get_ylim()[1] * 0.95), rotation=90, fontsize=8, va="top", ha="right")
+        height = dist.get_ylim()[1] * (0.97 - 0.12 * (n % 3))  # staggered: close percentiles stay legible
+        dist.annotate(name, (us / 1000, height), rotation=90, fontsize=8, va="top", ha="right")
     dist.set_title(f"latency from {result['latency_from'].split(' (')[0]}")
     seconds = [s["second"] for s in result["timeline"]]
     for key, style in (("p50", "-"), ("p99", "--"), ("max", ":")):
