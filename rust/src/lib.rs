@@ -7,6 +7,7 @@ pub mod document;
 pub mod facts;
 pub mod files;
 pub mod kinds;
+pub mod locate;
 pub mod node;
 pub mod pointer;
 pub mod report;
