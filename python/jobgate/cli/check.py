@@ -18,6 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kind", choices=KINDS, help="the kind of every document (default: detected from its keys)")
     p.add_argument("--config", metavar="FILE", help="jobgate.toml with the deployment rules (catalog, registries, GPU series and limits)")
     p.add_argument("--format", choices=formats.FORMATS, default="text", help="output format (default: text)")
+    formats.add_fail_on(p)
     files = p.add_mutually_exclusive_group()
     files.add_argument("--root", metavar="DIR", help="verify each bundle's supporting files under this producer root")
     files.add_argument("--package", metavar="FILE", help="verify against a package (tar, tar.gz, tar.zst, zip) holding the bundle and its files")
@@ -52,4 +53,4 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:  # unreadable paths, and a producer root or package that cannot be opened
         raise UsageError(str(e)) from None
     print(formats.render(args.format, results))
-    return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL
+    return EXIT_FAIL if formats.failing(results, args.fail_on) else EXIT_PASS

@@ -16,6 +16,17 @@ from jobgate import Report, __version__, rules
 FORMATS = ("text", "json", "junit", "sarif")
 
 
+def add_fail_on(p) -> None:
+    p.add_argument("--fail-on", choices=("error", "warning"), default="error", help="exit 1 when a document has an error (default), or any violation at all")
+
+
+def failing(results: Sequence[tuple[str, Report]], fail_on: str) -> bool:
+    """Whether the run exits 1: a failed document, or with `warning`, any violation."""
+    if fail_on == "warning":
+        return any(r.violations for _, r in results)
+    return not all(r.ok for _, r in results)
+
+
 def summary(results: Sequence[tuple[str, Report]]) -> dict[str, int]:
     passed = sum(1 for _, r in results if r.ok)
     return {

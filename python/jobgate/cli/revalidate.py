@@ -29,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="jobgate.toml with the current catalog and deployment rules (default: document rules only)")
     p.add_argument("--kind", choices=KINDS, help="the kind of every document (default: detected from its keys)")
     p.add_argument("--format", choices=formats.FORMATS, default="text", help="output format (default: text)")
+    formats.add_fail_on(p)
     p.add_argument("--engine", choices=ENGINES, default="local", help="local: threads on this machine (default); ray: tasks on a Ray cluster")
     p.add_argument("--address", metavar="ADDR", help="with --engine ray: the cluster to join (host:port, ray://host:port or auto; default: start a private local Ray)")
     p.add_argument("--threads", type=int, metavar="N", help="with --engine local: worker threads (default: every core)")
@@ -76,4 +77,4 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     results = [(item.path, ReportView.from_dict(r)) for item, r in zip(items, reports, strict=True)]
     print(formats.render(args.format, results))
-    return EXIT_PASS if all(r.ok for _, r in results) else EXIT_FAIL
+    return EXIT_FAIL if formats.failing(results, args.fail_on) else EXIT_PASS
