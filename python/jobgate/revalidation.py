@@ -24,6 +24,7 @@ import sqlite3
 import tarfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,19 +232,7 @@ def run_ray(items: list[Item], config: Config | None, kind: str | None, progress
     finds a local one, `ray://host:port` is a Ray Client address); without, it starts
     a private local Ray. At most twice the cluster's CPUs of chunks are in flight, so
     the driver never holds the whole archive in memory."""
-    try:
-        import ray
-    except ImportError:
-        raise EngineError("the ray engine needs Ray: pip install 'jobgate[ray]'") from None
-    started_here = not ray.is_initialized()
-    if started_here:
-        if address and address != "auto":
-            reachable(address)
-        try:
-            ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False, configure_logging=False)
-        except Exception as e:  # noqa: BLE001 - Ray raises several types for "cannot connect"
-            raise EngineError(f"cannot reach the Ray cluster at {address or '(local)'}: {e}") from None
-    try:
+    with ray_session(address) as ray:
         task = ray.remote(_ray_check_chunk).options(num_cpus=1)
         limits = (config or Config()).limits
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
@@ -259,6 +248,27 @@ def run_ray(items: list[Item], config: Config | None, kind: str | None, progress
         while pending:
             _collect(ray, pending, done, sizes, progress)
         return [r for n in sorted(done) for r in done[n]]
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[Any]:
+    """Ray, joined (or a private local one started) for the block, and left after;
+    inside another session, that one is used. Two judgments of one archive
+    (`--against`) share one session."""
+    try:
+        import ray
+    except ImportError:
+        raise EngineError("the ray engine needs Ray: pip install 'jobgate[ray]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        if address and address != "auto":
+            reachable(address)
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+        except Exception as e:  # noqa: BLE001 - Ray raises several types for "cannot connect"
+            raise EngineError(f"cannot reach the Ray cluster at {address or '(local)'}: {e}") from None
+    try:
+        yield ray
     finally:
         if started_here:
             ray.shutdown()

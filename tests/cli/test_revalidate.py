@@ -258,3 +258,48 @@ def test_a_cache_that_cannot_be_used_is_exit_2(archive, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert f"{bad}: cannot" in err and "revalidation cache" in err and "Traceback" not in err
+
+
+def test_against_a_candidate_reports_exactly_what_it_changes(archive, tmp_path, capsys):
+    """A candidate that moves nemo-rl/grpo to 0.8.0 breaks exactly the JobSpec pinned
+    to 0.7.0; nothing else in the archive is judged otherwise."""
+    current, candidate = str(DEMO_CONFIG), str(newer_catalog(tmp_path))
+    code, out = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", candidate, "--format", "json"])
+    assert code == 1
+    result = json.loads(out)
+    (change,) = result["changes"]
+    assert change["source"] == str(archive / "jobs" / "grpo.json") and change["project"] == "my-lab" and change["kind"] == "jobspec"
+    assert change["verdict"] == {"current": "pass", "candidate": "fail"} and change["removed"] == []
+    assert [(v["rule"], v["field"], v["severity"]) for v in change["added"]] == [("forge.handshake.version", "/spec/recipe/version", "error")]
+    items = result["impact"]["items"]
+    assert result["impact"] == {
+        "items": items,
+        "changed": 1,
+        "newly_failing": 1,
+        "newly_passing": 0,
+        "by_rule": {"forge.handshake.version": {"added": 1, "removed": 0}},
+        "by_project": {"my-lab": {"changed": 1, "newly_failing": 1, "newly_passing": 0}},
+    }
+    assert items > 10
+    # the other way round: it mends, exit 0
+    code, out = run_cli(capsys, ["revalidate", str(archive), "--config", candidate, "--against", current, "--format", "json"])
+    assert code == 0 and json.loads(out)["impact"]["newly_passing"] == 1
+    code, text = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", candidate])
+    assert code == 1 and f"1 of {items} items judged otherwise: 1 newly failing, 0 newly passing" in text
+    assert "pass -> fail (project my-lab)" in text and "rule forge.handshake.version: +1 -0" in text
+    code, sarif = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", candidate, "--format", "sarif"])
+    assert [r["ruleId"] for r in json.loads(sarif)["runs"][0]["results"]] == ["forge.handshake.version"]
+    code, junit = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", candidate, "--format", "junit"])
+    assert junit.count("<testcase ") == 1
+    # nothing changes against itself
+    code, out = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", current, "--format", "json"])
+    assert code == 0 and json.loads(out)["changes"] == []
+
+
+def test_against_a_candidate_on_ray_gives_the_same_answer(archive, tmp_path, ray_cluster):
+    command = [sys.executable, "-m", "jobgate.cli", "revalidate", str(archive), "--config", str(DEMO_CONFIG), "--against", str(newer_catalog(tmp_path)), "--format", "json"]
+    address, env = ray_cluster
+    local = subprocess.run(command, capture_output=True, timeout=300, cwd=ROOT)
+    remote = subprocess.run([*command, "--engine", "ray", "--address", address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+    assert (local.returncode, remote.returncode) == (1, 1), remote.stderr.decode()[-2000:]
+    assert remote.stdout == local.stdout and len(json.loads(remote.stdout)["changes"]) == 1

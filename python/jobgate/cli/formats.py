@@ -194,6 +194,32 @@ def submissions(fmt: str, items: Sequence[Any]) -> str:
     return "\n".join(lines)
 
 
+def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
+    """`revalidate --against`: the items the candidate judges otherwise
+    (`jobgate.rollout.Change`) and the counts. JUnit and SARIF show the candidate's
+    reports of those items."""
+    if fmt == "json":
+        return dumps({"changes": [c.to_dict() for c in changed], "impact": impact})
+    if fmt in ("junit", "sarif"):
+        from jobgate.reports import ReportView
+
+        return render(fmt, [(c.source, ReportView.from_dict(c.candidate)) for c in changed])
+    paint = _painter()
+    lines = []
+    for c in changed:
+        was, now = c.current["verdict"], c.candidate["verdict"]
+        shift = paint(f"{was} -> {now}", "31;1" if c.breaks else "32" if c.mends else "33") if was != now else f"{now}, violations differ"
+        lines.append(f"{c.source}: {shift}" + (f" (project {c.project})" if c.project else ""))
+        lines += [f"  + {v['severity']:<7} {v['rule']}  {v['field'] or '(document)'}  {v['message']}" for v in c.added]
+        lines += [f"  - {v['severity']:<7} {v['rule']}  {v['field'] or '(document)'}  {v['message']}" for v in c.removed]
+    lines.append(f"{impact['changed']} of {impact['items']} items judged otherwise: {impact['newly_failing']} newly failing, {impact['newly_passing']} newly passing")
+    for rule, n in impact["by_rule"].items():
+        lines.append(f"  rule {rule}: +{n['added']} -{n['removed']}")
+    for project, n in impact["by_project"].items():
+        lines.append(f"  project {project}: {n['changed']} changed, {n['newly_failing']} newly failing, {n['newly_passing']} newly passing")
+    return "\n".join(lines)
+
+
 def dumps(value: Any) -> str:
     """JSON as `json.dumps(indent=2, ensure_ascii=False)` writes it, at orjson's speed
     (a report of an archive of 20,000 items is written in milliseconds)."""

@@ -42,6 +42,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--format", choices=("job-record", "text"), default="job-record", help="job-record: the TAO job-record JSON (default)")
     show.set_defaults(run=run_show)
 
+    audit = jobs.add_parser("audit", help="judge the admitted documents of unfinished jobs under a candidate configuration: which would it refuse?")
+    common(audit)
+    audit.add_argument("--against", required=True, metavar="CANDIDATE.toml", help="the candidate configuration; the current one is --config")
+    audit.add_argument("--format", choices=("text", "json"), default="text")
+    audit.add_argument("--fail-on", choices=("error", "warning"), default="error", help="exit 1 when a job would newly fail (default), or gain any violation")
+    audit.set_defaults(run=run_audit)
+
     mark = jobs.add_parser("mark", help="append a transition")
     common(mark)
     mark.add_argument("job_id", metavar="ID")
@@ -173,3 +180,37 @@ def run_mark(args: argparse.Namespace) -> int:
     record = _backend(args).mark(args)
     print(_line(record))
     return 0
+
+
+@_errors
+def run_audit(args: argparse.Namespace) -> int:
+    """Gatekeeper's audit: every unfinished job's admitted document, judged under the
+    current configuration and the candidate; the jobs judged otherwise are shown."""
+    from jobgate import Validator, rollout
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, formats, named_files
+
+    if args.server:
+        raise UsageError("jobs audit reads the admitted documents from the store: give --store or --config, not --server")
+    named_files(args.against)
+    current = Validator(load_config(args.config)) if args.config else Validator()
+    candidate = Validator(load_config(args.against))
+    store = Local(args).store
+    ids, before, after, projects = [], [], [], []
+    after_seq = ""
+    while True:
+        rows = store.list(state="", project="", owner="", terminal=False, limit=500, after=after_seq)
+        for row in rows:
+            document = store.document(row["id"])
+            ids.append(row["id"])
+            before.append(current.check(document).to_dict())
+            after.append(candidate.check(document).to_dict())
+            facts = candidate.facts(document)
+            projects.append(facts.project if facts is not None else "")
+        if len(rows) < 500:
+            break
+        after_seq = str(rows[-1]["_seq"])
+    changes = rollout.compare(ids, before, after, projects)
+    print(formats.changes(args.format, changes, rollout.impact(changes, len(ids))))
+    if args.fail_on == "warning":
+        return EXIT_FAIL if any(c.added for c in changes) else EXIT_PASS
+    return EXIT_FAIL if any(c.breaks for c in changes) else EXIT_PASS

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import nullcontext
 
 from jobgate.cli import formats
 from jobgate.cli.check import KINDS
@@ -33,6 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=ENGINES, default="local", help="local: threads on this machine (default); ray: tasks on a Ray cluster")
     p.add_argument("--address", metavar="ADDR", help="with --engine ray: the cluster to join (host:port, ray://host:port or auto; default: start a private local Ray)")
     p.add_argument("--threads", type=int, metavar="N", help="with --engine local: worker threads (default: every core)")
+    p.add_argument("--against", metavar="CANDIDATE.toml", help="judge every item under --config and under this candidate too; report only the items whose verdict or violations change")
     p.add_argument("--cache", metavar="FILE", help="a SQLite file of reports by content: items unchanged since a run with the same configuration and jobgate version are not checked again")
     p.set_defaults(run=run)
 
@@ -59,22 +61,56 @@ def run(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    def engine(todo: list[revalidation.Item]) -> list[dict]:
-        if not todo:
-            return []
-        if args.engine == "ray":
-            return revalidation.run_ray(todo, config, args.kind, bar.update, args.address)
-        return revalidation.run_local(todo, config, args.kind, bar.update, args.threads)
+    candidate = None
+    if args.against:
+        named_files(args.against)
+        candidate = load_config(args.against)
 
-    with tqdm(total=len(items), unit="item", disable=not show_progress(), file=sys.stderr, desc="revalidating") as bar:
+    def judge(config, bar) -> list[dict]:
+        def engine(todo: list[revalidation.Item]) -> list[dict]:
+            if not todo:
+                return []
+            if args.engine == "ray":
+                return revalidation.run_ray(todo, config, args.kind, bar.update, args.address)
+            return revalidation.run_local(todo, config, args.kind, bar.update, args.threads)
+
+        if args.cache:
+            return revalidation.run_cached(items, revalidation.ReportCache(args.cache, config, args.kind), bar.update, engine)
+        return engine(items)
+
+    configs = [config] if candidate is None else [config, candidate]
+    session = revalidation.ray_session(args.address) if args.engine == "ray" and candidate is not None else nullcontext()
+    with tqdm(total=len(items) * len(configs), unit="item", disable=not show_progress(), file=sys.stderr, desc="revalidating") as bar:
         try:
-            if args.cache:
-                cache = revalidation.ReportCache(args.cache, config, args.kind)
-                reports = revalidation.run_cached(items, cache, bar.update, engine)
-            else:
-                reports = engine(items)
+            with session:
+                judged = [judge(c, bar) for c in configs]
         except (revalidation.EngineError, revalidation.CacheError) as e:
             raise UsageError(str(e)) from None
-    results = [(item.path, ReportView.from_dict(r)) for item, r in zip(items, reports, strict=True)]
+    if candidate is not None:
+        return report_changes(args, items, *judged)
+    results = [(item.path, ReportView.from_dict(r)) for item, r in zip(items, judged[0], strict=True)]
     print(formats.render(args.format, results))
     return EXIT_FAIL if formats.failing(results, args.fail_on) else EXIT_PASS
+
+
+def report_changes(args: argparse.Namespace, items: list, current: list[dict], candidate: list[dict]) -> int:
+    """`--against`: the items the candidate judges otherwise, and the counts."""
+    from jobgate import Validator, rollout, sources
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS
+
+    reader = Validator()
+    projects = []
+    for item, before, after in zip(items, current, candidate, strict=True):
+        project = ""
+        if not item.package and (before["violations"] or after["violations"] or before["verdict"] != after["verdict"]):
+            try:
+                facts = reader.facts(sources.read(item.path).data, args.kind)
+                project = facts.project if facts is not None else ""
+            except (OSError, ValueError, sources.TooLarge, sources.NotRegular):
+                pass
+        projects.append(project)
+    changes = rollout.compare([i.path for i in items], current, candidate, projects)
+    print(formats.changes(args.format, changes, rollout.impact(changes, len(items))))
+    if args.fail_on == "warning":
+        return EXIT_FAIL if any(c.added for c in changes) else EXIT_PASS
+    return EXIT_FAIL if any(c.breaks for c in changes) else EXIT_PASS
