@@ -11,3 +11,11 @@ def print_grouped(rows: list[dict], line: Callable[[dict, dict], str], header: C
             bench, first = row["bench"], row
             print(header(bench))
         print(line(row, first))
+
+
+def run_alone(run: Callable[[bool], dict], print_table: Callable[[dict], None], argv: list[str]) -> None:
+    """One section run as `python -m benchmarks.NAME [--quick]`: its table and targets."""
+    out = run("--quick" in argv)
+    print_table(out)
+    for t in out["targets"]:
+        print(f"  [{'met ' if t['ok'] else 'MISS'}] {t['target']}: {t['ratio']:.2f} (goal {t['goal']})")

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import documents, print_grouped
+from benchmarks import documents, print_grouped, run_alone
 
 BASE_MB = 64  # what a check may add whatever its input: buffers, thread stacks, allocator slack
 
@@ -143,8 +143,4 @@ def print_table(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    quick = "--quick" in sys.argv
-    out = run(quick)
-    print_table(out)
-    for t in out["targets"]:
-        print(f"  [{'met ' if t['ok'] else 'MISS'}] {t['target']:<60} {t['ratio']:8.2f} (goal {t['goal']})")
+    run_alone(run, print_table, sys.argv)

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks import documents, print_grouped
+from benchmarks import documents, print_grouped, run_alone
 from benchmarks.service import start
 from jobgate.v1 import admission_pb2
 
@@ -81,7 +81,4 @@ def print_table(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    out = run("--quick" in sys.argv)
-    print_table(out)
-    for t in out["targets"]:
-        print(f"  [{'met ' if t['ok'] else 'MISS'}] {t['target']}: {t['ratio']:.2f} (goal {t['goal']})")
+    run_alone(run, print_table, sys.argv)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import grpc
 
-from benchmarks import documents, print_grouped
+from benchmarks import documents, print_grouped, run_alone
 from benchmarks.service import calls_in_flight, start
 from jobgate.v1 import admission_pb2
 
@@ -91,7 +91,4 @@ def print_table(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    out = run("--quick" in sys.argv)
-    print_table(out)
-    for t in out["targets"]:
-        print(f"  [{'met ' if t['ok'] else 'MISS'}] {t['target']}: {t['ratio']:.2f} (goal {t['goal']})")
+    run_alone(run, print_table, sys.argv)

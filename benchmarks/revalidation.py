@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import documents, print_grouped
+from benchmarks import documents, print_grouped, run_alone
 
 ITEMS = 20_000
 
@@ -82,7 +82,4 @@ def print_table(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    out = run("--quick" in sys.argv)
-    print_table(out)
-    for t in out["targets"]:
-        print(f"  [{'met ' if t['ok'] else 'MISS'}] {t['target']}: {t['ratio']:.2f} (goal {t['goal']})")
+    run_alone(run, print_table, sys.argv)

@@ -90,7 +90,9 @@ class CallObserver(grpc.ServerInterceptor):
 
     # ---- around every call
 
-    def _begin(self, context: grpc.ServicerContext, labels: tuple[str, str, str], rpc: str) -> _Call:
+    def _begin(self, context: grpc.ServicerContext, labels: tuple[str, str, str], rpc: str, request, streamed_in: bool) -> tuple[_Call, object]:
+        """The call begins: its id sent, its start counted; the request (a stream of
+        them, counted as they are read) handed back for the servicer."""
         rid = None
         if log.isEnabledFor(logging.INFO):  # with the request log off, no id is made or sent
             rid = request_id(context)
@@ -101,7 +103,11 @@ class CallObserver(grpc.ServerInterceptor):
         if self._metrics is not None:
             self._metrics.started.labels(*labels).inc()
             self._metrics.in_flight.labels(rpc).inc()
-        return _Call(labels, rpc, rid)
+        call = _Call(labels, rpc, rid)
+        if streamed_in:
+            return call, self._counted(request, call)
+        call.received = 1
+        return call, request
 
     def _end(self, call: _Call, context: grpc.ServicerContext, extra: dict, error: BaseException | None = None) -> None:
         code = context.code()
@@ -128,11 +134,7 @@ class CallObserver(grpc.ServerInterceptor):
 
     def _unary(self, behavior, labels: tuple[str, str, str], rpc: str, *, streamed_in: bool):
         def run(request, context):
-            call = self._begin(context, labels, rpc)
-            if streamed_in:
-                request = self._counted(request, call)
-            else:
-                call.received = 1
+            call, request = self._begin(context, labels, rpc, request, streamed_in)
             try:
                 response = behavior(request, context)
             except BaseException as e:
@@ -146,11 +148,7 @@ class CallObserver(grpc.ServerInterceptor):
 
     def _streaming(self, behavior, labels: tuple[str, str, str], rpc: str, *, streamed_in: bool):
         def run(request, context):
-            call = self._begin(context, labels, rpc)
-            if streamed_in:
-                request = self._counted(request, call)
-            else:
-                call.received = 1
+            call, request = self._begin(context, labels, rpc, request, streamed_in)
             try:
                 for response in behavior(request, context):
                     call.sent += 1
