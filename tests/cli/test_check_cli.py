@@ -12,7 +12,7 @@ import pytest
 
 import jobgate
 from jobgate.cli import main
-from tests.conftest import EXAMPLES, require_shared, run_cli
+from tests.helpers import EXAMPLES, require_shared, run_cli
 
 require_shared()
 
@@ -103,7 +103,7 @@ def test_catalog_from_a_lock_file(tmp_path):
     cfg = tmp_path / "jobgate.toml"
     cfg.write_text(f"[[catalog]]\nlock = '{lock}'\nobservability = 'platform'\n")
     v = jobgate.Validator(cfg)
-    from tests.conftest import sample
+    from tests.helpers import sample
 
     assert v.check(sample("jobspec.valid.json")).verdict == "pass"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from jobgate.config import Config, reference
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_the_configuration_reference_matches_the_model():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from jobgate.cli import main
-from tests.cli.test_check_cli import run_cli
-from tests.files.test_supporting_files import bundle, sha, tar_package
+from tests.files.helpers import bundle, sha, tar_package
+from tests.helpers import run_cli
 
 
 def make(tmp_path):

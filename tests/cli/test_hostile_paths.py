@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, require_shared
-from tests.files.test_supporting_files import bundle, sha, tar_package
+from tests.files.helpers import bundle, sha, tar_package
+from tests.helpers import EXAMPLES, require_shared
 
 require_shared()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, sample
+from tests.helpers import ROOT, sample
 
 
 def git(repo: Path, *args: str) -> None:

@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from jobgate.cli import main
-from tests.cli.test_check_cli import run_cli
-from tests.conftest import DEMO_CONFIG, EXAMPLES, ROOT, free_port, require_shared, sample
-from tests.files.test_supporting_files import packaged, tar_package, zip_package
+from tests.files.helpers import packaged, tar_package, zip_package
+from tests.helpers import DEMO_CONFIG, EXAMPLES, ROOT, free_port, require_shared, run_cli, sample
 
 require_shared()
 

@@ -21,7 +21,7 @@ from hypothesis_jsonschema import from_schema
 from starforge.contract.spec import JobSpec
 
 import jobgate
-from tests.conftest import EXAMPLES, require_shared, sample, schema
+from tests.helpers import EXAMPLES, require_shared, sample, schema
 
 require_shared()
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 import jobgate
-from tests.conftest import EXAMPLES, require_shared, sample
+from tests.helpers import EXAMPLES, require_shared, sample
 
 require_shared()
 

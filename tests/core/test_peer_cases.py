@@ -12,7 +12,7 @@ import json
 import pytest
 
 import jobgate
-from tests.conftest import SHARED, require_shared, run_cli
+from tests.helpers import SHARED, require_shared, run_cli
 
 require_shared()
 

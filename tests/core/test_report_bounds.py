@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import jobgate
-from tests.conftest import deep_dotted_spec, sample
+from tests.helpers import deep_dotted_spec, sample
 
 BUDGET = 1 << 20  # bytes of fields and messages per report
 

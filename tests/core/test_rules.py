@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import jobgate
-from tests.conftest import DELETE, DEMO_CONFIG, example, mutate, run_cli, sample
+from tests.helpers import DELETE, DEMO_CONFIG, example, mutate, run_cli, sample
 
 JOBSPEC = sample("jobspec.valid.json")
 BUNDLE = example("spec_bundle.config_mode.dino_train.valid.json")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import EXAMPLES, require_shared
+from tests.helpers import EXAMPLES, require_shared
 
 require_shared()
 
@@ -54,7 +54,7 @@ def test_verdict_and_rule(name, validator):
 def test_examples_through_the_cli(capsys):
     import json
 
-    from tests.conftest import run_cli
+    from tests.helpers import run_cli
 
     code, out = run_cli(capsys, ["check", str(EXAMPLES), "--format", "json"])
     data = json.loads(out)

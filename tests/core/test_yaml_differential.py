@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jobgate
-from tests.conftest import sample
+from tests.helpers import sample
 
 IN_CI = bool(os.environ.get("CI"))
 SETTINGS = settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck), derandomize=IN_CI)

@@ -3,7 +3,6 @@ absent after a kill at any instant."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -16,14 +15,11 @@ from pathlib import Path
 import pytest
 
 import jobgate
-from tests.files.test_supporting_files import bundle, pairs, tar_package
+from tests.files.helpers import bundle, sha, tar_package
+from tests.helpers import pairs
 
 V = jobgate.Validator()
 MANIFEST = ".jobgate-manifest.json"
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture

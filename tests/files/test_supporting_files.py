@@ -3,7 +3,6 @@ every file rule, symlinks, changed files, packages and their bombs."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import io
 import json
@@ -11,31 +10,17 @@ import os
 import subprocess
 import sys
 import tarfile
-import zipfile
 from pathlib import Path
 
 import pytest
-import zstandard
 
 import jobgate
-from tests.conftest import example
+from tests.files.helpers import bundle, packaged, sha, tar_package, zip_package
+from tests.helpers import pairs, require_shared
 
-BASE = example("spec_bundle.config_mode.with_execution_lifecycle.valid.json")
+require_shared()
+
 V = jobgate.Validator()
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def bundle(files: list[tuple[str, str, str]]) -> dict:
-    doc = copy.deepcopy(BASE)
-    doc["execution"]["supporting_files"] = [{"source": s, "destination": d, "sha256": h} for s, d, h in files]
-    return doc
-
-
-def pairs(report: jobgate.Report) -> list[tuple[str, str]]:
-    return [(v.rule, v.field) for v in report.violations]
 
 
 @pytest.fixture
@@ -192,45 +177,6 @@ def test_ten_thousand_small_files(tmp_path):
 
 
 # ---------------------------------------------------------------- packages
-
-
-def tar_package(path: Path, members: dict[str, bytes], mode: str = "w", links: dict[str, str] | None = None) -> Path:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        for name, target in (links or {}).items():
-            info = tarfile.TarInfo(name)
-            info.type = tarfile.SYMTYPE
-            info.linkname = target
-            tar.addfile(info)
-    raw = buf.getvalue()
-    if mode == "gz":
-        import gzip
-
-        raw = gzip.compress(raw)
-    elif mode == "zst":
-        raw = zstandard.ZstdCompressor().compress(raw)
-    path.write_bytes(raw)
-    return path
-
-
-def zip_package(path: Path, members: dict[str, bytes]) -> Path:
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-    return path
-
-
-HELPER = b"print('checkpoint')\n"
-
-
-def packaged(extra: dict[str, bytes] | None = None) -> tuple[dict, dict[str, bytes]]:
-    doc = bundle([("scripts/checkpoint_action.py", "checkpoint_action.py", sha(HELPER))])
-    members = {"bundle.json": json.dumps(doc).encode(), "scripts/checkpoint_action.py": HELPER, **(extra or {})}
-    return doc, members
 
 
 @pytest.mark.parametrize("fmt", ["tar", "gz", "zst", "zip"])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from jobgate.v1 import admission_pb2, jobs_pb2
-from tests.conftest import DEMO_CONFIG, run_cli, sample
-from tests.server.conftest import Running, config_for
+from tests.helpers import DEMO_CONFIG, run_cli, sample
+from tests.server.helpers import Running, config_for
 
 
 def test_audit_names_the_unfinished_jobs_a_candidate_would_refuse(tmp_path, capsys):

@@ -18,8 +18,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from jobgate.cli import main
 from jobgate.config import Server
-from tests.conftest import free_port, sample
-from tests.server.conftest import TOKEN, Running, config_for
+from tests.helpers import free_port, sample
+from tests.server.helpers import TOKEN, Running, config_for
 
 
 def bench(capsys, *args: str) -> tuple[int, dict]:
@@ -50,7 +50,7 @@ def test_every_call_shape_is_measured(served, capsys):
         assert result["parameters"]["call"] == call and result["latency_from"] == "send time (closed loop)"
         assert sum(s["calls"] for s in result["timeline"]) == 40
         assert result["machine"]["cores"] >= 1 and result["machine"]["jobgate"]
-    assert r.gate.store.list() == []  # dry runs open nothing
+    assert r.store.list() == []  # dry runs open nothing
     # an open loop of AdmitStream messages on two streams, and a duration
     code, result = bench(capsys, *target, "--call", "admit-stream", "--rps", "200", "--concurrency", "2", "--duration", "0.5s", "--warmup", "0")
     assert code == 0 and result["calls"] == 100 and result["statuses"] == {"OK": 100}
@@ -73,7 +73,7 @@ def test_refused_documents_and_failed_calls_are_counted_apart(tmp_path, capsys):
         assert result["refusing_rules"] == {"forge.quota.project": 2}
         ((message, count),) = result["errors"].items()
         assert count == 10 and message.startswith("RESOURCE_EXHAUSTED: ")
-        assert len(r.gate.store.list()) == 8 and result["parameters"]["open_records"] is True
+        assert len(r.store.list()) == 8 and result["parameters"]["open_records"] is True
         capsys.readouterr()
         main(["bench", *args, "--requests", "4", "--concurrency", "1", "--warmup", "0"])
         text = capsys.readouterr().out

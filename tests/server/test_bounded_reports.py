@@ -12,7 +12,7 @@ import pytest
 
 import jobgate
 from jobgate.v1 import admission_pb2, jobs_pb2
-from tests.conftest import deep_dotted_spec, example, require_shared
+from tests.helpers import deep_dotted_spec, example, require_shared
 
 require_shared()
 

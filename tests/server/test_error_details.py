@@ -16,8 +16,8 @@ from google.rpc import error_details_pb2
 import jobgate.server
 from jobgate.server import errors
 from jobgate.v1 import admission_pb2, jobs_pb2
-from tests.conftest import error_detail, sample
-from tests.server.conftest import Running, bearer, config_for
+from tests.helpers import error_detail, sample
+from tests.server.helpers import Running, bearer, config_for
 
 JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
 

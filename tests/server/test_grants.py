@@ -23,8 +23,8 @@ from jobgate.server import create_server
 from jobgate.server.app import StartupError
 from jobgate.server.auth import token_hash
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc, jobspec_pb2
-from tests.conftest import error_detail, example, free_port, mutate, require_shared, sample
-from tests.server.conftest import Running, bearer, config_for
+from tests.helpers import error_detail, example, free_port, mutate, pairs, require_shared, sample
+from tests.server.helpers import Running, bearer, config_for, raw
 
 require_shared()
 
@@ -41,14 +41,6 @@ MATRIX_ACCOUNTS = {
 }
 HOLDER = {"submitter": "sub", "reader": "rdr", "backend": "bck", "admin": "adm"}
 FORBIDDEN = [("forge.project.forbidden", "/metadata/project")]
-
-
-def raw(doc) -> admission_pb2.Document:
-    return admission_pb2.Document(raw=json.dumps(doc).encode())
-
-
-def pairs(report) -> list[tuple[str, str]]:
-    return [(v.rule, v.field) for v in report.violations]
 
 
 def as_role(role: str) -> list[tuple[str, str]]:
@@ -165,7 +157,7 @@ ADMITS = {
 
 def snapshot(r: Running) -> tuple:
     """What a call may change: the records, their transitions, each project's GPUs."""
-    store = r.gate.store
+    store = r.store
     records = {rec["id"]: [t["state"] for t in rec["transitions"]] for rec in store.list(limit=100)}
     return records, {p: store.gpus_in_use(p) for p in ("my-lab", "vision")}
 
@@ -259,7 +251,7 @@ def test_a_submitter_cannot_spend_another_projects_quota(tmp_path):
         for response in responses:
             assert (response.report.verdict, response.job_id, pairs(response.report)) == ("fail", "", FORBIDDEN)
             assert response.report.violations[0].message == 'this account may not submit to project "vision"; it may submit to "my-lab", "other-lab"'
-        assert r.gate.store.list() == [] and r.gate.store.gpus_in_use("vision") == 0
+        assert r.store.list() == [] and r.store.gpus_in_use("vision") == 0
     finally:
         r.close()
 
@@ -268,15 +260,15 @@ def test_a_submitter_cannot_mark_its_own_job_complete_to_get_its_gpus_back(tmp_p
     r = Running(config_for(tmp_path))
     try:
         job_id = r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=r.auth).job_id
-        assert r.gate.store.gpus_in_use("my-lab") == 8
+        assert r.store.gpus_in_use("my-lab") == 8
         for state in ("COMPLETE", "CANCELED", "ERROR", "RUNNING"):
             e = failure(r.jobs.MarkJob, jobs_pb2.MarkJobRequest(job_id=job_id, state=state, source="agent"), metadata=r.auth)
             assert e.code() == grpc.StatusCode.PERMISSION_DENIED
-        assert [t["state"] for t in r.gate.store.get(job_id)["transitions"]] == ["PENDING"]
-        assert r.gate.store.gpus_in_use("my-lab") == 8
+        assert [t["state"] for t in r.store.get(job_id)["transitions"]] == ["PENDING"]
+        assert r.store.gpus_in_use("my-lab") == 8
         # the backend records it: then the GPUs are given back
         r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=job_id, state="COMPLETE", source="poller"), metadata=r.backend)
-        assert r.gate.store.gpus_in_use("my-lab") == 0
+        assert r.store.gpus_in_use("my-lab") == 0
     finally:
         r.close()
 
@@ -296,13 +288,13 @@ def test_a_spec_bundle_goes_to_its_accounts_first_project(tmp_path):
         for who in ("sub", "everywhere", "adm"):
             response = r.admission.Admit(admission_pb2.AdmitRequest(document=raw(BUNDLE)), metadata=bearer(f"token-of-{who}"))
             assert response.report.verdict == "pass" and response.job_id
-            homes[who] = r.gate.store.project(response.job_id)
+            homes[who] = r.store.project(response.job_id)
         assert homes == {"sub": "my-lab", "everywhere": "default", "adm": "default"}  # [jobs] default_project
         gpus = BUNDLE["compute_shape"]["gpus"] * BUNDLE["compute_shape"].get("nodes", 1)
-        assert (r.gate.store.gpus_in_use("my-lab"), r.gate.store.gpus_in_use("default")) == (gpus, 2 * gpus)
+        assert (r.store.gpus_in_use("my-lab"), r.store.gpus_in_use("default")) == (gpus, 2 * gpus)
         # the reader of my-lab sees the submitter's bundle job, not the others
         seen = [j.id for j in r.jobs.ListJobs(jobs_pb2.ListJobsRequest(), metadata=as_role("reader")).jobs]
-        assert [r.gate.store.project(j) for j in seen] == ["my-lab"]
+        assert [r.store.project(j) for j in seen] == ["my-lab"]
     finally:
         r.close()
 
@@ -312,7 +304,7 @@ def test_the_owner_is_the_caller_and_anonymous_is_an_admin_on_loopback(tmp_path)
     try:
         response = r.admission.Admit(admission_pb2.AdmitRequest(document=raw(FOREIGN)))  # no credentials
         assert response.job_id and pairs(response.report) == []
-        assert json.loads(r.gate.store.document(response.job_id))["metadata"]["owner"] == "anonymous"
+        assert json.loads(r.store.document(response.job_id))["metadata"]["owner"] == "anonymous"
         marked = r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=response.job_id, state="RUNNING", source="agent"))
         assert [t.state for t in marked.job.transitions] == ["PENDING", "RUNNING"]
         # a token still names its own account, with its own grant
@@ -349,7 +341,7 @@ def test_denials_are_logged_and_counted(tmp_path, caplog):
             {"account": "rdr", "rpc": "RecipeStatus", "reason": "role", "missing": "role submitter or admin"},
             {"account": None, "rpc": "GetJob", "reason": "unauthenticated", "missing": "credentials", "why": "the bearer token is not known to this server"},
         ]
-        text = urllib.request.urlopen(f"http://127.0.0.1:{r.gate.metrics_port}/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(f"http://127.0.0.1:{r.metrics_port}/metrics", timeout=10).read().decode()
         for line in (
             'jobgate_denials_total{reason="role",rpc="MarkJob"} 1.0',
             'jobgate_denials_total{reason="not_visible",rpc="GetJob"} 1.0',
@@ -361,7 +353,6 @@ def test_denials_are_logged_and_counted(tmp_path, caplog):
         ):
             assert line in text
     finally:
-        r.gate.metrics.close()
         r.close()
 
 
@@ -423,8 +414,9 @@ def test_a_reload_runs_every_check_a_start_runs_and_keeps_the_last_good_configur
     from jobgate.config import Store, Tls
 
     cfg = config_for(tmp_path, MATRIX_ACCOUNTS, allow_insecure=True)  # off loopback, without TLS
-    server, port, gate = create_server(cfg, "0.0.0.0:0")
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    started = create_server(cfg, "0.0.0.0:0")
+    server = started.server
+    channel = grpc.insecure_channel(f"127.0.0.1:{started.port}")
     jobs = admission_pb2_grpc.AdmissionServiceStub(channel)
     try:
         shared = {**MATRIX_ACCOUNTS, "twin": {**MATRIX_ACCOUNTS["adm"], "roles": ["reader"], "projects": ["my-lab"]}}
@@ -477,13 +469,14 @@ def test_a_reload_runs_every_check_a_start_runs_and_keeps_the_last_good_configur
     finally:
         channel.close()
         server.stop(None).wait()
+        started.close()
 
 
 INSECURE = ("allow_insecure = true",)  # a server listening off loopback without TLS
 
 
 def test_sighup_refuses_anonymous_off_loopback_and_revokes_a_token(tmp_path):
-    from tests.server.test_operations import write_config
+    from tests.server.helpers import write_config
 
     cfg = tmp_path / "jobgate.toml"
     alice = f'[accounts.alice]\ntoken = "{token_hash("alice-token")}"\nprojects = ["my-lab"]\nroles = ["submitter"]'
@@ -554,6 +547,6 @@ def test_cli_paths_surface_denials_as_exit_2(tmp_path, capsys):
         assert main(["submit", str(doc), *server, "--token", "token-of-sub", "--format", "json"]) == 1
         (result,) = json.loads(capsys.readouterr().out)["results"]
         assert (result["job_id"], [(v["rule"], v["field"]) for v in result["violations"]]) == ("", FORBIDDEN)
-        assert [t["state"] for t in r.gate.store.get(jobs["own"])["transitions"]] == ["PENDING"]
+        assert [t["state"] for t in r.store.get(jobs["own"])["transitions"]] == ["PENDING"]
     finally:
         r.close()

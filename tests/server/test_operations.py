@@ -13,11 +13,9 @@ import urllib.request
 import grpc
 import pytest
 
-from jobgate.server.app import wait_serving as wait_serving_at
-from jobgate.server.auth import token_hash
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2
-from tests.conftest import free_port, promtool, sample
-from tests.server.conftest import TOKEN, Running, config_for
+from tests.helpers import free_port, promtool, sample
+from tests.server.helpers import TOKEN, Running, config_for, wait_serving, write_config
 
 JOBSPEC = sample("jobspec.valid.json")
 AUTH = [("authorization", f"Bearer {TOKEN}")]
@@ -35,7 +33,7 @@ def test_metrics_endpoint(tmp_path):
         admit(r.admission, JOBSPEC)
         admit(r.admission, {**JOBSPEC, "kind": "Nope"})
         r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())] * 3, dry_run=True), metadata=AUTH)
-        text = urllib.request.urlopen(f"http://127.0.0.1:{r.gate.metrics_port}/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(f"http://127.0.0.1:{r.metrics_port}/metrics", timeout=10).read().decode()
         assert 'jobgate_admissions_total{rpc="Admit",verdict="pass"} 1.0' in text
         assert 'jobgate_admissions_total{rpc="Admit",verdict="fail"} 1.0' in text
         assert 'jobgate_admissions_total{rpc="AdmitBatch",verdict="pass"} 3.0' in text
@@ -47,7 +45,6 @@ def test_metrics_endpoint(tmp_path):
         assert f"grpc_server_handling_seconds_count{{{admission.format('Admit')}}} 2.0" in text
         assert f"grpc_server_msg_received_total{{{admission.format('AdmitBatch')}}} 1.0" in text
     finally:
-        r.gate.metrics.close()
         r.close()
 
 
@@ -89,7 +86,7 @@ def test_every_call_is_counted_by_status_and_timed_with_store_and_process_metric
         assert [x.request_id for x in stream] == ["0", "1"]
         watch = r.jobs.WatchJob(jobs_pb2.WatchJobRequest(job_id=job_id), metadata=AUTH)
         assert next(watch).state == "PENDING"
-        text = scrape(r.gate.metrics_port)
+        text = scrape(r.metrics_port)
         admission, jobs = "jobgate.v1.AdmissionService", "jobgate.v1.JobService"
         assert value(text, "grpc_server_handled_total", grpc_method="Admit", grpc_code="UNAUTHENTICATED", grpc_service=admission) == 3
         assert value(text, "grpc_server_handled_total", grpc_method="Admit", grpc_code="OK") == 1
@@ -109,37 +106,7 @@ def test_every_call_is_counted_by_status_and_timed_with_store_and_process_metric
         watch.cancel()
         promtool_accepts(text)
     finally:
-        r.gate.metrics.close()
         r.close()
-
-
-def write_config(path, tmp_path, catalog: bool, *, server: tuple[str, ...] = (), accounts: str | None = None) -> None:
-    """A jobgate.toml on a store under tmp_path; alice a submitter in my-lab unless
-    `accounts` (TOML tables) says otherwise."""
-    if accounts is None:
-        accounts = f'[accounts.alice]\ntoken = "{token_hash(TOKEN)}"\nprojects = ["my-lab"]\nroles = ["submitter"]'
-    lines = [
-        "[server]",
-        *server,
-        accounts,
-        "[store]",
-        f'path = "{tmp_path / "store"}"',
-        "[jobs]",
-        f'results_root = "{tmp_path / "results"}"',
-    ]
-    if catalog:
-        lines += [
-            "[[catalog]]",
-            'recipe = { name = "nemo-rl/grpo", version = "0.7.0", digest = "sha256:6527a24d50352ea67588604d4df476781a3b0f93cd1f0f2e9120c26d8f7ef509" }',
-            'framework = { kind = "nemo-rl", version = "0.7.0", runtime_id = "nemo-rl-0.7.0" }',
-        ]
-    else:
-        lines += ["[[catalog]]", 'recipe = { name = "trl/grpo", version = "1", digest = "sha256:6527a24d50352ea67588604d4df476781a3b0f93cd1f0f2e9120c26d8f7ef509" }', 'framework = { runtime_id = "r" }']
-    path.write_text("\n".join(lines) + "\n")
-
-
-def wait_serving(port: int) -> grpc.Channel:
-    return wait_serving_at(f"127.0.0.1:{port}")
 
 
 def rule_ids(response) -> list[str]:

@@ -16,22 +16,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import jobgate
 from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
-from tests.conftest import EXAMPLES, UPSTREAM, error_detail, example, mutate, require_shared, sample, schema
-from tests.files.test_supporting_files import packaged, tar_package
-from tests.server.conftest import Running, config_for
+from tests.files.helpers import packaged, tar_package
+from tests.helpers import EXAMPLES, UPSTREAM, error_detail, example, mutate, pairs, require_shared, sample, schema
+from tests.server.helpers import Running, config_for, raw
 
 require_shared()
 
 JOBSPEC = sample("jobspec.valid.json")
 BUNDLE = example("spec_bundle.config_mode.dino_train.valid.json")
-
-
-def raw(doc) -> admission_pb2.Document:
-    return admission_pb2.Document(raw=json.dumps(doc).encode())
-
-
-def pairs(report) -> list[tuple[str, str]]:
-    return [(v.rule, v.field) for v in report.violations]
 
 
 def test_admit_opens_a_record_with_the_stamped_owner(running):
@@ -44,7 +36,7 @@ def test_admit_opens_a_record_with_the_stamped_owner(running):
     assert jobgate.Validator().check(record, kind="job_record").verdict == "pass"
     assert record["results_dir"] == f"{running.config.jobs.results_root}/{r.job_id}"
     assert [t["state"] for t in record["transitions"]] == ["PENDING"]
-    stored = json.loads(running.gate.store.document(r.job_id))
+    stored = json.loads(running.store.document(r.job_id))
     assert stored["metadata"]["owner"] == "alice"
 
 
@@ -53,13 +45,13 @@ def test_a_refused_document_is_a_normal_response_and_leaves_no_record(running):
     r = running.admission.Admit(admission_pb2.AdmitRequest(document=raw(bad)), metadata=running.auth)
     assert r.report.verdict == "fail" and r.job_id == ""
     assert pairs(r.report) == [("forge.name", "/metadata/name")]
-    assert running.gate.store.list() == []
+    assert running.store.list() == []
 
 
 def test_dry_run_opens_nothing(running):
     r = running.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC), dry_run=True), metadata=running.auth)
     assert r.report.verdict == "pass" and r.job_id == ""
-    assert running.gate.store.list() == []
+    assert running.store.list() == []
 
 
 def test_every_entry_point_gives_the_same_report(running):
@@ -104,7 +96,7 @@ def test_a_bundle_with_its_package(running, tmp_path):
     assert [(v.rule, v.message) for v in torn] == [("json.syntax", "<package> is not a tar, tar.gz, tar.zst or zip archive")]
     admitted = admit(whole, dry_run=False)
     assert admitted.report.verdict == "pass" and admitted.job_id
-    assert [r["id"] for r in running.gate.store.list()] == [admitted.job_id]
+    assert [r["id"] for r in running.store.list()] == [admitted.job_id]
     # the same reports through AdmitBatch (item by item: packages never take the core's batch path) and AdmitStream
     packages = [whole, changed, b"not an archive"]
     singles = [admit(p).report for p in packages]
@@ -133,7 +125,7 @@ def test_anonymous_when_allowed(tmp_path):
     try:
         resp = r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)))
         assert resp.job_id
-        assert json.loads(r.gate.store.document(resp.job_id))["metadata"]["owner"] == "anonymous"
+        assert json.loads(r.store.document(resp.job_id))["metadata"]["owner"] == "anonymous"
     finally:
         r.close()
 
@@ -157,7 +149,7 @@ def test_oversized_batch_and_message(tmp_path):
             with pytest.raises(grpc.RpcError) as e:
                 r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC)] * 4, dry_run=dry_run), metadata=r.auth)
             assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "at most 3" in e.value.details()
-        assert r.gate.store.list() == []
+        assert r.store.list() == []
         with pytest.raises(grpc.RpcError) as e:
             r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=b"x" * 100_000)), metadata=r.auth)
         assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -183,7 +175,7 @@ def test_project_quota_is_atomic_under_parallel_clients(tmp_path):
         assert len(admitted) == 2  # 8 GPUs each against a quota of 20
         refused = [x for x in results if not x.job_id]
         assert all(pairs(x.report) == [("forge.quota.project", "/spec/resources")] for x in refused)
-        assert r.gate.store.gpus_in_use("my-lab") == 16
+        assert r.store.gpus_in_use("my-lab") == 16
     finally:
         r.close()
 
@@ -217,7 +209,7 @@ def test_a_dry_run_batch_is_judged_on_one_snapshot_of_quota_usage(tmp_path):
 
 
 def test_the_core_encodes_a_batch_response_as_the_protobuf_runtime_does(running):
-    from jobgate.server.service import report_message
+    from jobgate.server.wire import report_message
 
     docs = [JOBSPEC, BUNDLE, mutate(BUNDLE, {"/spec/a.b": 1, "/command": "x"}), {**JOBSPEC, "kind": "Nöpe ✓"}, "{", "[]", ""]
     encoded = [d.encode() if isinstance(d, str) else json.dumps(d, ensure_ascii=False).encode() for d in docs]

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from jobgate.v1 import admission_pb2, jobs_pb2
-from tests.conftest import run_cli, sample
-from tests.files.test_supporting_files import packaged, tar_package
+from tests.files.helpers import packaged, tar_package
+from tests.helpers import run_cli, sample
 
 JOBSPEC = yaml.safe_dump(sample("jobspec.valid.json"), sort_keys=False)
 
@@ -63,7 +63,7 @@ def test_a_yaml_bundle_with_a_merge_key_is_not_staged(tmp_path, capsys):
 
 
 def _packages() -> dict[str, tuple[dict, bytes]]:
-    from tests.files import test_package_differential as pkg
+    from tests.files import archives as pkg
 
     doc, entries = pkg.packaged()
     second = [("file", "scripts/helper.py", pkg.EVIL), ("file", "evil.sh", pkg.EVIL)]

@@ -13,8 +13,8 @@ from google.protobuf import json_format
 from google.rpc import error_details_pb2
 
 from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
-from tests.conftest import error_detail, example, mutate, require_shared, sample
-from tests.server.conftest import Running, config_for
+from tests.helpers import error_detail, example, mutate, require_shared, sample
+from tests.server.helpers import Running, config_for, raw
 
 require_shared()
 
@@ -23,10 +23,6 @@ BUNDLE = example("spec_bundle.config_mode.dino_train.valid.json")
 RECORD = example("job_record.at_open.valid.json")
 BEST_REC = example("best_rec.valid.json")
 INTERNALS = ("Traceback", "Exception", "Error(", "sqlite", "psycopg", "SELECT", "INSERT", 'File "', "line ")
-
-
-def raw(doc) -> admission_pb2.Document:
-    return admission_pb2.Document(raw=json.dumps(doc).encode())
 
 
 def bad_request(call, *args, **kwargs) -> tuple[str, str]:
@@ -76,7 +72,7 @@ def test_nan_in_a_typed_struct_names_the_field_through_every_entry_point(running
     typed.spec["train"]["optim"]["lr"] = float("inf")
     bundle = admission_pb2.AdmitRequest(document=admission_pb2.Document(spec_bundle=typed), dry_run=True)
     assert bad_request(running.admission.Admit, bundle, metadata=running.auth)[0] == "document.spec_bundle.spec.train.optim.lr"
-    assert running.gate.store.list() == []
+    assert running.store.list() == []
 
 
 GARBAGE = b"\xff\xff\xff\xff\x0f"
@@ -126,7 +122,7 @@ def test_a_record_or_recommendation_is_checked_but_never_admitted(running, kind)
     stream = running.admission.AdmitStream(iter([admission_pb2.AdmitStreamRequest(request_id="r", document=raw(doc))]), metadata=running.auth)
     assert bad_request(list, stream) == ("document", expected)
     # ... and opens nothing, not even the JobSpec before it in the batch
-    assert running.gate.store.list() == []
+    assert running.store.list() == []
     dry_batch = running.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC), raw(doc)], dry_run=True), metadata=running.auth)
     assert [x.report.verdict for x in dry_batch.results] == ["pass", "pass"]
 
@@ -158,7 +154,7 @@ def test_an_unforeseen_failure_is_internal_with_a_reference_to_the_log(running, 
     def broken(*_args, **_kwargs):
         raise KeyError("secret internal detail")
 
-    monkeypatch.setattr(running.gate.store, "project", broken)  # the first read of GetJob
+    monkeypatch.setattr(running.store, "project", broken)  # the first read of GetJob
     with pytest.raises(grpc.RpcError) as e:
         running.jobs.GetJob(jobs_pb2.GetJobRequest(job_id="x"), metadata=running.auth)
     assert e.value.code() == grpc.StatusCode.INTERNAL

@@ -17,8 +17,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from jobgate.server.auth import token_hash
 from jobgate.store import open_store
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from tests.conftest import sample
-from tests.server.conftest import ACCOUNTS, TOKEN, Running, bearer, config_for
+from tests.helpers import sample
+from tests.server.helpers import ACCOUNTS, TOKEN, Running, bearer, config_for
 
 JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
 BOB = "bob-token-for-streams"

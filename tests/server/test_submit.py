@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from jobgate.cli import main
-from tests.conftest import free_port, mutate, run_cli, sample
-from tests.files.test_supporting_files import packaged, tar_package
-from tests.server.conftest import TOKEN, Running, config_for
+from tests.files.helpers import packaged, tar_package
+from tests.helpers import free_port, mutate, run_cli, sample
+from tests.server.helpers import TOKEN, Running, config_for
 
 JOBSPEC = sample("jobspec.valid.json")
 
@@ -27,9 +27,9 @@ def test_submit_admits_refuses_and_dry_runs(running, tmp_path, capsys):
     admitted, refused = out["results"]
     assert admitted["verdict"] == "pass" and admitted["job_id"].startswith("grpo-my-grpo-")
     assert refused["job_id"] == "" and [(v["rule"], v["field"]) for v in refused["violations"]] == [("forge.name", "/metadata/name")]
-    assert [r["id"] for r in running.gate.store.list()] == [admitted["job_id"]]
+    assert [r["id"] for r in running.store.list()] == [admitted["job_id"]]
     code, out = submit(capsys, running, str(good), "--dry-run")
-    assert code == 0 and out["results"][0]["job_id"] == "" and len(running.gate.store.list()) == 1
+    assert code == 0 and out["results"][0]["job_id"] == "" and len(running.store.list()) == 1
 
 
 def test_submit_with_a_package(running, tmp_path, capsys):
@@ -76,7 +76,7 @@ def test_submit_goes_on_past_documents_that_get_no_verdict(tmp_path, capsys):
         assert json.loads(captured.out)["summary"] == {"total": 4, "passed": 2, "failed": 0, "errors": 0, "warnings": 0, "no_verdict": 2}
         assert captured.err.startswith(f"jobgate: {paths[1]}: not sent: {paths[1]}: no such file or directory\njobgate: {paths[2]}: 127.0.0.1:{r.port}: RESOURCE_EXHAUSTED: ")
         assert len(captured.err.splitlines()) == 2
-        assert sorted(rec["id"] for rec in r.gate.store.list()) == sorted([results[0]["job_id"], results[3]["job_id"]])
+        assert sorted(rec["id"] for rec in r.store.list()) == sorted([results[0]["job_id"], results[3]["job_id"]])
         # the text form names every document, and every job id received
         assert main(["submit", *paths, "--server", f"127.0.0.1:{r.port}", "--token", TOKEN]) == 2
         out = capsys.readouterr().out
@@ -93,12 +93,12 @@ def test_submit_with_a_pinned_key_admits_once(running, tmp_path, capsys):
     assert code == 0 and first["results"][0]["idempotency_key"] == "ticket-4711"
     code, again = submit(capsys, running, str(doc), "--idempotency-key", "ticket-4711")
     assert code == 0 and again["results"][0]["job_id"] == first["results"][0]["job_id"]
-    assert len(running.gate.store.list()) == 1
+    assert len(running.store.list()) == 1
     # without it, each run is a new admission under keys of its own
     code, fresh = submit(capsys, running, str(doc), str(doc))
     keys = [x["idempotency_key"] for x in fresh["results"]]
     assert code == 0 and len(set(keys)) == 2 and "ticket-4711" not in keys
-    assert len(running.gate.store.list()) == 3
+    assert len(running.store.list()) == 3
     # a dry run sends no key
     code, dry = submit(capsys, running, str(doc), "--dry-run")
     assert code == 0 and dry["results"][0]["idempotency_key"] is None

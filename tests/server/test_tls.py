@@ -17,8 +17,8 @@ from cryptography.x509.oid import NameOID
 from jobgate.config import Tls
 from jobgate.server.auth import token_hash
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from tests.conftest import sample
-from tests.server.conftest import POLLER, Running, config_for
+from tests.helpers import sample
+from tests.server.helpers import POLLER, Running, config_for
 
 
 def issue(name: str, issuer=None, *, ca: bool = False, server: bool = False):
@@ -93,7 +93,7 @@ def test_accounts_from_the_client_certificate(pki, tmp_path):
 
         response = admit("alice")
         assert response.job_id
-        assert json.loads(r.gate.store.document(response.job_id))["metadata"]["owner"] == "alice"
+        assert json.loads(r.store.document(response.job_id))["metadata"]["owner"] == "alice"
         # the reader's certificate carries the reader's grant
         with channel("ci-reader") as c:
             jobs = jobs_pb2_grpc.JobServiceStub(c)
@@ -152,7 +152,7 @@ def test_submit_and_bench_speak_mutual_tls(pki, tmp_path, capsys):
         assert main(["submit", str(job), *tls, "--format", "json"]) == 0
         (submitted,) = json.loads(capsys.readouterr().out)["results"]
         assert submitted["verdict"] == "pass" and submitted["job_id"]
-        assert json.loads(r.gate.store.document(submitted["job_id"]))["metadata"]["owner"] == "alice"
+        assert json.loads(r.store.document(submitted["job_id"]))["metadata"]["owner"] == "alice"
         assert main(["bench", *tls, "--requests", "20", "--concurrency", "2", "--warmup", "0", "--format", "json"]) == 0
         measured = json.loads(capsys.readouterr().out)
         assert measured["calls"] == 20 and measured["statuses"] == {"OK": 20} and measured["parameters"]["tls"] is True

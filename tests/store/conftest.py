@@ -12,7 +12,8 @@ import pytest
 from jobgate.config import Config
 from jobgate.server.gate import Gate
 from jobgate.store import open_store
-from tests.server.conftest import Running, config_for
+from tests.server.helpers import Running
+from tests.store.helpers import config_on
 
 
 def postgres_url() -> str:
@@ -52,14 +53,8 @@ def gate(backend, tmp_path):
     config = Config.model_validate({"store": {"path": path, "url": url}, "jobs": {"results_root": str(tmp_path / "results")}})
     g = Gate(config, open_store(path, url))
     yield g
+    g.close()
     g.store.close()
-
-
-def config_on(backend, tmp_path, accounts: dict | None = None, **server):
-    """The test server's configuration, its store on `backend`."""
-    path, url = backend
-    config = config_for(tmp_path, accounts, **server)
-    return config.model_copy(update={"store": config.store.model_copy(update={"path": path, "url": url})})
 
 
 @pytest.fixture
@@ -68,4 +63,3 @@ def served(backend, tmp_path):
     r = Running(config_on(backend, tmp_path))
     yield r
     r.close()
-    r.gate.store.close()

@@ -21,9 +21,9 @@ import jobgate
 from jobgate.store import NewJob, SqliteStore
 from jobgate.store.base import MAX_GPUS, stored_message
 from jobgate.v1 import admission_pb2, jobs_pb2
-from tests.conftest import error_detail, example, mutate, require_shared, sample, schema
-from tests.server.conftest import Running
-from tests.store.conftest import config_on
+from tests.helpers import error_detail, example, mutate, require_shared, sample, schema
+from tests.server.helpers import Running
+from tests.store.helpers import config_on
 
 require_shared()
 
@@ -100,7 +100,6 @@ def small_pages(backend, tmp_path):
     r = Running(config_on(backend, tmp_path, max_message_bytes=64 * 1024))
     yield r
     r.close()
-    r.gate.store.close()
 
 
 def test_a_page_is_bounded_by_bytes_as_well_as_by_count(small_pages):
@@ -134,10 +133,9 @@ def test_a_full_record_takes_only_its_terminal_state(backend, tmp_path):
         assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "limits.max_transitions" in e.details()
         done = json_format.MessageToDict(mark(r, job_id, "COMPLETE", "finished"))
         assert [t["message"] for t in done["transitions"]] == ["record opened at admission", "one", "two", "finished"]
-        assert r.gate.store.gpus_in_use("my-lab") == 0  # its GPUs were given back
+        assert r.store.gpus_in_use("my-lab") == 0  # its GPUs were given back
     finally:
         r.close()
-        r.gate.store.close()
 
 
 def test_a_backend_ref_longer_than_a_handle_is_refused_before_any_write(served):
@@ -161,7 +159,7 @@ def test_text_with_nul_is_stored_whole_and_a_dry_run_agrees_with_the_admission(s
     assert admitted.report.verdict == "pass" and admitted.job_id
     record = get(served, admitted.job_id)
     assert (record["network_arch"], record["action"], record["image"], record["upload_excludes"]) == ("di\u0000no", "tr\u0000ain", "nvcr.io/nvidia/tao/x\u0000:1", ["in\u0000puts/"])
-    assert json.loads(served.gate.store.document(admitted.job_id))["network_arch"] == "di\u0000no"
+    assert json.loads(served.store.document(admitted.job_id))["network_arch"] == "di\u0000no"
     # a message with NUL too, read back by GetJob, ListJobs and WatchJob alike
     marked = json_format.MessageToDict(mark(served, admitted.job_id, message="slurm\u0000state"))
     assert marked["transitions"][-1]["message"] == "slurm\u0000state"
@@ -229,10 +227,9 @@ def test_unbounded_gpus_and_nul_never_fail_honest_admissions(backend, tmp_path):
             admitted_huge += bool(huge_outcome.job_id)
         # a count beyond the column's range is clamped, and charged to its project as such:
         # alice's first project, where her spec-bundles go, beside her 8-GPU JobSpecs
-        assert r.gate.store.gpus_in_use("my-lab") == admitted_huge * MAX_GPUS + 3 * BUNDLE["compute_shape"]["gpus"] + 3 * 40 * 8
+        assert r.store.gpus_in_use("my-lab") == admitted_huge * MAX_GPUS + 3 * BUNDLE["compute_shape"]["gpus"] + 3 * 40 * 8
     finally:
         r.close()
-        r.gate.store.close()
 
 
 def poisoned(store_class, marker: str):
@@ -285,7 +282,7 @@ def test_one_poisoned_admission_among_forty_honest_ones_fails_alone(backend, tmp
         assert len(honest) == 40 and all(o.job_id and o.report.verdict == "pass" for o in honest)
         assert isinstance(bad, grpc.RpcError) and bad.code() == grpc.StatusCode.INTERNAL
         assert "refused a value" not in bad.details()
-        assert sorted(rec["id"] for rec in r.gate.store.list(limit=100)) == sorted(o.job_id for o in honest)
+        assert sorted(rec["id"] for rec in r.store.list(limit=100)) == sorted(o.job_id for o in honest)
         assert [rec.fields["members"] for rec in caplog.records if rec.getMessage().startswith("a commit group failed")] == [40]
     finally:
         r.close()
@@ -336,7 +333,6 @@ def test_postgres_down_is_unavailable_and_says_nothing_of_the_server(fresh_postg
         assert get(r, job_id)["id"] == job_id
     finally:
         r.close()
-        r.gate.store.close()
 
 
 class FillingDisk(SqliteStore):

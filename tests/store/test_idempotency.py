@@ -30,13 +30,13 @@ from jobgate.config import ConfigError, from_mapping
 from jobgate.server.app import wait_serving
 from jobgate.server.auth import token_hash
 from jobgate.server.gate import KILL_AFTER_COMMITS
-from jobgate.server.service import fingerprint
+from jobgate.server.wire import fingerprint
 from jobgate.store import open_store
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobspec_pb2
-from tests.conftest import DEMO_CONFIG, error_detail, free_port, mutate, sample
-from tests.files.test_supporting_files import packaged, tar_package
-from tests.server.conftest import ACCOUNTS, TOKEN, Running, bearer
-from tests.store.conftest import config_on
+from tests.files.helpers import packaged, tar_package
+from tests.helpers import DEMO_CONFIG, error_detail, free_port, mutate, sample
+from tests.server.helpers import ACCOUNTS, TOKEN, Running, bearer
+from tests.store.helpers import config_on
 
 JOBSPEC = sample("jobspec.valid.json")
 OTHER = mutate(JOBSPEC, {"/metadata/name": "another-job"})
@@ -179,7 +179,7 @@ def test_a_retry_gets_the_same_response_through_every_rpc(served):
     assert list(batch.results) == [first]
     streamed = list(served.admission.AdmitStream(iter([admission_pb2.AdmitStreamRequest(request_id="r1", document=document(WARNED, "same-response"))]), metadata=ALICE, timeout=60))
     assert [(s.request_id, s.job_id, s.report) for s in streamed] == [("r1", first.job_id, first.report)]
-    assert held(served.gate.store) == ([first.job_id], GPUS)
+    assert held(served.store) == ([first.job_id], GPUS)
 
 
 def test_replicas_sharing_a_store_answer_one_key_with_one_job(backend, tmp_path):
@@ -187,11 +187,10 @@ def test_replicas_sharing_a_store_answer_one_key_with_one_job(backend, tmp_path)
     try:
         first = admit(replicas[0], JOBSPEC, "replicated")
         assert admit(replicas[1], JOBSPEC, "replicated") == first
-        assert held(replicas[1].gate.store) == ([first.job_id], GPUS)
+        assert held(replicas[1].store) == ([first.job_id], GPUS)
     finally:
         for r in replicas:
             r.close()
-            r.gate.store.close()
 
 
 def test_sixteen_concurrent_requests_with_one_key_open_one_record(backend, tmp_path):
@@ -208,11 +207,10 @@ def test_sixteen_concurrent_requests_with_one_key_open_one_record(backend, tmp_p
         job_ids = {r.job_id for r in responses}
         assert len(job_ids) == 1 and "" not in job_ids
         assert all(r.report == responses[0].report for r in responses)
-        assert held(replicas[0].gate.store) == (list(job_ids), GPUS)
+        assert held(replicas[0].store) == (list(job_ids), GPUS)
     finally:
         for r in replicas:
             r.close()
-            r.gate.store.close()
 
 
 def test_concurrent_requests_reusing_a_key_across_projects_open_one_record(backend, tmp_path):
@@ -233,16 +231,15 @@ def test_concurrent_requests_reusing_a_key_across_projects_open_one_record(backe
         with ThreadPoolExecutor(16) as pool:
             named = set(pool.map(send, range(16)))
         (job_id,) = named
-        assert held(replicas[0].gate.store)[0] == [job_id]
+        assert held(replicas[0].store)[0] == [job_id]
     finally:
         for r in replicas:
             r.close()
-            r.gate.store.close()
 
 
 def test_a_key_reused_by_another_request_is_refused_and_admits_nothing(served):
     first = admit(served, JOBSPEC, "taken")
-    before = held(served.gate.store)
+    before = held(served.store)
     error = refusal(admit, served, OTHER, "taken")
     assert key_reused(error) == {"field": "document.idempotency_key", "job_id": first.job_id}
     assert first.job_id in error.details() and "'taken'" in error.details()
@@ -254,7 +251,7 @@ def test_a_key_reused_by_another_request_is_refused_and_admits_nothing(served):
     assert key_reused(error)["job_id"] == first.job_id
     stream = served.admission.AdmitStream(iter([admission_pb2.AdmitStreamRequest(request_id="r", document=document(OTHER, "taken"))]), metadata=ALICE, timeout=60)
     assert key_reused(refusal(list, stream))["field"] == "document.idempotency_key"
-    assert held(served.gate.store) == before
+    assert held(served.store) == before
 
 
 def test_a_package_is_part_of_the_request(served, tmp_path):
@@ -269,7 +266,7 @@ def test_a_package_is_part_of_the_request(served, tmp_path):
     assert first.job_id and first.report.verdict == "pass"
     assert served.admission.Admit(bundle(whole), metadata=ALICE, timeout=60) == first
     assert key_reused(refusal(served.admission.Admit, bundle(other), metadata=ALICE, timeout=60))["job_id"] == first.job_id
-    assert [rec["id"] for rec in served.gate.store.list()] == [first.job_id]
+    assert [rec["id"] for rec in served.store.list()] == [first.job_id]
 
 
 def test_keys_are_per_account(backend, tmp_path):
@@ -279,17 +276,16 @@ def test_keys_are_per_account(backend, tmp_path):
         assert alice.job_id and bob.job_id and alice.job_id != bob.job_id
         assert admit(r, OTHER, "only-bobs", md=BOB).job_id  # alice never used it
         assert admit(r, OTHER, "only-bobs").job_id
-        assert len(held(r.gate.store)[0]) == 4
+        assert len(held(r.store)[0]) == 4
     finally:
         r.close()
-        r.gate.store.close()
 
 
 def test_a_key_is_remembered_for_the_window_then_pruned(backend, tmp_path):
     config = config_on(backend, tmp_path)
     window = 1.0
     r = Running(config.model_copy(update={"jobs": config.jobs.model_copy(update={"idempotency_window": window})}))
-    store = r.gate.store
+    store = r.store
     try:
         first = admit(r, JOBSPEC, "short-lived")
         assert admit(r, JOBSPEC, "short-lived") == first
@@ -317,7 +313,7 @@ def test_dry_runs_and_refusals_leave_the_key_unused(served):
     admitted = admit(served, JOBSPEC, "later")  # neither used the key
     assert admitted.job_id
     assert admit(served, OTHER, "later", dry_run=True) == dry  # nor does a dry run after
-    assert held(served.gate.store) == ([admitted.job_id], GPUS)
+    assert held(served.store) == ([admitted.job_id], GPUS)
 
 
 def test_a_key_longer_than_128_bytes_is_invalid_argument(served):
@@ -325,7 +321,7 @@ def test_a_key_longer_than_128_bytes_is_invalid_argument(served):
     assert invalid_field(refusal(admit, served, JOBSPEC, "é" * 64 + "x")) == "document.idempotency_key"
     batch = admission_pb2.AdmitBatchRequest(documents=[document(OTHER), document(OTHER, "k" * 129)])
     assert invalid_field(refusal(served.admission.AdmitBatch, batch, metadata=ALICE, timeout=60)) == "documents[1].idempotency_key"
-    assert len(held(served.gate.store)[0]) == 1
+    assert len(held(served.store)[0]) == 1
 
 
 def test_a_retried_batch_opens_only_what_has_no_key(served):
@@ -336,10 +332,10 @@ def test_a_retried_batch_opens_only_what_has_no_key(served):
     again = served.admission.AdmitBatch(batch, metadata=ALICE, timeout=60).results
     assert again[:2] == first[:2] and again[3] == first[3]
     assert again[2].job_id != first[2].job_id  # no key: a new record each time
-    assert len(held(served.gate.store)[0]) == 4
+    assert len(held(served.store)[0]) == 4
     clash = admission_pb2.AdmitBatchRequest(documents=[document(third, "b-3"), document(OTHER, "b-3")])
     assert invalid_field(refusal(served.admission.AdmitBatch, clash, metadata=ALICE, timeout=60)) == "documents[1].idempotency_key"
-    assert len(held(served.gate.store)[0]) == 4
+    assert len(held(served.store)[0]) == 4
 
 
 def test_a_stream_sent_again_gets_the_same_jobs(served):
@@ -353,7 +349,7 @@ def test_a_stream_sent_again_gets_the_same_jobs(served):
     first = stream("s-0", "s-1")
     assert [(r.request_id, bool(r.job_id)) for r in first] == [("r0", True), ("r1", True)]
     assert [r.job_id for r in stream("s-0", "s-1")] == [r.job_id for r in first]
-    assert len(held(served.gate.store)[0]) == 2
+    assert len(held(served.store)[0]) == 2
 
 
 def test_submit_admits_every_document_once_across_a_server_restart(backend, tmp_path):

@@ -17,7 +17,7 @@ import jsonschema
 import jobgate
 from jobgate.cli import main
 from jobgate.store import SqliteStore
-from tests.conftest import sample, schema
+from tests.helpers import sample, schema
 
 JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
 
@@ -142,7 +142,8 @@ def test_two_replicas_sharing_postgres_never_oversubscribe(fresh_postgres, tmp_p
     from concurrent.futures import ThreadPoolExecutor
 
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
-    from tests.server.test_operations import free_port, wait_serving
+    from tests.helpers import free_port
+    from tests.server.helpers import wait_serving
 
     cfg = tmp_path / "jobgate.toml"
     cfg.write_text(f'[server]\nallow_anonymous = true\n[store]\nurl = "{fresh_postgres}"\n[jobs]\nresults_root = "{tmp_path / "results"}"\n[quota]\nprojects = {{ my-lab = 20 }}\n')
@@ -167,7 +168,7 @@ def test_two_replicas_sharing_postgres_never_oversubscribe(fresh_postgres, tmp_p
 
 def test_jobs_cli_through_the_server(tmp_path, capsys):
     from jobgate.v1 import admission_pb2
-    from tests.server.conftest import POLLER, TOKEN, Running, config_for
+    from tests.server.helpers import POLLER, TOKEN, Running, config_for
 
     r = Running(config_for(tmp_path))
     try:

@@ -12,9 +12,9 @@ from google.protobuf import json_format
 
 from jobgate.server.auth import token_hash
 from jobgate.v1 import admission_pb2, job_pb2, jobs_pb2
-from tests.conftest import mutate, sample
-from tests.server.conftest import Running, bearer
-from tests.store.conftest import config_on
+from tests.helpers import mutate, sample
+from tests.server.helpers import Running, bearer, raw
+from tests.store.helpers import config_on
 
 VISION = sample("jobspec.valid.json") | {"metadata": {**sample("jobspec.valid.json")["metadata"], "project": "vision"}}
 SPEECH = mutate(VISION, {"/metadata/project": "speech"})
@@ -33,11 +33,6 @@ def teams(backend, tmp_path):
     r = Running(config_on(backend, tmp_path, TEAMS))
     yield r
     r.close()
-    r.gate.store.close()
-
-
-def raw(doc) -> admission_pb2.Document:
-    return admission_pb2.Document(raw=json.dumps(doc).encode())
 
 
 def admit(r: Running, doc, md) -> admission_pb2.AdmitResponse:
@@ -51,7 +46,7 @@ def code(call, *args, **kwargs) -> grpc.StatusCode:
 
 
 def held(r: Running) -> tuple:
-    store = r.gate.store
+    store = r.store
     return {rec["id"]: rec for rec in store.list(limit=100)}, {p: store.gpus_in_use(p) for p in ("vision", "speech")}
 
 
@@ -82,9 +77,9 @@ def test_reads_across_teams_are_not_found_and_lists_are_scoped(teams):
     assert listed(r, AUDITOR, project="speech") == [b1]
     # what a team reads is the record as stored
     record = r.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=a1), metadata=ALICE, timeout=30).job
-    assert record == json_format.ParseDict(r.gate.store.get(a1), job_pb2.JobRecord())
+    assert record == json_format.ParseDict(r.store.get(a1), job_pb2.JobRecord())
     assert (record.id, [t.state for t in record.transitions], record.results_dir) == (a1, ["PENDING"], f"{r.config.jobs.results_root}/{a1}")
-    assert json.loads(r.gate.store.document(a1))["metadata"] == {**VISION["metadata"], "owner": "alice"}
+    assert json.loads(r.store.document(a1))["metadata"] == {**VISION["metadata"], "owner": "alice"}
 
 
 def test_quota_theft_fails_and_leaves_the_store_unchanged(teams):
@@ -100,7 +95,7 @@ def test_quota_theft_fails_and_leaves_the_store_unchanged(teams):
     for response in (single, batch[0], batch[2], stream[0]):
         assert (response.job_id, [(v.rule, v.field) for v in response.report.violations]) == ("", FORBIDDEN)
     # the batch's items stay independent: bob's own document is admitted
-    assert batch[1].job_id and r.gate.store.project(batch[1].job_id) == "speech"
+    assert batch[1].job_id and r.store.project(batch[1].job_id) == "speech"
     after = held(r)
     assert {k: v for k, v in after[0].items() if k != batch[1].job_id} == before[0]
     assert after[1] == {"vision": 8, "speech": 16}
@@ -109,4 +104,4 @@ def test_quota_theft_fails_and_leaves_the_store_unchanged(teams):
         request = jobs_pb2.MarkJobRequest(job_id=job_id, state="COMPLETE", source="agent")
         assert code(r.jobs.MarkJob, request, metadata=md) == grpc.StatusCode.PERMISSION_DENIED
     assert held(r) == after
-    assert [t["state"] for t in r.gate.store.get(vision_job)["transitions"]] == ["PENDING"]
+    assert [t["state"] for t in r.store.get(vision_job)["transitions"]] == ["PENDING"]

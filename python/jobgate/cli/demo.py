@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
                 "jobs": base.jobs.model_copy(update={"results_root": f"{tmp}/results"}),
             }
         )
-        server, port, _ = create_server(config, "127.0.0.1:0")
+        started = create_server(config, "127.0.0.1:0")
+        port = started.port
         results, ids = [], []
         try:
             with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
                     results.append((f"samples/{name}", ReportView.from_message(response.report)))
                     ids.append(response.job_id)
         finally:
-            server.stop(None)
+            started.server.stop(None).wait()
+            started.close()
     if args.format == "text":
         print(f"jobgate demo: admitting the samples through a local service on 127.0.0.1:{port} (demo catalog, anonymous)\n")
     print(formats.admissions(args.format, results, ids))

@@ -1,7 +1,11 @@
 """Building and running the server: `create_server` (tests bind port 0) is kept apart
-from `serve` (signals, logs, the foreground process). Owns what a configuration must
-pass before it is served, at start and at every reload alike (`check_startable`), and
-swapping a reloaded one in whole."""
+from `serve` (signals, logs, the foreground process). `create_server` puts the parts
+together (store, gate, identity, metrics, the servicers registered through the
+generated code, health, reflection) and returns them as one `Started`. Owns what a
+configuration must pass before it is served, at start and at every reload alike
+(`check_startable`), and swapping a reloaded one in whole.
+
+Must not handle a call itself: the servicers (`service`) do."""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ import sys
 import threading
 import time
 from concurrent import futures
+from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,29 +27,22 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from jobgate.addresses import is_loopback
-from jobgate.config import Config, account_problem, shared_token, shared_token_problem
+from jobgate.config import Config, Tls, account_problem, shared_token, shared_token_problem
 from jobgate.server.auth import Authenticator
 from jobgate.server.calls import CallObserver
 from jobgate.server.gate import Gate
 from jobgate.server.grants import Denials
 from jobgate.server.metrics import Metrics, TimedStore
-from jobgate.server.service import AdmissionService, JobService, add_admission_service, add_job_service
+from jobgate.server.service import AdmissionService, JobService, add_servicers
 from jobgate.server.streams import StreamGuard, Watches
-from jobgate.store import StoreFull, StoreUnavailable, open_store
-from jobgate.v1 import admission_pb2, jobs_pb2
+from jobgate.store import JobStore, StoreFull, StoreUnavailable, open_store
 
-SERVICE_NAMES = (
-    admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"].full_name,
-    jobs_pb2.DESCRIPTOR.services_by_name["JobService"].full_name,
-)
 log = logging.getLogger("jobgate.server")
 
 
 def wait_serving(address: str, timeout: float = 60) -> grpc.Channel:
     """A channel to `address` once the server there answers its health check; raises
     the last RPC error after `timeout` seconds."""
-    import time
-
     channel = grpc.insecure_channel(address)
     health_stub = health_pb2_grpc.HealthStub(channel)
     deadline = time.monotonic() + timeout
@@ -146,12 +145,21 @@ class Server:
 REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
 
-def enable_reflection(server: grpc.Server) -> None:
-    """Server reflection as `grpc.reflection.v1` (what grpcurl and current clients ask
-    for) and `v1alpha` (older ones). grpcio-reflection serves only v1alpha; v1 is the
-    same protocol, message for message and field for field, under another package,
-    so one servicer answers both."""
-    servicer = reflection.ReflectionServicer((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME, REFLECTION_V1))
+def enable_health(server: grpc.Server, services: list[str]) -> health.HealthServicer:
+    """The health service, reporting the server and each of `services` SERVING."""
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    for name in ("", *services):
+        servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return servicer
+
+
+def enable_reflection(server: grpc.Server, services: list[str]) -> None:
+    """Server reflection of `services` as `grpc.reflection.v1` (what grpcurl and
+    current clients ask for) and `v1alpha` (older ones). grpcio-reflection serves only
+    v1alpha; v1 is the same protocol, message for message and field for field, under
+    another package, so one servicer answers both."""
+    servicer = reflection.ReflectionServicer((*services, health.SERVICE_NAME, reflection.SERVICE_NAME, REFLECTION_V1))
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
     v1 = grpc.stream_stream_rpc_method_handler(
         servicer.ServerReflectionInfo,
@@ -161,10 +169,37 @@ def enable_reflection(server: grpc.Server) -> None:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(REFLECTION_V1, {"ServerReflectionInfo": v1}),))
 
 
-def create_server(config: Config, address: str | None = None, *, store=None) -> tuple[Server, int, Gate]:
-    """A configured, started server on `address` (port 0 picks a free port)."""
+@dataclass
+class Started:
+    """What `create_server` started: the server and the port it listens on, the gate,
+    the job store (timed into the metrics), identity, the metrics and the port of
+    their HTTP endpoint (None when this process serves none)."""
+
+    server: Server
+    port: int
+    gate: Gate
+    store: JobStore
+    auth: Authenticator
+    metrics: Metrics
+    metrics_port: int | None = None
+    # The store was opened by create_server (not handed to it): `close` closes it.
+    owns_store: bool = False
+
+    def close(self) -> None:
+        """Once the server has stopped: stops the gate and the metrics endpoint, and
+        closes the store when create_server opened it."""
+        self.gate.close()
+        self.metrics.close()
+        if self.owns_store:
+            self.store.close()
+
+
+def create_server(config: Config, address: str | None = None, *, store: JobStore | None = None) -> Started:
+    """A configured, started server on `address` (port 0 picks a free port), on
+    `store` or else the one the configuration names."""
     listen = address or config.server.listen
     check_startable(config, listen)
+    owns_store = store is None
     if store is None:
         try:
             store = open_store(
@@ -177,34 +212,46 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
             )
         except (StoreUnavailable, StoreFull) as e:
             raise StartupError(f"the job store cannot be opened: {e}") from None
-    metrics = Metrics()
-    store = TimedStore(store, metrics.store)
-    gate = Gate(config, store)
-    auth = Authenticator(config, Denials(metrics))
-    gate.auth, gate.metrics = auth, metrics
-    settings = config.server
-    streams = StreamGuard(settings.max_streams, settings.max_streams_per_account, auth.identify)
-    watches = Watches(store, settings.watch_poll_seconds)
-    limit = settings.max_message_bytes
-    server = grpc.server(
-        # Every open stream holds a thread; `threads` more are left for unary calls and
-        # health checks, whatever the streams do.
-        futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
-        # The request log and call metrics outermost: they see every call, those the
-        # stream limits refuse too.
-        interceptors=[CallObserver(auth.identify, metrics), streams],
-        # Only the workers of one `serve --workers N` share a port; anything else
-        # already listening there makes this start fail.
-        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
-    )
-    add_admission_service(AdmissionService(config, gate, auth, metrics), server)
-    add_job_service(JobService(store, auth, watches, limit), server)
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for name in ("", *SERVICE_NAMES):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    enable_reflection(server)
-    tls = config.server.tls
+    with ExitStack() as undo:  # a start that fails stops again what it started
+        if owns_store:
+            undo.callback(store.close)
+        metrics = Metrics()
+        store = TimedStore(store, metrics.store)
+        gate = Gate(config, store)
+        undo.callback(gate.close)
+        auth = Authenticator(config, Denials(metrics))
+        settings = config.server
+        streams = StreamGuard(settings.max_streams, settings.max_streams_per_account, auth.identify)
+        watches = Watches(store, settings.watch_poll_seconds)
+        undo.callback(watches.close)
+        limit = settings.max_message_bytes
+        server = grpc.server(
+            # Every open stream holds a thread; `threads` more are left for unary calls and
+            # health checks, whatever the streams do.
+            futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
+            # The request log and call metrics outermost: they see every call, those the
+            # stream limits refuse too.
+            interceptors=[CallObserver(auth.identify, metrics), streams],
+            # Only the workers of one `serve --workers N` share a port; anything else
+            # already listening there makes this start fail.
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
+        )
+        services = add_servicers(server, AdmissionService(gate, auth, metrics), JobService(store, auth, watches, limit))
+        health_servicer = enable_health(server, services)
+        enable_reflection(server, services)
+        port = listen_on(server, listen, config.server.tls)
+        server.start()
+        undo.callback(server.stop, None)
+        metrics_port = None
+        if config.server.metrics_listen and not os.environ.get("JOBGATE_WORKER"):  # a supervisor sums the workers'
+            metrics_port = metrics.serve_http(config.server.metrics_listen)
+        undo.pop_all()  # started: from here on, closing is Started.close's
+    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth)
+    return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store)
+
+
+def listen_on(server: grpc.Server, listen: str, tls: Tls | None) -> int:
+    """Adds the port `listen` names (TLS when configured); returns its number."""
     if tls is None:
         port = server.add_insecure_port(listen)
     else:
@@ -217,10 +264,7 @@ def create_server(config: Config, address: str | None = None, *, store=None) -> 
         port = server.add_secure_port(listen, credentials)
     if port == 0:
         raise StartupError(f"cannot listen on {listen}")
-    server.start()
-    if config.server.metrics_listen and not os.environ.get("JOBGATE_WORKER"):  # a supervisor sums the workers'
-        gate.metrics_port = metrics.serve_http(config.server.metrics_listen)
-    return Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth), port, gate
+    return port
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -242,7 +286,8 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     logging.basicConfig(level=logging.INFO, handlers=[handler])
     levels = {"info": logging.INFO, "warning": logging.WARNING, "off": logging.CRITICAL + 1}
     logging.getLogger("jobgate.requests").setLevel(levels[config.server.request_log])
-    server, port, gate = create_server(config, address)
+    started = create_server(config, address)
+    server, port = started.server, started.port
     host = (address or config.server.listen).rsplit(":", 1)[0]
     log.info("serving", extra={"fields": {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}})
     if plaintext_tokens(config, address or config.server.listen):
@@ -272,6 +317,6 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGHUP, reload)
     stopped.wait()
-    gate.metrics.close()
+    started.close()
     log.info("stopped")
     return 0

@@ -49,8 +49,8 @@ class Directory:
 
 
 class Authenticator:
-    def __init__(self, config: Config, denials: Denials | None = None) -> None:
-        self.denials = denials or Denials(None)
+    def __init__(self, config: Config, denials: Denials) -> None:
+        self.denials = denials
         self.reload(config)
 
     def reload(self, config: Config) -> None:

@@ -64,7 +64,7 @@ class _Call:
 
 
 class CallObserver(grpc.ServerInterceptor):
-    def __init__(self, identify: Callable[[grpc.ServicerContext], str | None], metrics: Metrics | None = None) -> None:
+    def __init__(self, identify: Callable[[grpc.ServicerContext], str | None], metrics: Metrics) -> None:
         self._identify = identify
         self._metrics = metrics
 
@@ -100,9 +100,8 @@ class CallObserver(grpc.ServerInterceptor):
                 context.send_initial_metadata(((REQUEST_ID, rid),))
             except Exception:  # noqa: BLE001 - metadata already sent: the id still goes to the log
                 pass
-        if self._metrics is not None:
-            self._metrics.started.labels(*labels).inc()
-            self._metrics.in_flight.labels(rpc).inc()
+        self._metrics.started.labels(*labels).inc()
+        self._metrics.in_flight.labels(rpc).inc()
         call = _Call(labels, rpc, rid)
         if streamed_in:
             return call, self._counted(request, call)
@@ -116,13 +115,12 @@ class CallObserver(grpc.ServerInterceptor):
             code = grpc.StatusCode.CANCELLED if isinstance(error, GeneratorExit) else grpc.StatusCode.UNKNOWN
         status = (code or grpc.StatusCode.OK).name
         elapsed = time.perf_counter() - call.started
-        if self._metrics is not None:
-            m = self._metrics
-            m.in_flight.labels(call.rpc).dec()
-            m.handled.labels(*call.labels, status).inc()
-            m.handling.labels(*call.labels).observe(elapsed)
-            m.received.labels(*call.labels).inc(call.received)
-            m.sent.labels(*call.labels).inc(call.sent)
+        m = self._metrics
+        m.in_flight.labels(call.rpc).dec()
+        m.handled.labels(*call.labels, status).inc()
+        m.handling.labels(*call.labels).observe(elapsed)
+        m.received.labels(*call.labels).inc(call.received)
+        m.sent.labels(*call.labels).inc(call.sent)
         if call.rid is not None:
             fields = {"request_id": call.rid, "account": self._identify(context), "rpc": call.rpc, "status": status, "latency_ms": round(elapsed * 1000, 3), **extra}
             log.info("call", extra={"fields": fields})

@@ -6,8 +6,10 @@ is written in the transaction that opens the record, so neither a crash nor a re
 can open a second one.
 
 Shared by every RPC (Admit, AdmitBatch, AdmitStream) so their reports are the same.
-Must not decide who may admit (`grants`): it is handed the grant to apply; nor read
-keys off the wire (the servicers hand it the key and the request's fingerprint).
+Owns the thread that commits new records in groups (`GroupCommitter`), stopped by
+`Gate.close`. Must not decide who may admit (`grants`): it is handed the grant to
+apply; nor know the wire: `wire` reads the key and fingerprints the request, and the
+servicers hand both to it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ log = logging.getLogger("jobgate.server")
 
 # How a package sent with a request is named in reports (it has no path of its own).
 PACKAGE_NAME = "<package>"
-KIND_NAMES = {0: None, 1: "jobspec", 2: "spec_bundle", 3: "job_record", 4: "best_rec"}
 # Test-only: set to N, the server process kills itself (SIGKILL) right after the commit
 # that opens its Nth record, before any reply leaves: how the tests crash a server
 # between commit and reply. Never set in a deployment.
@@ -107,14 +108,20 @@ class GroupCommitter:
         self.store, self.max_group = store, max_group
         self._queue: queue.Queue = queue.Queue()
         self._kill_after, self._opened = int(os.environ.get(KILL_AFTER_COMMITS) or 0), 0
+        # Nothing is queued after the end marker: every admission queued is committed.
+        self._closing, self._closed = threading.Lock(), False
         self._thread = threading.Thread(target=self._run, name="jobgate-commit", daemon=True)
         self._thread.start()
 
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
-        """The new job's id, what its idempotency key recalls, or None when refused."""
+        """The new job's id, what its idempotency key recalls, or None when refused;
+        StoreUnavailable once the committer is closed."""
         job = storable(job)  # raises Unstorable to this caller alone
         outcome: Future = Future()
-        self._queue.put((job, decide, outcome))
+        with self._closing:
+            if self._closed:
+                raise StoreUnavailable("the server is shutting down; retry (on another replica)")
+            self._queue.put((job, decide, outcome))
         return outcome.result()
 
     def _run(self) -> None:
@@ -161,10 +168,27 @@ class GroupCommitter:
         return self._queue.qsize()
 
     def close(self) -> None:
-        self._queue.put(None)
+        """Commits the admissions already queued, then stops the thread."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(None)
+        self._thread.join(30)  # a commit stuck on an unreachable store does not hold the process
+
+
+def response_budget(config: Config) -> int:
+    """The bytes a batch's reports may take together, so that its response fits one
+    message with room for job ids and framing; the core cuts the largest reports
+    beyond it (`jobgate.fit_reports`)."""
+    return config.server.max_message_bytes * 3 // 4
 
 
 class Gate:
+    """Admission under one configuration at a time (`reload` swaps it), opening
+    records in `store` through its own committer thread. The store is the caller's to
+    close; `close` stops what the gate started."""
+
     def __init__(self, config: Config, store: JobStore | None) -> None:
         self.config = config
         self.validator = jobgate.Validator(config)
@@ -176,14 +200,18 @@ class Gate:
         validator = jobgate.Validator(config)
         self.config, self.validator = config, validator
 
+    def close(self) -> None:
+        """Stops the committer once the admissions it holds are committed; an admission
+        after that fails with StoreUnavailable."""
+        if self.committer is not None:
+            self.committer.close()
+
     def quota(self, project: str) -> int | None:
         return self.config.project_quota(project)
 
     def response_budget(self) -> int:
-        """The bytes a batch's reports may take together, so that its response fits one
-        message with room for job ids and framing; the core cuts the largest reports
-        beyond it (`jobgate.fit_reports`)."""
-        return self.config.server.max_message_bytes * 3 // 4
+        """The bytes a batch's reports may take together (`response_budget`)."""
+        return response_budget(self.config)
 
     def check_many(self, documents: list[bytes], kind: str | None, account: str, grant: Grant | None = None) -> list[jobgate.Report]:
         """Dry-run reports for many documents, in parallel. Project quotas are applied
@@ -205,7 +233,7 @@ class Gate:
             # The usage is read only when the core answers the request itself.
             quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage}
         projects = grant.projects if grant is not None else None
-        return validator.check_batch_request(request, owner=account, max_batch=max_batch, projects=projects, max_response_bytes=config.server.max_message_bytes * 3 // 4, **quotas)
+        return validator.check_batch_request(request, owner=account, max_batch=max_batch, projects=projects, max_response_bytes=response_budget(config), **quotas)
 
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)

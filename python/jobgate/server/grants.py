@@ -97,13 +97,12 @@ class Denials:
     """Records each refusal (a log line and the metric) and ends the call with its
     status where the refusal is the call's."""
 
-    def __init__(self, metrics: Metrics | None) -> None:
+    def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
     def record(self, rpc: str, reason: str, account: str | None, missing: str, *, count: int = 1, **fields) -> None:
         """One log line and `count` in the metric (a batch the core judged whole)."""
-        if self.metrics is not None:
-            self.metrics.denials.labels(rpc, reason).inc(count)
+        self.metrics.denials.labels(rpc, reason).inc(count)
         log.warning("denied", extra={"fields": {"account": account, "rpc": rpc, "reason": reason, "missing": missing, **fields}})
 
     def unauthenticated(self, context: grpc.ServicerContext, rpc: str, why: str) -> NoReturn:

@@ -1,48 +1,55 @@
-"""The servicers: map messages to the gate and the store, and failures to status codes.
+"""The servicers: each RPC of jobgate.v1.AdmissionService and jobgate.v1.JobService,
+from its request (decoded by `wire`) to the gate, the store and `grants`, and their
+failures to status codes.
 
-Every request arrives as bytes and is decoded here, so that a request that is not
-one is INVALID_ARGUMENT with a google.rpc.BadRequest naming it, like every other
-malformed request. A store that is down is UNAVAILABLE, a full disk
-RESOURCE_EXHAUSTED, and anything unforeseen INTERNAL with a reference to the log:
-no caller ever sees an address, SQL or a Python traceback.
+A store that is down is UNAVAILABLE, a full disk RESOURCE_EXHAUSTED, and anything
+unforeseen INTERNAL with a reference to the log: no caller ever sees an address, SQL
+or a Python traceback.
 
 Every call is made as its caller, within its grant (`grants`): the RPCs its roles do
 not allow are PERMISSION_DENIED before any document is looked at, the jobs it may not
 see are NOT_FOUND, and admission is handed its projects.
 
-A real admission may carry an idempotency key (`Document.idempotency_key`): it is read
-and the request fingerprinted here (BLAKE3 of kind, document and package), a retry is
+A real admission may carry an idempotency key (`Document.idempotency_key`): a retry is
 answered with the first admission's response, and a key reused by another request is
 ALREADY_EXISTS naming the first job (`gate.KeyReused`).
+
+The servicers are registered through the generated `add_…Servicer_to_server`
+functions (`add_servicers`, `register`), the one list of each service's methods.
+Must not judge a document (the core, through the gate) nor map messages (`wire`).
 """
 
 from __future__ import annotations
 
 import errno
 import logging
-import math
 import re
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
-import blake3
 import grpc
-import orjson
-from google.protobuf import json_format, message_factory
-from google.protobuf.descriptor import ServiceDescriptor
-from google.protobuf.message import DecodeError, Message
+from google.protobuf import descriptor_pool, message_factory
 
 import jobgate
-from jobgate.config import Config
 from jobgate.server import errors, recipes
 from jobgate.server.auth import Authenticator
 from jobgate.server.errors import bad_request
-from jobgate.server.gate import KIND_NAMES, Admission, Gate, KeyReused, NotLaunchable
+from jobgate.server.gate import Admission, Gate, KeyReused, NotLaunchable
 from jobgate.server.grants import NOT_VISIBLE, PROJECT, Caller
 from jobgate.server.metrics import Metrics
 from jobgate.server.streams import SHUTTING_DOWN, Watches
+from jobgate.server.wire import (
+    BatchEncoder,
+    decode,
+    document_bytes,
+    fingerprint,
+    idempotency_key,
+    record_message,
+    report_message,
+    size_as_field,
+)
 from jobgate.store import (
     JobNotFound,
     JobStore,
@@ -53,8 +60,8 @@ from jobgate.store import (
     TerminalState,
     Unstorable,
 )
-from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES, TERMINAL
-from jobgate.v1 import admission_pb2, job_pb2, jobs_pb2, report_pb2
+from jobgate.store.base import TERMINAL
+from jobgate.v1 import admission_pb2, admission_pb2_grpc, job_pb2, jobs_pb2, jobs_pb2_grpc
 
 log = logging.getLogger("jobgate.server")
 
@@ -89,141 +96,6 @@ def failures_mapped(context: grpc.ServicerContext, rpc: str) -> Iterator[None]:
         errors.abort(context, grpc.StatusCode.INTERNAL, f"internal error (ref {ref}); the server log has the details", errors.INTERNAL, {"ref": ref})
 
 
-def decode(message_type: type[Message], data: bytes, context: grpc.ServicerContext, field: str = "request", what: str = "") -> Message:
-    try:
-        return message_type.FromString(data)
-    except DecodeError:
-        bad_request(context, field, f"{what}is not an encoded {message_type.DESCRIPTOR.full_name}")
-        raise AssertionError("unreachable") from None
-
-
-def report_message(report) -> report_pb2.Report:
-    return report_pb2.Report(
-        kind=report.kind,
-        verdict=report.verdict,
-        violations=[report_pb2.Violation(rule=v.rule, field=v.field, message=v.message, severity=v.severity) for v in report.violations],
-    )
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-class BatchEncoder:
-    """AdmitBatchResponse bytes without a message object per item: the response of a
-    clean report is the same for every document of its kind, so it is encoded once."""
-
-    def __init__(self) -> None:
-        self._clean: dict[tuple[str, str], bytes] = {}
-
-    def item(self, report, job_id: str = "") -> bytes:
-        if not report.violations and not job_id:
-            key = (report.kind, report.verdict)
-            cached = self._clean.get(key)
-            if cached is None:
-                cached = self._clean[key] = _field(1, admission_pb2.AdmitResponse(report=report_message(report)).SerializeToString())
-            return cached
-        return _field(1, admission_pb2.AdmitResponse(report=report_message(report), job_id=job_id).SerializeToString())
-
-    def response(self, reports) -> bytes:
-        return b"".join(self.item(r) for r in reports)
-
-
-def _non_finite(message: Message, path: str) -> str | None:
-    """The path of a number with no JSON form (NaN, infinity) in a google.protobuf
-    Value of `message`, the one thing a typed message can hold that JSON cannot."""
-    name = message.DESCRIPTOR.full_name
-    if name == "google.protobuf.Value":
-        kind = message.WhichOneof("kind")
-        if kind == "number_value":
-            return None if math.isfinite(message.number_value) else path
-        if kind in ("struct_value", "list_value"):
-            return _non_finite(getattr(message, kind), path)
-        return None
-    if name == "google.protobuf.Struct":
-        return next((p for key, value in message.fields.items() if (p := _non_finite(value, f"{path}.{key}"))), None)
-    if name == "google.protobuf.ListValue":
-        return next((p for i, value in enumerate(message.values) if (p := _non_finite(value, f"{path}[{i}]"))), None)
-    for fd, value in message.ListFields():
-        if fd.type != fd.TYPE_MESSAGE:
-            continue
-        if fd.message_type.GetOptions().map_entry:
-            items = [(f"{path}.{fd.name}[{key!r}]", v) for key, v in value.items() if isinstance(v, Message)]
-        elif fd.is_repeated:
-            items = [(f"{path}.{fd.name}[{i}]", v) for i, v in enumerate(value)]
-        else:
-            items = [(f"{path}.{fd.name}", value)]
-        found = next((p for where, v in items if (p := _non_finite(v, where))), None)
-        if found:
-            return found
-    return None
-
-
-def _typed_json(typed: Message, context: grpc.ServicerContext, field: str) -> bytes:
-    try:
-        return orjson.dumps(json_format.MessageToDict(typed))
-    except json_format.Error:
-        where = _non_finite(typed, field) or field
-        bad_request(context, where, "is NaN or infinite, which JSON cannot hold; send a finite number or raw document bytes")
-        raise AssertionError("unreachable") from None
-
-
-def document_bytes(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> tuple[bytes, str | None]:
-    """The bytes the core checks: raw bytes as sent, or the typed message's JSON form."""
-    kind = KIND_NAMES.get(document.kind)
-    which = document.WhichOneof("body")
-    if which == "raw":
-        return document.raw, kind
-    if which == "jobspec":
-        return _typed_json(document.jobspec, context, f"{field}.jobspec"), kind or "jobspec"
-    if which == "spec_bundle":
-        return _typed_json(document.spec_bundle, context, f"{field}.spec_bundle"), kind or "spec_bundle"
-    bad_request(context, f"{field}.body", "a document needs raw bytes, a jobspec or a spec_bundle")
-    raise AssertionError("unreachable")
-
-
-def idempotency_key(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> str:
-    """The document's idempotency key ("" for none), or INVALID_ARGUMENT naming it when
-    it is longer than a key may be."""
-    key = document.idempotency_key
-    size = len(key.encode())
-    if size > MAX_IDEMPOTENCY_KEY_BYTES:
-        bad_request(context, f"{field}.idempotency_key", f"is {size} bytes; an idempotency key is at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes")
-    return key
-
-
-def fingerprint(document: admission_pb2.Document) -> bytes:
-    """BLAKE3 of what makes a retry the same request: the kind it names, the document
-    (raw bytes as sent; a typed message in its deterministic encoding, whose map order
-    is fixed) and the package. Each part is framed by its length, so no two requests
-    share a fingerprint by shifting bytes from one part to the next."""
-    form = document.WhichOneof("body") or ""
-    if form == "raw":
-        body = document.raw
-    elif form:
-        body = getattr(document, form).SerializeToString(deterministic=True)
-    else:
-        body = b""
-    hasher = blake3.blake3()
-    for part in (b"jobgate.v1.Document", form.encode(), str(document.kind).encode(), body, document.package):
-        hasher.update(len(part).to_bytes(8, "little"))
-        hasher.update(part)
-    return hasher.digest()
-
-
 def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> NoReturn:
     """ALREADY_EXISTS for a key reused by another request, naming the job the key's
     first request opened."""
@@ -235,10 +107,13 @@ class AdmissionService:
     INVALID_ARGUMENT naming the document (only jobspec and spec_bundle documents
     launch); its dry run returns its report."""
 
-    def __init__(self, config: Config, gate: Gate, auth: Authenticator, metrics: Metrics | None = None) -> None:
-        self.config, self.gate, self.auth = config, gate, auth
+    # Handed the request's bytes, answering bytes: AdmitBatch's dry-run path hands the
+    # request to the core whole, and its general path encodes the response item by item.
+    BYTES_IN = frozenset({"AdmitBatch"})
+
+    def __init__(self, gate: Gate, auth: Authenticator, metrics: Metrics) -> None:
+        self.gate, self.auth, self.metrics = gate, auth, metrics
         self.denials = auth.denials
-        self.metrics = metrics or Metrics()
         self.encoder = BatchEncoder()
 
     def _caller(self, context: grpc.ServicerContext, rpc: str) -> Caller:
@@ -310,7 +185,7 @@ class AdmissionService:
             self._refused_projects("Admit", caller, [(result.report, data, kind)])
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
-    def AdmitBatch(self, request: bytes, context):  # noqa: N802 - bytes in, bytes out (see add_admission_service)
+    def AdmitBatch(self, request: bytes, context):  # noqa: N802 - bytes in, bytes out (BYTES_IN)
         caller = self._caller(context, "AdmitBatch")
         account = caller.name
         limit = self.gate.config.limits.max_batch
@@ -399,16 +274,6 @@ class AdmissionService:
         return admission_pb2.RecipeStatusResponse(status=status, message=message, **catalog)
 
 
-def record_message(record: dict) -> job_pb2.JobRecord:
-    clean = {k: v for k, v in record.items() if not k.startswith("_")}
-    return json_format.ParseDict(clean, job_pb2.JobRecord())
-
-
-def _size_as_field(payload: int) -> int:
-    """Bytes a length-delimited field of `payload` bytes takes (tag, length, payload)."""
-    return 1 + len(_varint(payload)) + payload
-
-
 class JobService:
     """jobgate.v1.JobService. A caller reads and watches the jobs of its projects (every
     job for a backend or an admin); only a backend or an admin marks."""
@@ -459,7 +324,7 @@ class JobService:
             rows = self.store.list(state=request.state, project=request.project, owner=request.owner, terminal=terminal, limit=want + 1, after=after, projects=visible)
             for row in rows[:want]:
                 job = record_message(row)
-                cost = _size_as_field(job.ByteSize())
+                cost = size_as_field(job.ByteSize())
                 if jobs and used + cost > self.page_bytes:
                     return jobs_pb2.ListJobsResponse(jobs=jobs, next_page_token=after)
                 jobs.append(job)
@@ -515,73 +380,111 @@ class JobService:
             watch.end()
 
 
-def _handler(method, rpc: Callable, request_type: type[Message] | None, response_type: type[Message] | None) -> grpc.RpcMethodHandler:
-    """A handler that takes the request as bytes, decodes it itself (a request that is
-    not one is a BadRequest, never grpc's own INTERNAL) and maps failures."""
-    name = method.name
-    serialize = response_type.SerializeToString if response_type is not None else None
+
+
+# ---- registration
+
+
+class _Handlers:
+    """Stands in for the server while a generated `add_…Servicer_to_server` runs, and
+    keeps the method handlers it builds, by service."""
+
+    def __init__(self) -> None:
+        self.services: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self.services[service] = handlers
+
+    def add_generic_rpc_handlers(self, _generic) -> None:
+        pass  # the same handlers, given by name to add_registered_method_handlers
+
+
+def _bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: bool) -> grpc.RpcMethodHandler:
+    """`handler` taking its request as bytes and decoding it itself (a request that is
+    not one is a BadRequest, never grpc's own INTERNAL), its failures mapped
+    (`failures_mapped`). A `raw` method is handed the bytes and answers bytes."""
+    request_type = None if raw else message_factory.GetMessageClass(descriptor_pool.Default().FindMethodByName(f"{service}.{method}").input_type)
+    serialize = None if raw else handler.response_serializer
 
     def parsed(data, context):
         return data if request_type is None else decode(request_type, data, context)
 
     def parsed_stream(datas, context):
         for i, data in enumerate(datas):
-            yield decode(request_type, data, context, what=f"stream message {i + 1} ") if request_type is not None else data
+            yield data if request_type is None else decode(request_type, data, context, what=f"stream message {i + 1} ")
 
-    if not method.client_streaming and not method.server_streaming:
+    if handler.unary_unary:
+        rpc = handler.unary_unary
 
         def unary(data, context):
-            with failures_mapped(context, name):
+            with failures_mapped(context, method):
                 return rpc(parsed(data, context), context)
 
         return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=None, response_serializer=serialize)
 
-    if not method.client_streaming:
+    if handler.unary_stream:
+        rpc = handler.unary_stream
 
         def unary_stream(data, context):
-            with failures_mapped(context, name):
+            with failures_mapped(context, method):
                 yield from rpc(parsed(data, context), context)
 
         return grpc.unary_stream_rpc_method_handler(unary_stream, request_deserializer=None, response_serializer=serialize)
 
-    if method.server_streaming:
+    if handler.stream_stream:
+        rpc = handler.stream_stream
 
         def stream_stream(datas, context):
-            with failures_mapped(context, name):
+            with failures_mapped(context, method):
                 yield from rpc(parsed_stream(datas, context), context)
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, request_deserializer=None, response_serializer=serialize)
 
+    rpc = handler.stream_unary
+
     def stream_unary(datas, context):
-        with failures_mapped(context, name):
+        with failures_mapped(context, method):
             return rpc(parsed_stream(datas, context), context)
 
     return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=None, response_serializer=serialize)
 
 
-def add_service(servicer, service: ServiceDescriptor, server: grpc.Server, *, raw: tuple[str, ...] = ()) -> None:
-    """Registers every RPC of `service` from its descriptor: a servicer without one of
-    them fails here, at start, rather than leaving it unregistered. The RPCs named in
-    `raw` take and answer encoded bytes (AdmitBatch: its dry-run path hands the
-    request to the core whole, and its general path encodes the response item by item)."""
-    handlers = {}
-    for method in service.methods:
-        rpc = getattr(servicer, method.name)
-        bytes_only = method.name in raw
-        request_type = None if bytes_only else message_factory.GetMessageClass(method.input_type)
-        response_type = None if bytes_only else message_factory.GetMessageClass(method.output_type)
-        handlers[method.name] = _handler(method, rpc, request_type, response_type)
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
-    server.add_registered_method_handlers(service.full_name, handlers)
+def register(add_to_server: Callable[[object, grpc.Server], None], servicer, server: grpc.Server) -> list[str]:
+    """Registers `servicer` through `add_to_server`, the generated
+    `add_…Servicer_to_server` of its service, so that the generated code is the one
+    list of the service's methods: a servicer without one of them fails here, at
+    start (AttributeError), rather than answering UNIMPLEMENTED. Each handler takes
+    its request as bytes (`_bytes_in`); the methods the servicer names in `BYTES_IN`
+    are handed the bytes and answer bytes. Returns the full names of the services
+    registered."""
+    captured = _Handlers()
+    add_to_server(servicer, captured)
+    if not captured.services:
+        raise RuntimeError(f"{add_to_server.__qualname__} registered no method handlers")
+    raw = getattr(servicer, "BYTES_IN", frozenset())
+    for service, handlers in captured.services.items():
+        wrapped = {method: _bytes_in(service, method, handler, raw=method in raw) for method, handler in handlers.items()}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, wrapped),))
+        server.add_registered_method_handlers(service, wrapped)
+    return list(captured.services)
 
 
-ADMISSION_SERVICE = admission_pb2.DESCRIPTOR.services_by_name["AdmissionService"]
-JOB_SERVICE = jobs_pb2.DESCRIPTOR.services_by_name["JobService"]
+# The servicer of each service of the protos, and the generated function that registers it.
+SERVICERS = {
+    "jobgate.v1.AdmissionService": (AdmissionService, admission_pb2_grpc.add_AdmissionServiceServicer_to_server),
+    "jobgate.v1.JobService": (JobService, jobs_pb2_grpc.add_JobServiceServicer_to_server),
+}
 
 
-def add_admission_service(service: AdmissionService, server: grpc.Server) -> None:
-    add_service(service, ADMISSION_SERVICE, server, raw=("AdmitBatch",))
-
-
-def add_job_service(service: JobService, server: grpc.Server) -> None:
-    add_service(service, JOB_SERVICE, server)
+def add_servicers(server: grpc.Server, *servicers) -> list[str]:
+    """Registers `servicers`, one for each service of SERVICERS (a service left
+    without one fails here, at start). Returns the full names of the services."""
+    given = {type(s): s for s in servicers}
+    names = []
+    for name, (kind, add_to_server) in SERVICERS.items():
+        if kind not in given:
+            raise ValueError(f"no servicer given for {name} ({kind.__name__})")
+        names += register(add_to_server, given.pop(kind), server)
+    if given:
+        raise ValueError(f"servicers of no service: {', '.join(k.__name__ for k in given)}")
+    return names

@@ -1,0 +1,179 @@
+"""The wire: protobuf messages to the values the gate takes, and reports and records
+back to messages.
+
+Owns decoding a request from its bytes (a request that is not one is
+INVALID_ARGUMENT with a google.rpc.BadRequest naming it, never grpc's own INTERNAL),
+a document's bytes and kind (raw bytes as sent, a typed message as its JSON form),
+its idempotency key and the request's fingerprint, and encoding reports and job
+records, AdmitBatch's response without a message object per document.
+
+Must not judge a document (the core does), decide who may call (`grants`) or touch
+the store: it only turns one form into another.
+"""
+
+from __future__ import annotations
+
+import math
+
+import blake3
+import grpc
+import orjson
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+
+from jobgate.server.errors import bad_request
+from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES
+from jobgate.v1 import admission_pb2, job_pb2, report_pb2
+
+# jobgate.v1.Kind by number, as the core names it; None (KIND_UNSPECIFIED) detects the kind.
+KIND_NAMES = {0: None, 1: "jobspec", 2: "spec_bundle", 3: "job_record", 4: "best_rec"}
+
+
+def decode(message_type: type[Message], data: bytes, context: grpc.ServicerContext, field: str = "request", what: str = "") -> Message:
+    """`data` as a `message_type`, or INVALID_ARGUMENT naming `field` when it is not one."""
+    try:
+        return message_type.FromString(data)
+    except DecodeError:
+        bad_request(context, field, f"{what}is not an encoded {message_type.DESCRIPTOR.full_name}")
+
+
+# ---- reports and records out
+
+
+def report_message(report) -> report_pb2.Report:
+    return report_pb2.Report(
+        kind=report.kind,
+        verdict=report.verdict,
+        violations=[report_pb2.Violation(rule=v.rule, field=v.field, message=v.message, severity=v.severity) for v in report.violations],
+    )
+
+
+def record_message(record: dict) -> job_pb2.JobRecord:
+    """A job record as the store exports it; keys of the store's own (`_seq`) are left out."""
+    clean = {k: v for k, v in record.items() if not k.startswith("_")}
+    return json_format.ParseDict(clean, job_pb2.JobRecord())
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def size_as_field(payload: int) -> int:
+    """Bytes a length-delimited field of `payload` bytes takes (tag, length, payload)."""
+    return 1 + len(_varint(payload)) + payload
+
+
+class BatchEncoder:
+    """AdmitBatchResponse bytes without a message object per item: the response of a
+    clean report is the same for every document of its kind, so it is encoded once."""
+
+    def __init__(self) -> None:
+        self._clean: dict[tuple[str, str], bytes] = {}
+
+    def item(self, report, job_id: str = "") -> bytes:
+        if not report.violations and not job_id:
+            key = (report.kind, report.verdict)
+            cached = self._clean.get(key)
+            if cached is None:
+                cached = self._clean[key] = _field(1, admission_pb2.AdmitResponse(report=report_message(report)).SerializeToString())
+            return cached
+        return _field(1, admission_pb2.AdmitResponse(report=report_message(report), job_id=job_id).SerializeToString())
+
+    def response(self, reports) -> bytes:
+        return b"".join(self.item(r) for r in reports)
+
+
+# ---- documents in
+
+
+def _non_finite(message: Message, path: str) -> str | None:
+    """The path of a number with no JSON form (NaN, infinity) in a google.protobuf
+    Value of `message`, the one thing a typed message can hold that JSON cannot."""
+    name = message.DESCRIPTOR.full_name
+    if name == "google.protobuf.Value":
+        kind = message.WhichOneof("kind")
+        if kind == "number_value":
+            return None if math.isfinite(message.number_value) else path
+        if kind in ("struct_value", "list_value"):
+            return _non_finite(getattr(message, kind), path)
+        return None
+    if name == "google.protobuf.Struct":
+        return next((p for key, value in message.fields.items() if (p := _non_finite(value, f"{path}.{key}"))), None)
+    if name == "google.protobuf.ListValue":
+        return next((p for i, value in enumerate(message.values) if (p := _non_finite(value, f"{path}[{i}]"))), None)
+    for fd, value in message.ListFields():
+        if fd.type != fd.TYPE_MESSAGE:
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            items = [(f"{path}.{fd.name}[{key!r}]", v) for key, v in value.items() if isinstance(v, Message)]
+        elif fd.is_repeated:
+            items = [(f"{path}.{fd.name}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            items = [(f"{path}.{fd.name}", value)]
+        found = next((p for where, v in items if (p := _non_finite(v, where))), None)
+        if found:
+            return found
+    return None
+
+
+def _typed_json(typed: Message, context: grpc.ServicerContext, field: str) -> bytes:
+    try:
+        return orjson.dumps(json_format.MessageToDict(typed))
+    except json_format.Error:
+        where = _non_finite(typed, field) or field
+        bad_request(context, where, "is NaN or infinite, which JSON cannot hold; send a finite number or raw document bytes")
+
+
+def document_bytes(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> tuple[bytes, str | None]:
+    """The bytes the core checks: raw bytes as sent, or the typed message's JSON form."""
+    kind = KIND_NAMES.get(document.kind)
+    which = document.WhichOneof("body")
+    if which == "raw":
+        return document.raw, kind
+    if which == "jobspec":
+        return _typed_json(document.jobspec, context, f"{field}.jobspec"), kind or "jobspec"
+    if which == "spec_bundle":
+        return _typed_json(document.spec_bundle, context, f"{field}.spec_bundle"), kind or "spec_bundle"
+    bad_request(context, f"{field}.body", "a document needs raw bytes, a jobspec or a spec_bundle")
+
+
+def idempotency_key(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> str:
+    """The document's idempotency key ("" for none), or INVALID_ARGUMENT naming it when
+    it is longer than a key may be."""
+    key = document.idempotency_key
+    size = len(key.encode())
+    if size > MAX_IDEMPOTENCY_KEY_BYTES:
+        bad_request(context, f"{field}.idempotency_key", f"is {size} bytes; an idempotency key is at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes")
+    return key
+
+
+def fingerprint(document: admission_pb2.Document) -> bytes:
+    """BLAKE3 of what makes a retry the same request: the kind it names, the document
+    (raw bytes as sent; a typed message in its deterministic encoding, whose map order
+    is fixed) and the package. Each part is framed by its length, so no two requests
+    share a fingerprint by shifting bytes from one part to the next."""
+    form = document.WhichOneof("body") or ""
+    if form == "raw":
+        body = document.raw
+    elif form:
+        body = getattr(document, form).SerializeToString(deterministic=True)
+    else:
+        body = b""
+    hasher = blake3.blake3()
+    for part in (b"jobgate.v1.Document", form.encode(), str(document.kind).encode(), body, document.package):
+        hasher.update(len(part).to_bytes(8, "little"))
+        hasher.update(part)
+    return hasher.digest()
