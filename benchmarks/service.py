@@ -38,11 +38,12 @@ def wait_ready(port: int) -> grpc.Channel:
     return wait_serving(f"127.0.0.1:{port}")
 
 
-def start(workers: int, tmp: Path, limits: str = "", name: str = "") -> tuple[subprocess.Popen, int]:
+def start(workers: int, tmp: Path, limits: str = "", name: str = "", extra: str = "") -> tuple[subprocess.Popen, int]:
     """A server on a free port with an anonymous admin caller; `limits` is the body of
-    its [limits] table."""
+    its [limits] table, `extra` more tables (without [server], [store], [jobs], [limits])."""
     cfg = tmp / f"jobgate-{name or workers}.toml"
-    cfg.write_text(f'[server]\nallow_anonymous = true\n[store]\npath = "{tmp / ("store" + name)}"\n[jobs]\nresults_root = "{tmp / "results"}"\n[limits]\n{limits}\n')
+    extra = "\n".join(line for line in extra.splitlines() if not line.startswith("[limits]") and not line.startswith("max_document_bytes") and not line.startswith("max_depth"))
+    cfg.write_text(f'{extra}\n[server]\nallow_anonymous = true\n[store]\npath = "{tmp / ("store" + name)}"\n[jobs]\nresults_root = "{tmp / "results"}"\n[limits]\n{limits}\n')
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}", "--workers", str(workers)], stderr=subprocess.DEVNULL)
     wait_ready(port).close()

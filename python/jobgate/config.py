@@ -282,6 +282,14 @@ def shared_token_problem(first: str, second: str) -> str:
     return f"[accounts.{first}] and [accounts.{second}] hold the same token hash; each account needs a token of its own"
 
 
+class Shadow(_Model):
+    """Shadow admission: each admission judged under a candidate configuration as well."""
+
+    config: str | None = Field(None, description="a candidate jobgate.toml (relative to this file): every admission is judged under it too, off the request's path, and each disagreement logged and counted; responses never change. Unset: off")
+    queue: int = Field(1024, ge=1, le=1_000_000, description="admissions waiting for their shadow judgment, at most; beyond, they are dropped (and counted)")
+    queue_bytes: int = Field(64 << 20, ge=1 << 20, description="bytes of documents and packages waiting, at most; beyond, they are dropped (and counted)")
+
+
 class Config(_Model):
     limits: Limits = Field(Limits(), description="sizes and counts every request is held to")
     server: Server = Field(Server(), description="how the service listens and whom it lets in")
@@ -290,6 +298,7 @@ class Config(_Model):
     registry: Registry = Field(Registry(), description="where images may come from")
     gpus: Gpus = Field(Gpus(), description="GPU series and the per-job limit")
     quota: Quota = Field(Quota(), description="GPUs each project may hold in unfinished jobs")
+    shadow: Shadow = Field(Shadow(), description="a candidate configuration every admission is also judged under, to see whom it would refuse before it is served")
     catalog: list[CatalogEntry] | None = Field(None, description='the served recipes, one [[catalog]] table each; `lock = "recipe.lock.json"` reads recipe, framework and requires from a lock file; unset turns the handshake rules off')
     accounts: dict[str, Account] = Field({}, description="one table per account: who may call, and their grant")
     source: str | None = Field(None, exclude=True, description="the file this was loaded from")
@@ -408,6 +417,9 @@ def _did_you_mean(loc: tuple) -> str:
 
 def from_mapping(data: dict[str, Any], source: str = "<config>", base: Path | None = None) -> Config:
     data = _read_locks(data, base or Path.cwd(), source)
+    shadow = data.get("shadow")
+    if isinstance(shadow, dict) and isinstance(shadow.get("config"), str):  # relative to this file, as lock files are
+        data = {**data, "shadow": {**shadow, "config": str((base or Path.cwd()) / shadow["config"])}}
     try:
         return Config.model_validate({**data, "source": source})
     except ValidationError as e:

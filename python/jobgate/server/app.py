@@ -27,13 +27,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from jobgate.addresses import is_loopback
-from jobgate.config import Config, Tls, account_problem, shared_token, shared_token_problem
+from jobgate.config import Config, ConfigError, Tls, account_problem, shared_token, shared_token_problem
 from jobgate.server.auth import Authenticator
 from jobgate.server.calls import CallObserver
 from jobgate.server.gate import Gate
 from jobgate.server.grants import Denials
 from jobgate.server.metrics import Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService, add_servicers
+from jobgate.server.shadow import Shadow, load_candidate
 from jobgate.server.streams import StreamGuard, Watches
 from jobgate.store import JobStore, StoreFull, StoreUnavailable, open_store
 
@@ -103,9 +104,9 @@ class Server:
     streams waiting on their client at once, the others after the message in hand;
     only then do unary calls in flight get the grace period to finish."""
 
-    def __init__(self, server: grpc.Server, streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator) -> None:
+    def __init__(self, server: grpc.Server, streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics) -> None:
         self._server, self.streams, self.watches, self._health = server, streams, watches, health
-        self.config, self.listen, self.gate, self.auth = config, listen, gate, auth
+        self.config, self.listen, self.gate, self.auth, self.metrics = config, listen, gate, auth, metrics
         self._reloading = threading.Lock()
 
     def reload(self, fresh: Config) -> None:
@@ -119,8 +120,12 @@ class Server:
                 raise StartupError("server.tls cannot change while the server runs (its socket keeps the credentials it was opened with); restart it")
             # The store stays the one opened at start: it must lie outside the new results_root too.
             check_store_location(fresh.model_copy(update={"store": self.config.store}))
+            candidate = load_candidate(fresh)  # the candidate file is read again: it may have changed
             self.gate.reload(fresh)  # builds the new validator before swapping: may raise, changing nothing
             self.auth.reload(fresh)
+            old, self.gate.shadow = self.gate.shadow, Shadow(candidate, fresh.shadow, self.metrics, self.gate.store) if candidate is not None else None
+            if old is not None:
+                old.close()
             self.config = fresh
 
     def stop(self, grace: float | None) -> threading.Event:
@@ -189,6 +194,8 @@ class Started:
         """Once the server has stopped: stops the gate and the metrics endpoint, and
         closes the store when create_server opened it."""
         self.gate.close()
+        if self.gate.shadow is not None:
+            self.gate.shadow.close()
         self.metrics.close()
         if self.owns_store:
             self.store.close()
@@ -217,7 +224,14 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             undo.callback(store.close)
         metrics = Metrics()
         store = TimedStore(store, metrics.store)
-        gate = Gate(config, store)
+        try:
+            candidate = load_candidate(config)
+        except ConfigError as e:
+            raise StartupError(str(e)) from None
+        shadow = Shadow(candidate, config.shadow, metrics, store) if candidate is not None else None
+        if shadow is not None:
+            undo.callback(shadow.close)
+        gate = Gate(config, store, shadow)
         undo.callback(gate.close)
         auth = Authenticator(config, Denials(metrics))
         settings = config.server
@@ -246,7 +260,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         if config.server.metrics_listen and not os.environ.get("JOBGATE_WORKER"):  # a supervisor sums the workers'
             metrics_port = metrics.serve_http(config.server.metrics_listen)
         undo.pop_all()  # started: from here on, closing is Started.close's
-    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth)
+    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store)
 
 

@@ -59,6 +59,8 @@ class Admission:
     job_id: str = ""
     # The response of an earlier admission made with the same idempotency key.
     replayed: bool = False
+    # The GPUs the document's project held when it was judged (None: no quota applied).
+    gpus_in_use: int | None = None
 
 
 class KeyReused(Exception):
@@ -189,11 +191,13 @@ class Gate:
     records in `store` through its own committer thread. The store is the caller's to
     close; `close` stops what the gate started."""
 
-    def __init__(self, config: Config, store: JobStore | None) -> None:
+    def __init__(self, config: Config, store: JobStore | None, shadow=None) -> None:
         self.config = config
         self.validator = jobgate.Validator(config)
         self.store = store
         self.committer = GroupCommitter(store) if store is not None else None
+        # `server.shadow.Shadow`, or None: every admission is offered to it once judged.
+        self.shadow = shadow
 
     def reload(self, config: Config) -> None:
         """Swaps in a new configuration; calls already running finish with the old one."""
@@ -218,7 +222,11 @@ class Gate:
         from the store's current usage, as a dry-run Admit would."""
         if not self.has_quotas():
             projects = grant.projects if grant is not None else None
-            return self.validator.check_many(documents, kind, owner=account, projects=projects, max_response_bytes=self.response_budget())
+            reports = self.validator.check_many(documents, kind, owner=account, projects=projects, max_response_bytes=self.response_budget())
+            if self.shadow is not None:
+                for data, report in zip(documents, reports, strict=True):
+                    self.shadow.offer_document(data, kind, account, projects, report)
+            return reports
         return jobgate.fit_reports([self.admit(d, kind, account, dry_run=True, grant=grant).report for d in documents], self.response_budget())
 
     def check_batch_request(self, request: bytes, account: str, max_batch: int, grant: Grant | None = None):
@@ -233,7 +241,10 @@ class Gate:
             # The usage is read only when the core answers the request itself.
             quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage}
         projects = grant.projects if grant is not None else None
-        return validator.check_batch_request(request, owner=account, max_batch=max_batch, projects=projects, max_response_bytes=response_budget(config), **quotas)
+        outcome = validator.check_batch_request(request, owner=account, max_batch=max_batch, projects=projects, max_response_bytes=response_budget(config), **quotas)
+        if self.shadow is not None and outcome is not None:
+            self.shadow.offer_batch(request, account, projects, max_batch, outcome.response)
+        return outcome
 
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)
@@ -281,13 +292,17 @@ class Gate:
         the same request gives that admission back (`replayed`), by another request
         raises KeyReused. Dry runs ignore the key."""
         if not package:
-            return self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
-        with sources.spooled(package) as path:
-            admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
-        if admission.replayed:
-            return admission  # stored as it was first shown, the package already named
-        report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
-        return Admission(ReportView.from_dict(report), admission.job_id)
+            admission = self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
+        else:
+            with sources.spooled(package) as path:
+                admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
+            if not admission.replayed:  # a replay is stored as it was first shown, the package already named
+                report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
+                admission = Admission(ReportView.from_dict(report), admission.job_id, gpus_in_use=admission.gpus_in_use)
+        if self.shadow is not None and not admission.replayed:
+            projects = grant.projects if grant is not None else None
+            self.shadow.offer_document(data, kind, account, projects, admission.report, package=package, gpus_in_use=admission.gpus_in_use)
+        return admission
 
     def _admit(
         self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b""
@@ -308,16 +323,19 @@ class Gate:
 
         if dry_run or self.store is None or facts is None:
             in_use = self.store.gpus_in_use(facts.project) if (self.store is not None and quota is not None) else None
-            return Admission(check(in_use))
+            return Admission(check(in_use), gpus_in_use=in_use if quota is not None else None)
 
         report_box: list[jobgate.Report] = []
         failure: list[BaseException] = []
+
+        used: list[int] = []
 
         def decide(in_use: int) -> bool:
             # Runs on the committer thread, again if its group is retried one by one; a
             # failure here fails this admission only.
             report_box.clear()
             failure.clear()
+            used[:] = [in_use]
             try:
                 report_box.append(check(in_use))
             except Exception as e:  # noqa: BLE001
@@ -339,7 +357,7 @@ class Gate:
             return self.replay(outcome, key, fingerprint)
         if failure:
             raise failure[0]
-        return Admission(report_box[-1], outcome or "")
+        return Admission(report_box[-1], outcome or "", gpus_in_use=used[-1] if used and quota is not None else None)
 
     def _new_job(self, facts, account: str, grant: Grant | None, idempotency: IdempotencyKey | None = None) -> NewJob:
         jobs = self.config.jobs

@@ -8,6 +8,7 @@ one process (tests) never collide. Every metric is listed in the README.
 - admissions: documents by verdict, violations by rule, batch sizes, denials by
   reason, retries answered by idempotency key;
 - the job store: time per operation (`jobgate_store_seconds`);
+- shadow admission: judged, disagreements by rule, dropped (`jobgate_shadow_*`);
 - the process: `process_*` (CPU, memory, file descriptors) and `python_*`. With
   `serve --workers N` the supervising process serves them for each worker, labelled
   `worker`, beside the summed call and admission metrics.
@@ -50,6 +51,9 @@ class Metrics:
         # outcome: replayed (a retry answered with its key's first admission), refused (a
         # key reused by another request, ALREADY_EXISTS).
         self.retries = Counter("jobgate_idempotent_retries_total", "Admissions sent again with an idempotency key, by RPC and outcome", ["rpc", "outcome"], registry=r)
+        self.shadow_judged = Counter("jobgate_shadow_judged_total", "Admissions judged again under the shadow configuration", registry=r)
+        self.shadow_disagreements = Counter("jobgate_shadow_disagreements_total", "Shadow judgments that differ from the served one, by rule (each rule a judgment adds or drops)", ["rule"], registry=r)
+        self.shadow_dropped = Counter("jobgate_shadow_dropped_total", "Admissions not judged in shadow: the shadow queue was full", registry=r)
         self.store = Histogram("jobgate_store_seconds", "Time the job store took, by operation", ["operation"], buckets=LATENCY_BUCKETS, registry=r)
         if process:
             ProcessCollector(registry=r)
