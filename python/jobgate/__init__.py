@@ -8,12 +8,40 @@ rule id and a JSON Pointer.
     >>> report = jobgate.Validator().check(b'{"apiVersion": "forge/v2"}')
     >>> report.verdict
     'fail'
+
+Owns the public names and the one step between them and the core: turning a
+configuration into the core's settings (`Validator`). Must not apply rules: they live
+in the core (`jobgate._core`).
 """
 
-from jobgate._core import Report, Staging, Validator, Violation, __version__, fit_reports, read_document, redact, rules
-from jobgate.config import Config, ConfigError, load_config
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from jobgate import _core
+from jobgate._core import KINDS, Report, Staging, Violation, __version__, fit_reports, read_document, redact, rules
+from jobgate.config import Config, ConfigError, core_settings, load_config
+
+
+class Validator(_core.Validator):
+    """A compiled validator: built once, thread-safe, reused for every document.
+
+    ``config`` is a path to ``jobgate.toml``, a :class:`jobgate.Config`, or a mapping
+    in the TOML's shape; it is validated here (errors name the file and the key) and
+    handed to the core as its settings. Without one, only the rules that need no
+    deployment apply.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, config: Config | Mapping[str, Any] | str | os.PathLike[str] | None = None) -> Validator:
+        return super().__new__(cls, None if config is None else core_settings(config))
+
 
 __all__ = [
+    "KINDS",
     "Config",
     "ConfigError",
     "Report",

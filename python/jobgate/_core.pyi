@@ -4,12 +4,53 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
 from typing import Any, Literal
 
-from jobgate.config import Config
-
 __version__: str
 
 Kind = Literal["jobspec", "spec_bundle", "job_record", "best_rec"]
 Document = bytes | bytearray | str | Mapping[str, Any]
+
+KINDS: tuple[Kind, ...]
+"""Every kind a document may be given as, in the core's order."""
+PROJECT_FORBIDDEN: str
+"""The id of the rule a JobSpec outside its account's projects breaks
+(``forge.project.forbidden``): the service answers it with PERMISSION_DENIED."""
+
+class CatalogEntry:
+    """One recipe the deployment serves, in the shape of ``recipe.lock.json``. Every
+    argument is required; ``jobgate.config`` builds these from ``[[catalog]]``."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        version: str,
+        digest: str,
+        runtime_id: str,
+        framework_kind: str,
+        requires_core: str | None,
+        observability: Literal["platform", "external"],
+        custom: bool,
+    ) -> None: ...
+
+class Settings:
+    """What the core reads of a deployment's configuration. Every argument is required
+    (``None`` where a rule is off), so a missing or unknown key is a TypeError;
+    ``Config.core_settings()`` builds them from ``jobgate.toml``."""
+
+    def __init__(
+        self,
+        *,
+        max_document_bytes: int,
+        max_depth: int,
+        max_package_bytes: int,
+        max_package_members: int,
+        package_cache_bytes: int,
+        max_violations: int,
+        registries: Sequence[str] | None,
+        series: Sequence[str] | None,
+        max_gpus_per_job: int | None,
+        catalog: Sequence[CatalogEntry] | None,
+    ) -> None: ...
 
 class Violation:
     """One broken rule at one place of a document."""
@@ -51,11 +92,13 @@ class Report:
 class Validator:
     """A compiled validator: built once, thread-safe, reused for every document.
 
-    ``config`` is a path to ``jobgate.toml``, a :class:`jobgate.Config`, or a mapping
-    in the TOML's shape. Without one, only the rules that need no deployment apply.
+    Built from the core's ``settings``; without them, only the rules that need no
+    deployment apply. ``jobgate.Validator`` is this class built from a configuration
+    in any of its forms (a path to ``jobgate.toml``, a :class:`jobgate.Config`, or a
+    mapping in the TOML's shape).
     """
 
-    def __init__(self, config: str | PathLike[str] | Config | Mapping[str, Any] | None = None) -> None: ...
+    def __init__(self, settings: Settings | None = None) -> None: ...
     def check(
         self,
         document: Document | None,
@@ -186,6 +229,45 @@ class Staging:
     @property
     def files(self) -> list[tuple[str, str, str, int]]:
         """``(source, destination, sha256, size)`` per staged file."""
+
+class RecipeStatus:
+    """How a ``recipe.lock.json`` stands against the catalog (``recipe_status``)."""
+
+    status: Literal["current", "compatible", "upgrade_advised", "incompatible", "sdk_incompatible", "runtime_removed", "malformed"]
+    message: str
+    """What it means and what to do, naming both versions."""
+    catalog_version: str | None
+    """The catalog's recipe version, when it serves the lock's recipe."""
+    catalog_digest: str | None
+    catalog_runtime_id: str | None
+
+def recipe_status(settings: Settings, lock: bytes, core_version: str = "") -> RecipeStatus:
+    """How the lock ``lock`` stands against the catalog of ``settings``, by the terms of
+    the ``forge.handshake.*`` checks and ``requires.core`` as
+    ``forge.core_version.unsupported`` reads it, for a client of ``core_version``
+    (empty: the lock's ``created_by.core_version``). Raises ValueError, with the
+    limit's message, for a lock past the document limits."""
+
+def project_quota(project: str, *, default: int | None, projects: Mapping[str, int]) -> int | None:
+    """The GPUs ``project`` may hold in unfinished jobs under a ``[quota]`` table, as
+    ``forge.quota.project`` reads it (``default`` for an unlisted project); ``None``
+    is unlimited."""
+
+def check_version_range(spec: str) -> None:
+    """Raises ValueError, saying why, unless ``spec`` is a PEP 440 version range as
+    ``forge.core_version.unsupported`` reads ``requires.core``."""
+
+def refused_too_large(size: int | None, limit: int, *, kind: Kind | None = None) -> Report:
+    """The report of a document over the size limit, refused before it is read whole
+    (``limits.size``); ``size`` is ``None`` when only known to exceed ``limit``."""
+
+def refused_package_too_large(package: str, size: int, limit: int, *, kind: Kind | None = None) -> Report:
+    """The report of an unpacked package whose files hold more than
+    ``limits.max_package_bytes`` (``limits.size``)."""
+
+def refused_unreadable(reason: str, *, kind: Kind | None = None) -> Report:
+    """The report of an input that could not be read at all (``json.syntax``);
+    ``reason`` says why, e.g. the system's error."""
 
 def fit_reports(reports: list[Report], max_bytes: int) -> list[Report]:
     """The reports of one batch with the largest cut so that together they take about

@@ -16,9 +16,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from jobgate import _core
 from jobgate.sources import NotRegular, open_regular
 
 DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -85,10 +85,11 @@ class Requires(_Model):
     @field_validator("core")
     @classmethod
     def _pep440(cls, value: str | None) -> str | None:
+        # Read as the core reads it for forge.core_version.unsupported and RecipeStatus.
         if value is not None:
             try:
-                SpecifierSet(value)
-            except InvalidSpecifier as e:
+                _core.check_version_range(value)
+            except ValueError as e:
                 raise ValueError(f"{value!r} is not a PEP 440 specifier ({e})") from None
         return value
 
@@ -326,36 +327,34 @@ class Config(_Model):
             raise ValueError(f"catalog lists recipe {dupes[0]!r} more than once")
         return self
 
-    def project_quota(self, project: str) -> int | None:
-        return self.quota.projects.get(project, self.quota.default)
-
-    def core_settings(self) -> dict[str, Any]:
-        """The part of the configuration the Rust core reads."""
-        return {
-            "max_document_bytes": self.limits.max_document_bytes,
-            "max_depth": self.limits.max_depth,
-            "max_package_bytes": self.limits.max_package_bytes,
-            "max_package_members": self.limits.max_package_members,
-            "package_cache_bytes": self.limits.package_cache_bytes,
-            "max_violations": self.limits.max_violations,
-            "registries": self.registry.allow,
-            "series": self.gpus.series,
-            "max_gpus_per_job": self.gpus.max_per_job,
-            "catalog": None
+    def core_settings(self) -> _core.Settings:
+        """The part of the configuration the Rust core reads, every key named."""
+        return _core.Settings(
+            max_document_bytes=self.limits.max_document_bytes,
+            max_depth=self.limits.max_depth,
+            max_package_bytes=self.limits.max_package_bytes,
+            max_package_members=self.limits.max_package_members,
+            package_cache_bytes=self.limits.package_cache_bytes,
+            max_violations=self.limits.max_violations,
+            registries=self.registry.allow,
+            series=self.gpus.series,
+            max_gpus_per_job=self.gpus.max_per_job,
+            catalog=None
             if self.catalog is None
             else [
-                {
-                    "name": e.recipe.name,
-                    "version": e.recipe.version,
-                    "digest": e.recipe.digest,
-                    "runtime_id": e.framework.runtime_id,
-                    "requires_core": e.requires.core,
-                    "observability": e.observability,
-                    "custom": e.custom,
-                }
+                _core.CatalogEntry(
+                    name=e.recipe.name,
+                    version=e.recipe.version,
+                    digest=e.recipe.digest,
+                    runtime_id=e.framework.runtime_id,
+                    framework_kind=e.framework.kind,
+                    requires_core=e.requires.core,
+                    observability=e.observability,
+                    custom=e.custom,
+                )
                 for e in self.catalog
             ],
-        }
+        )
 
 
 def _read_locks(data: dict[str, Any], base: Path, source: str) -> dict[str, Any]:
@@ -443,8 +442,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     return from_mapping(data, str(p), p.parent)
 
 
-def core_settings(config: Config | dict[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
-    """What `Validator(config)` hands the core, from any accepted form of configuration."""
+def core_settings(config: Config | dict[str, Any] | str | os.PathLike[str]) -> _core.Settings:
+    """What `jobgate.Validator(config)` hands the core, from any accepted form of
+    configuration: a Config, a mapping in the shape of `jobgate.toml`, or its path."""
     if isinstance(config, Config):
         return config.core_settings()
     if isinstance(config, dict):

@@ -106,15 +106,30 @@ def _walk(directory: Path) -> Iterator[Item]:
             yield Item(entry.path, package)
 
 
+class PackageTooLarge(ValueError):
+    """An unpacked package whose files hold more than `limits.max_package_bytes`,
+    refused before it is packed. The message and the report are the core's
+    (`limits.size`)."""
+
+    def __init__(self, directory: str, size: int, limit: int) -> None:
+        self.directory = directory
+        self.size = size
+        self.limit = limit
+        super().__init__(_core.refused_package_too_large(directory, size, limit).violations[0].message)
+
+    def report(self, kind: str | None) -> dict[str, Any]:
+        return _core.refused_package_too_large(self.directory, self.size, self.limit, kind=kind).to_dict()
+
+
 def pack(directory: str, limit: int) -> bytes:
     """An unpacked package as the tar archive it would have been (members in path
     order, links and special files as they are, never followed), so it is verified
-    exactly as its archive is. Raises ValueError past `limit` bytes of content."""
+    exactly as its archive is. Raises PackageTooLarge past `limit` bytes of content."""
     root = Path(directory)
     members = sorted(root.rglob("*"))
     total = sum(m.lstat().st_size for m in members if m.is_file() and not m.is_symlink())
     if total > limit:
-        raise ValueError(f"the package {directory} holds {total} bytes, over the limit of {limit} bytes (limits.max_package_bytes)")
+        raise PackageTooLarge(directory, total, limit)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for member in members:
@@ -141,21 +156,26 @@ def chunks(items: list[Item]) -> Iterator[list[Item]]:
 
 @dataclass(frozen=True)
 class Entry:
-    """An item as a chunk carries it: its bytes, or why they could not be read (and
-    the rule that says so), or (a package on this machine's disk) only its path."""
+    """An item as a chunk carries it: its bytes, or the core's report refusing it
+    (`Report.to_dict()` shape) when it could not be read, or (a package on this
+    machine's disk) only its path."""
 
     source: str
     package: bool
     data: bytes | None = None
-    error: str = ""
-    rule: str = "json.syntax"
+    refusal: dict[str, Any] | None = None
     path: str | None = None
 
 
-def read_chunk(chunk: list[Item], *, ship_packages: bool, limits: Limits) -> list[Entry]:
+def read_chunk(chunk: list[Item], *, ship_packages: bool, limits: Limits, kind: str | None) -> list[Entry]:
     """The chunk's entries. Archives are read too when `ship_packages` (for another
     machine); otherwise they are verified where they lie. Unpacked packages are
-    always packed. A document over the size limit is refused unread."""
+    always packed. A document over the size limit is refused unread; an item that
+    cannot be read gets the report the core gives it, for documents of `kind`."""
+
+    def unreadable(reason: str) -> dict[str, Any]:
+        return _core.refused_unreadable(reason, kind=kind).to_dict()
+
     out: list[Entry] = []
     for item in chunk:
         if item.package and not item.unpacked and not ship_packages:
@@ -170,19 +190,15 @@ def read_chunk(chunk: list[Item], *, ship_packages: bool, limits: Limits) -> lis
             else:
                 data = sources.read(item.path, limits.max_document_bytes).data
             out.append(Entry(item.path, item.package, data=data))
-        except (ValueError, sources.TooLarge) as e:
-            out.append(Entry(item.path, item.package, error=str(e), rule="limits.size"))
+        except (PackageTooLarge, sources.TooLarge) as e:
+            out.append(Entry(item.path, item.package, refusal=e.report(kind)))
         except sources.NotRegular as e:  # replaced by a FIFO or socket since it was found
-            out.append(Entry(item.path, item.package, error=str(e)))
+            out.append(Entry(item.path, item.package, refusal=unreadable(str(e))))
         except OSError as e:
-            out.append(Entry(item.path, item.package, error=f"cannot read {e.filename or item.path}: {e.strerror or e}"))
+            out.append(Entry(item.path, item.package, refusal=unreadable(f"cannot read {e.filename or item.path}: {e.strerror or e}")))
+        except ValueError as e:  # a name the system cannot encode, say: not a size
+            out.append(Entry(item.path, item.package, refusal=unreadable(f"cannot read {item.path}: {e}")))
     return out
-
-
-def unreadable(kind: str | None, rule: str, message: str) -> dict[str, Any]:
-    """The report of an item that could not be read: the rule the core gives a
-    package it cannot read (`json.syntax`) or one too large (`limits.size`)."""
-    return {"kind": kind or "unknown", "verdict": "fail", "violations": [{"rule": rule, "field": "", "message": message, "severity": "error"}]}
 
 
 def check_chunk(validator: jobgate.Validator, entries: list[Entry], kind: str | None, threads: int | None = None) -> list[dict[str, Any]]:
@@ -194,8 +210,8 @@ def check_chunk(validator: jobgate.Validator, entries: list[Entry], kind: str | 
     for (i, _), report in zip(documents, validator.check_many([d for _, d in documents], kind, threads=threads), strict=True):
         reports[i] = report.to_dict()
     for i, e in enumerate(entries):
-        if e.error:
-            reports[i] = unreadable(kind, e.rule, e.error)
+        if e.refusal is not None:
+            reports[i] = e.refusal
         elif e.package and e.path is not None:
             reports[i] = validator.check(None, kind=kind, package=e.path).to_dict()
         elif e.package:
@@ -219,7 +235,7 @@ def run_local(items: list[Item], config: Config | None, kind: str | None, progre
     limits = (config or Config()).limits
 
     def work(chunk: list[Item]) -> list[dict[str, Any]]:
-        reports = check_chunk(validator, read_chunk(chunk, ship_packages=False, limits=limits), kind, threads=1)
+        reports = check_chunk(validator, read_chunk(chunk, ship_packages=False, limits=limits, kind=kind), kind, threads=1)
         progress(len(chunk))
         return reports
 
@@ -243,7 +259,7 @@ def run_ray(items: list[Item], config: Config | None, kind: str | None, progress
         for n, chunk in enumerate(chunks(items)):
             while len(pending) >= window:
                 _collect(ray, pending, done, sizes, progress)
-            pending[task.remote(config_ref, read_chunk(chunk, ship_packages=True, limits=limits), kind)] = n
+            pending[task.remote(config_ref, read_chunk(chunk, ship_packages=True, limits=limits, kind=kind), kind)] = n
             sizes[n] = len(chunk)
         while pending:
             _collect(ray, pending, done, sizes, progress)

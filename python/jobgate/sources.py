@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobgate import _core
+
 DOCUMENT_SUFFIXES = (".json", ".yaml", ".yml")
 
 
@@ -102,17 +104,18 @@ def expand(paths: list[str]) -> list[str]:
 
 class TooLarge(Exception):
     """A document over the size limit, refused before it is read whole: a file of many
-    gigabytes costs a stat, not the memory to hold it. The message is the core's
-    `limits.size` message."""
+    gigabytes costs a stat, not the memory to hold it. The message and the report are
+    the core's (`limits.size`)."""
 
     def __init__(self, name: str, size: int | None, limit: int) -> None:
         self.name = name
-        size_text = f"{size} bytes" if size is not None else f"more than {limit} bytes"
-        super().__init__(f"the document is {size_text}, over the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+        super().__init__(_core.refused_too_large(size, limit).violations[0].message)
 
     def report(self, kind: str | None) -> dict:
         """The report the core gives such a document (`Report.to_dict()` shape)."""
-        return {"kind": kind or "unknown", "verdict": "fail", "violations": [{"rule": "limits.size", "field": "", "message": str(self), "severity": "error"}]}
+        return _core.refused_too_large(self.size, self.limit, kind=kind).to_dict()
 
 
 def read(name: str, max_bytes: int | None = None) -> Source:

@@ -2,17 +2,17 @@
 //! allowlist, GPU series and the per-job GPU limit.
 //!
 //! The Python layer loads and validates `jobgate.toml` (with errors naming the file
-//! and key) and hands the result here; this module only holds typed values and the
-//! PEP 440 matching of `requires.core`.
+//! and key) and hands the result here (`python::config`); this module only holds
+//! typed values and the PEP 440 matching of `requires.core`.
+//!
+//! Near the bottom of the crate: imports only `limits`.
 
 use std::collections::HashMap;
 use std::str::FromStr;
 
 use pep440_rs::{Version, VersionSpecifiers};
 
-use crate::document::{Limits, MAX_DEPTH_CEILING};
-use crate::files::package::PackageLimits;
-use crate::report::ReportLimits;
+use crate::limits::{Limits, PackageLimits, ReportLimits, MAX_DEPTH_CEILING};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Observability {
@@ -31,6 +31,8 @@ pub struct CatalogEntry {
     pub version: String,
     pub digest: String,
     pub runtime_id: String,
+    /// The framework the recipe runs on, as `recipe.lock.json` names it (`framework.kind`).
+    pub framework_kind: String,
     /// `requires.core`, as written and parsed.
     pub requires_core: Option<(String, VersionSpecifiers)>,
     pub observability: Observability,
@@ -44,6 +46,7 @@ impl CatalogEntry {
             version: version.into(),
             digest: digest.into(),
             runtime_id: runtime_id.into(),
+            framework_kind: String::new(),
             requires_core: None,
             observability: Observability::Unspecified,
             custom: false,
@@ -51,11 +54,17 @@ impl CatalogEntry {
     }
 
     pub fn with_requires_core(mut self, spec: &str) -> Result<Self, String> {
-        let parsed = VersionSpecifiers::from_str(spec)
+        let parsed = version_range(spec)
             .map_err(|e| format!("requires.core {spec:?} is not a PEP 440 specifier: {e}"))?;
         self.requires_core = Some((spec.to_string(), parsed));
         Ok(self)
     }
+}
+
+/// A PEP 440 version range (`requires.core`), read as the rules match it; `Err` says
+/// why it is not one.
+pub fn version_range(spec: &str) -> Result<VersionSpecifiers, String> {
+    VersionSpecifiers::from_str(spec).map_err(|e| e.to_string())
 }
 
 /// Whether `version` satisfies `requires.core`; `Err` when it is not a PEP 440 version.

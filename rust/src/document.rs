@@ -1,61 +1,19 @@
-//! Turning input bytes into a parsed document, or into the generic violation that
-//! says why it cannot be read: `json.syntax`, `limits.size`, `limits.depth`.
+//! Turning input bytes into a parsed document, or into the violation that says why
+//! it cannot be read (`json.syntax`, `limits.size`, `limits.depth`, worded in
+//! `refusal`); and `json.duplicate_key`, the one rule every kind shares.
 //!
 //! JSON goes straight to simd-json's tape; YAML is first re-encoded as JSON text
-//! (see `yaml`). Nothing here recurses on the input, so depth is bounded by the
-//! configured limit whatever the document holds.
+//! (see `yaml`). Parsing does not recurse on the input, and the depth limit is
+//! enforced while parsing, so the walkers that do recurse (the duplicate-key scan
+//! here, the rules of `kinds`) never go deeper than the configured limit.
 
 use simd_json::{Buffers, ErrorType, Tape};
 
+use crate::limits::Limits;
 use crate::node::Value;
-use crate::report::{Collected, Severity, Violation};
-
-pub const DEFAULT_MAX_BYTES: usize = 1024 * 1024;
-pub const DEFAULT_MAX_DEPTH: usize = 64;
-/// The deepest nesting a configuration may allow: the walkers recurse per level.
-pub const MAX_DEPTH_CEILING: usize = 1024;
-
-/// Size and depth limits of one validator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    pub max_bytes: usize,
-    pub max_depth: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_bytes: DEFAULT_MAX_BYTES,
-            max_depth: DEFAULT_MAX_DEPTH,
-        }
-    }
-}
-
-#[derive(Debug, PartialEq)]
-pub enum DecodeError {
-    Syntax(String),
-    Size(String),
-    Depth(usize),
-}
-
-impl DecodeError {
-    pub fn into_violation(self) -> Violation {
-        let (rule, message) = match self {
-            DecodeError::Syntax(m) => ("json.syntax", m),
-            DecodeError::Size(m) => ("limits.size", m),
-            DecodeError::Depth(limit) => (
-                "limits.depth",
-                format!("the document nests deeper than {limit} levels; flatten it or raise limits.max_depth"),
-            ),
-        };
-        Violation {
-            rule,
-            field: String::new(),
-            message,
-            severity: Severity::Error,
-        }
-    }
-}
+use crate::refusal::{self, DecodeError};
+use crate::report::{Collected, Violation};
+use crate::rules::Rule;
 
 /// Parses `input` (JSON or YAML, UTF-8) and hands the root value, which is always an
 /// object, to `f`. Any failure is returned as the violation that describes it.
@@ -65,12 +23,10 @@ pub fn with_document<R>(
     f: impl FnOnce(Value<'_, '_>) -> R,
 ) -> Result<R, Violation> {
     if input.len() > limits.max_bytes {
-        return Err(DecodeError::Size(format!(
-            "the document is {} bytes, over the limit of {} bytes",
-            input.len(),
-            limits.max_bytes
-        ))
-        .into_violation());
+        return Err(refusal::too_large(
+            Some(input.len() as u64),
+            limits.max_bytes as u64,
+        ));
     }
     let text = input.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(input);
     let first = text.iter().copied().find(|b| !b.is_ascii_whitespace());
@@ -253,18 +209,17 @@ fn scan_duplicates<'t, 'i>(
                 sorted.sort_unstable();
                 for w in sorted.windows(2).filter(|w| w[0] == w[1]) {
                     if !out.has_room() {
-                        out.skip(Severity::Error);
+                        out.skip(Rule::JsonDuplicateKey.severity());
                         continue;
                     }
-                    out.push(Violation {
-                        rule: "json.duplicate_key",
-                        field: path.child(w[1]),
-                        message: format!(
+                    out.push(Violation::new(
+                        Rule::JsonDuplicateKey,
+                        path.child(w[1]),
+                        format!(
                             "the key {} appears more than once in this object; a validator and a consumer could read different values, so keep one",
                             crate::node::quote(w[1])
                         ),
-                        severity: Severity::Error,
-                    });
+                    ));
                 }
             }
             for (key, value) in v.entries() {
@@ -298,7 +253,9 @@ fn scan_duplicates<'t, 'i>(
 mod tests {
     use super::*;
 
-    fn rule_of(input: &[u8]) -> Option<&'static str> {
+    use crate::limits::{ReportLimits, DEFAULT_MAX_BYTES};
+
+    fn rule_of(input: &[u8]) -> Option<Rule> {
         with_document(input, &Limits::default(), |_| ())
             .err()
             .map(|v| v.rule)
@@ -306,12 +263,12 @@ mod tests {
 
     #[test]
     fn classifies_unreadable_input() {
-        assert_eq!(rule_of(b"{\"a\": }"), Some("json.syntax"));
-        assert_eq!(rule_of(b"[1, 2]"), Some("json.syntax"));
-        assert_eq!(rule_of(b"\"x\""), Some("json.syntax"));
-        assert_eq!(rule_of(b""), Some("json.syntax"));
-        assert_eq!(rule_of(b"{\"a\": \"\xff\"}"), Some("json.syntax"));
-        assert_eq!(rule_of(b"a: \xff\n"), Some("json.syntax"));
+        assert_eq!(rule_of(b"{\"a\": }"), Some(Rule::JsonSyntax));
+        assert_eq!(rule_of(b"[1, 2]"), Some(Rule::JsonSyntax));
+        assert_eq!(rule_of(b"\"x\""), Some(Rule::JsonSyntax));
+        assert_eq!(rule_of(b""), Some(Rule::JsonSyntax));
+        assert_eq!(rule_of(b"{\"a\": \"\xff\"}"), Some(Rule::JsonSyntax));
+        assert_eq!(rule_of(b"a: \xff\n"), Some(Rule::JsonSyntax));
         assert_eq!(rule_of(b"{\"a\": 1}"), None);
         assert_eq!(rule_of(b"\xEF\xBB\xBF{\"a\": 1}"), None);
         assert_eq!(rule_of(b"a: 1\nb: [x]\n"), None);
@@ -320,22 +277,22 @@ mod tests {
     #[test]
     fn limits_depth_without_overflowing() {
         let deep = format!("{}{}", "{\"a\":".repeat(100_000), "1");
-        assert_eq!(rule_of(deep.as_bytes()), Some("limits.depth"));
+        assert_eq!(rule_of(deep.as_bytes()), Some(Rule::LimitsDepth));
         let ok = format!("{}1{}", "{\"a\":".repeat(64), "}".repeat(64));
         assert_eq!(rule_of(ok.as_bytes()), None);
         let over = format!("{}1{}", "{\"a\":".repeat(65), "}".repeat(65));
-        assert_eq!(rule_of(over.as_bytes()), Some("limits.depth"));
+        assert_eq!(rule_of(over.as_bytes()), Some(Rule::LimitsDepth));
     }
 
     #[test]
     fn limits_size_before_parsing() {
         let big = vec![b' '; DEFAULT_MAX_BYTES + 1];
-        assert_eq!(rule_of(&big), Some("limits.size"));
+        assert_eq!(rule_of(&big), Some(Rule::LimitsSize));
     }
 
     #[test]
     fn finds_duplicate_keys_at_any_depth() {
-        let mut out = Collected::new(crate::report::ReportLimits::default());
+        let mut out = Collected::new(ReportLimits::default());
         with_document(
             br#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#,
             &Limits::default(),

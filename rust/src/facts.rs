@@ -5,7 +5,7 @@
 
 use std::io::Write;
 
-use crate::kinds::Kind;
+use crate::kind::Kind;
 use crate::node::{Type, Value};
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -150,7 +150,8 @@ fn write(v: Value<'_, '_>, out: &mut Vec<u8>, owner: Option<&str>, depth: usize)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::document::{with_document, Limits};
+    use crate::document::with_document;
+    use crate::limits::Limits;
 
     #[test]
     fn reads_facts_and_stamps_the_owner() {

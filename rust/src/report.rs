@@ -4,29 +4,15 @@
 //! turned into Python objects only at the boundary. A report's violations are sorted
 //! by `field`, then `rule`, so the same document always yields the same report.
 
-use crate::kinds::Kind;
-
-/// `error` blocks admission; `warning` is reported and does not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        }
-    }
-}
+use crate::kind::Kind;
+use crate::limits::ReportLimits;
+use crate::rules::{Rule, Severity};
 
 /// One broken rule at one place of the document.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// A stable id from the rule catalogue, e.g. `tao.dotted_key`.
-    pub rule: &'static str,
+    /// A rule of the catalogue; reports carry its id, e.g. `tao.dotted_key`.
+    pub rule: Rule,
     /// Where, as an RFC 6901 JSON Pointer; `""` is the whole document.
     pub field: String,
     /// One sentence a person can act on.
@@ -34,24 +20,14 @@ pub struct Violation {
     pub severity: Severity,
 }
 
-/// How large one report may grow, so that it stays linear in its document and always
-/// fits a response: at most `max_violations` violations and `max_bytes` of fields and
-/// messages; what is left out is counted in one `limits.violations` violation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReportLimits {
-    pub max_violations: usize,
-    pub max_bytes: usize,
-}
-
-pub const DEFAULT_MAX_VIOLATIONS: usize = 1000;
-/// Well under gRPC's default 4 MiB message, with room for the request's other reports.
-pub const DEFAULT_MAX_REPORT_BYTES: usize = 1 << 20;
-
-impl Default for ReportLimits {
-    fn default() -> Self {
-        ReportLimits {
-            max_violations: DEFAULT_MAX_VIOLATIONS,
-            max_bytes: DEFAULT_MAX_REPORT_BYTES,
+impl Violation {
+    /// A violation of `rule` at its catalogued severity.
+    pub fn new(rule: Rule, field: String, message: String) -> Violation {
+        Violation {
+            rule,
+            field,
+            message,
+            severity: rule.severity(),
         }
     }
 }
@@ -194,7 +170,7 @@ impl Report {
         let mut room = max_weight.saturating_sub(4 * VIOLATION_OVERHEAD + 256);
         let mut out_of_room = false;
         for v in all {
-            if v.rule == "limits.violations" {
+            if v.rule == Rule::LimitsViolations {
                 continue; // counted in `omitted` already; stated again below
             }
             let weight = v.field.len() + v.message.len() + VIOLATION_OVERHEAD;
@@ -215,7 +191,7 @@ impl Report {
     /// (Re)states `limits.violations` from the counts. It is an error when an error was
     /// left out, so leaving violations out never changes a verdict.
     fn state_omitted(&mut self, why: &str) {
-        self.violations.retain(|v| v.rule != "limits.violations");
+        self.violations.retain(|v| v.rule != Rule::LimitsViolations);
         if self.omitted.count == 0 {
             return;
         }
@@ -224,8 +200,9 @@ impl Report {
         } else {
             Severity::Warning
         };
+        // An error when an error was left out, whatever the catalogue's default.
         self.violations.push(Violation {
-            rule: "limits.violations",
+            rule: Rule::LimitsViolations,
             field: String::new(),
             message: format!(
                 "{} more violations ({} of them errors) are not listed: {why}; fix the ones listed and check again",
@@ -273,7 +250,7 @@ impl Report {
             "kind": self.kind_name(),
             "verdict": self.verdict(),
             "violations": self.violations.iter().map(|v| serde_json::json!({
-                "rule": v.rule,
+                "rule": v.rule.id(),
                 "field": v.field,
                 "message": v.message,
                 "severity": v.severity.as_str(),
@@ -285,7 +262,11 @@ impl Report {
 /// By field, then rule; stable, so violations of the same field and rule keep the order
 /// they were found in.
 fn sort(violations: &mut [Violation]) {
-    violations.sort_by(|a, b| a.field.cmp(&b.field).then_with(|| a.rule.cmp(b.rule)));
+    violations.sort_by(|a, b| {
+        a.field
+            .cmp(&b.field)
+            .then_with(|| a.rule.id().cmp(b.rule.id()))
+    });
 }
 
 #[cfg(test)]
@@ -295,7 +276,7 @@ mod tests {
     fn report(n: usize, field_len: usize) -> Report {
         let violations = (0..n)
             .map(|i| Violation {
-                rule: "tao.dotted_key",
+                rule: Rule::TaoDottedKey,
                 field: format!("/{i:06}{}", "k".repeat(field_len)),
                 message: "dotted".into(),
                 severity: Severity::Error,
@@ -323,7 +304,7 @@ mod tests {
             let first = &cut.violations[0];
             assert_eq!(
                 (first.rule, first.severity),
-                ("limits.violations", Severity::Error)
+                (Rule::LimitsViolations, Severity::Error)
             );
             assert!(cut.omitted.count > 0);
             assert_eq!(cut.violations.len() - 1 + cut.omitted.count, n);

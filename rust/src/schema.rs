@@ -6,11 +6,16 @@
 //! dotted key, a `..` source), the shape carries that rule id instead, so the document
 //! gets one violation, not two. Semantic rules live in the per-kind modules.
 
+use crate::limits::ReportLimits;
 use crate::node::{Type, Value};
 use crate::pointer::Path;
-use crate::report::{Collected, ReportLimits, Severity, Violation};
+use crate::report::{Collected, Violation};
+use crate::rules::{Rule, Severity};
+use crate::text::safe_segment;
 
-/// Collects violations while a document is walked, within the report's limits.
+/// Collects violations while a document is walked, within the report's limits. Each
+/// violation has its rule's catalogued severity; the `_with_severity` forms are for
+/// the few rules whose severity depends on the case.
 pub struct Ctx<'i> {
     pub path: Path<'i>,
     pub out: Collected,
@@ -29,26 +34,25 @@ impl<'i> Ctx<'i> {
     }
 
     /// A violation at the current path; the path is rendered only if it is kept.
-    pub fn here(&mut self, rule: &'static str, severity: Severity, message: String) {
+    pub fn here(&mut self, rule: Rule, message: String) {
         if !self.out.has_room() {
-            return self.out.skip(severity);
+            return self.out.skip(rule.severity());
         }
         let field = self.path.render();
-        self.out.push(Violation {
-            rule,
-            field,
-            message,
-            severity,
-        });
+        self.out.push(Violation::new(rule, field, message));
     }
 
     /// A violation at the current path's child `key`; neither the pointer nor the
     /// message is built once the report is full (a deep path costs as much as the
     /// document is deep, for every violation under it).
-    pub fn at_key(
+    pub fn at_key(&mut self, key: &str, rule: Rule, message: impl FnOnce() -> String) {
+        self.at_key_with_severity(key, rule, rule.severity(), message);
+    }
+
+    pub fn at_key_with_severity(
         &mut self,
         key: &str,
-        rule: &'static str,
+        rule: Rule,
         severity: Severity,
         message: impl FnOnce() -> String,
     ) {
@@ -56,25 +60,27 @@ impl<'i> Ctx<'i> {
             return self.out.skip(severity);
         }
         let field = self.path.child(key);
-        self.at(field, rule, severity, message());
+        self.at_with_severity(field, rule, severity, message());
     }
 
     /// A violation at an explicit pointer.
-    pub fn at(&mut self, field: String, rule: &'static str, severity: Severity, message: String) {
+    pub fn at(&mut self, field: String, rule: Rule, message: String) {
+        self.out.push(Violation::new(rule, field, message));
+    }
+
+    pub fn at_with_severity(
+        &mut self,
+        field: String,
+        rule: Rule,
+        severity: Severity,
+        message: String,
+    ) {
         self.out.push(Violation {
             rule,
             field,
             message,
             severity,
         });
-    }
-
-    pub fn error(&mut self, field: String, rule: &'static str, message: String) {
-        self.at(field, rule, Severity::Error, message);
-    }
-
-    pub fn warning(&mut self, field: String, rule: &'static str, message: String) {
-        self.at(field, rule, Severity::Warning, message);
     }
 }
 
@@ -93,8 +99,7 @@ pub type Test = fn(&str) -> Result<(), String>;
 
 /// A `pattern` (or `propertyNames`) keyword, reported under `rule`.
 pub struct Pattern {
-    pub rule: &'static str,
-    pub severity: Severity,
+    pub rule: Rule,
     pub test: Test,
 }
 
@@ -104,7 +109,7 @@ pub enum Shape {
     Any,
     Str {
         min_len: usize,
-        min_len_rule: &'static str,
+        min_len_rule: Rule,
         pattern: Option<&'static Pattern>,
     },
     /// `lexical`: only `8`, never `8.0` (forge/v2, as Python's `int`); otherwise JSON Schema's integer.
@@ -128,7 +133,7 @@ pub enum Shape {
     Array {
         items: &'static Shape,
         min_items: usize,
-        min_items_rule: &'static str,
+        min_items_rule: Rule,
         unique: bool,
     },
     Object(&'static ObjectShape),
@@ -136,8 +141,11 @@ pub enum Shape {
 }
 
 pub enum Additional {
-    /// `additionalProperties: false`, at this severity.
-    Forbid(Severity),
+    /// `additionalProperties: false`: an unknown field is an error.
+    Forbid,
+    /// An unknown field is a warning and is otherwise ignored: a newer client may send
+    /// fields this gate does not know yet (JobSpecs).
+    Warn,
     Allow,
     Values(&'static Shape),
 }
@@ -154,18 +162,18 @@ pub struct Field {
     pub shape: Shape,
     pub required: bool,
     /// The rule a missing required field is reported under.
-    pub missing_rule: &'static str,
+    pub missing_rule: Rule,
 }
 
 pub const ANY: Shape = Shape::Any;
 pub const STRING: Shape = Shape::Str {
     min_len: 0,
-    min_len_rule: "schema.minLength",
+    min_len_rule: Rule::SchemaMinLength,
     pattern: None,
 };
 pub const NONEMPTY: Shape = Shape::Str {
     min_len: 1,
-    min_len_rule: "schema.minLength",
+    min_len_rule: Rule::SchemaMinLength,
     pattern: None,
 };
 pub const BOOL: Shape = Shape::Bool;
@@ -175,7 +183,7 @@ pub const fn req(name: &'static str, shape: Shape) -> Field {
         name,
         shape,
         required: true,
-        missing_rule: "schema.required",
+        missing_rule: Rule::SchemaRequired,
     }
 }
 
@@ -184,14 +192,14 @@ pub const fn opt(name: &'static str, shape: Shape) -> Field {
         name,
         shape,
         required: false,
-        missing_rule: "schema.required",
+        missing_rule: Rule::SchemaRequired,
     }
 }
 
 pub const fn str_matching(pattern: &'static Pattern) -> Shape {
     Shape::Str {
         min_len: 0,
-        min_len_rule: "schema.minLength",
+        min_len_rule: Rule::SchemaMinLength,
         pattern: Some(pattern),
     }
 }
@@ -200,7 +208,7 @@ pub const fn array_of(items: &'static Shape) -> Shape {
     Shape::Array {
         items,
         min_items: 0,
-        min_items_rule: "schema.minItems",
+        min_items_rule: Rule::SchemaMinItems,
         unique: false,
     }
 }
@@ -228,10 +236,10 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                 } else {
                     format!("{} is shorter than {min_len} characters", v.describe())
                 };
-                ctx.here(min_len_rule, Severity::Error, msg);
+                ctx.here(*min_len_rule, msg);
             } else if let Some(p) = pattern {
                 if let Err(why) = (p.test)(s) {
-                    ctx.here(p.rule, p.severity, format!("{} {why}", v.describe()));
+                    ctx.here(p.rule, format!("{} {why}", v.describe()));
                 }
             }
         }
@@ -247,8 +255,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
             if let Some(min) = min {
                 if n < *min as i128 {
                     ctx.here(
-                        "schema.minimum",
-                        Severity::Error,
+                        Rule::SchemaMinimum,
                         format!("{n} is below the minimum of {min}"),
                     );
                 }
@@ -256,8 +263,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
             if let Some(max) = max {
                 if n > *max as i128 {
                     ctx.here(
-                        "schema.maximum",
-                        Severity::Error,
+                        Rule::SchemaMaximum,
                         format!("{n} is above the maximum of {max}"),
                     );
                 }
@@ -269,8 +275,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
             };
             if min.is_some_and(|m| n < m) {
                 ctx.here(
-                    "schema.minimum",
-                    Severity::Error,
+                    Rule::SchemaMinimum,
                     format!(
                         "{} is below the minimum of {}",
                         v.describe(),
@@ -280,8 +285,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
             }
             if max.is_some_and(|m| n > m) {
                 ctx.here(
-                    "schema.maximum",
-                    Severity::Error,
+                    Rule::SchemaMaximum,
                     format!(
                         "{} is above the maximum of {}",
                         v.describe(),
@@ -308,8 +312,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                     accepted.insert(0, "null".into());
                 }
                 ctx.here(
-                    "schema.enum",
-                    Severity::Error,
+                    Rule::SchemaEnum,
                     format!("{} is not one of {}", v.describe(), accepted.join(", ")),
                 );
             }
@@ -317,8 +320,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
         Shape::ConstInt(c) => {
             if v.as_schema_int() != Some(*c as i128) {
                 ctx.here(
-                    "schema.const",
-                    Severity::Error,
+                    Rule::SchemaConst,
                     format!("must be {c}, got {}", v.describe()),
                 );
             }
@@ -326,8 +328,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
         Shape::ConstTrue => {
             if v.as_bool() != Some(true) {
                 ctx.here(
-                    "schema.const",
-                    Severity::Error,
+                    Rule::SchemaConst,
                     format!("must be true, got {}", v.describe()),
                 );
             }
@@ -343,8 +344,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
             };
             if len < *min_items {
                 ctx.here(
-                    min_items_rule,
-                    Severity::Error,
+                    *min_items_rule,
                     format!(
                         "needs at least {min_items} item{}, got {len}",
                         if *min_items == 1 { "" } else { "s" }
@@ -362,8 +362,7 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                     for b in &all[..i] {
                         if a.deep_eq(b) {
                             ctx.here(
-                                "schema.uniqueItems",
-                                Severity::Error,
+                                Rule::SchemaUniqueItems,
                                 format!(
                                     "{} appears more than once; items must be unique",
                                     a.describe()
@@ -388,7 +387,7 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     for (key, value) in v.entries() {
         if let Some(p) = obj.keys {
             if let Err(why) = (p.test)(key) {
-                ctx.at_key(key, p.rule, p.severity, || {
+                ctx.at_key(key, p.rule, || {
                     format!("the key {} {why}", crate::node::quote(key))
                 });
             }
@@ -401,13 +400,18 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
                 ctx.path.pop();
             }
             None => match obj.additional {
-                Additional::Forbid(severity) => {
+                Additional::Forbid | Additional::Warn => {
+                    let rule = Rule::SchemaAdditionalProperties;
+                    let severity = match obj.additional {
+                        Additional::Warn => Severity::Warning,
+                        _ => rule.severity(),
+                    };
                     let what = if severity == Severity::Warning {
                         "is not a known field and is ignored"
                     } else {
                         "is not allowed here"
                     };
-                    ctx.at_key(key, "schema.additionalProperties", severity, || {
+                    ctx.at_key_with_severity(key, rule, severity, || {
                         let known: Vec<&str> = obj.fields.iter().map(|f| f.name).collect();
                         format!(
                             "the field {} {what}; known fields: {}",
@@ -427,7 +431,7 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     }
     for (i, f) in obj.fields.iter().enumerate() {
         if f.required && seen & (1 << i) == 0 {
-            ctx.at_key(f.name, f.missing_rule, Severity::Error, || {
+            ctx.at_key(f.name, f.missing_rule, || {
                 format!(
                     "the required field {} is missing",
                     crate::node::quote(f.name)
@@ -439,8 +443,7 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
 
 fn type_error<'i>(v: Value<'_, 'i>, expected: &str, ctx: &mut Ctx<'i>) {
     ctx.here(
-        "schema.type",
-        Severity::Error,
+        Rule::SchemaType,
         format!(
             "expected {expected}, got {} ({})",
             v.type_name(),
@@ -449,52 +452,7 @@ fn type_error<'i>(v: Value<'_, 'i>, expected: &str, ctx: &mut Ctx<'i>) {
     );
 }
 
-/// Python's `str.isspace`, which is what `\s` and `\S` mean to the published schemas'
-/// consumers (the `jsonschema` package uses Python's `re`).
-pub fn py_isspace(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// `^[A-Za-z0-9][A-Za-z0-9._-]*$`: one safe path segment, not `.` or `..`.
-pub fn is_safe_segment(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
-}
-
-pub fn safe_segment(s: &str) -> Result<(), String> {
-    if is_safe_segment(s) {
-        Ok(())
-    } else {
-        Err("is not a safe name: it must start with a letter or digit and hold only letters, digits, '.', '_' and '-'".into())
-    }
-}
-
 pub static SAFE_SEGMENT: Pattern = Pattern {
-    rule: "schema.pattern",
-    severity: Severity::Error,
+    rule: Rule::SchemaPattern,
     test: safe_segment,
 };
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn python_whitespace_includes_separators() {
-        assert!(py_isspace('\u{1f}'));
-        assert!(py_isspace('\u{a0}'));
-        assert!(!py_isspace('x'));
-    }
-
-    #[test]
-    fn safe_segments() {
-        assert!(is_safe_segment("run-1.a_b"));
-        assert!(!is_safe_segment(".."));
-        assert!(!is_safe_segment("-x"));
-        assert!(!is_safe_segment(""));
-        assert!(!is_safe_segment("a/b"));
-    }
-}

@@ -6,14 +6,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
 
+use crate::admission::Admission;
 use crate::config::CoreConfig;
 use crate::document;
 use crate::files::cache::DigestCache;
 use crate::files::package_cache::{self, PackageCache};
 use crate::files::staging::{self, FileSource, Staged};
-use crate::files::{self, package, root, Declared, Found};
-use crate::kinds::{self, Admission, Kind};
-use crate::report::{Collected, Report, Severity, Violation};
+use crate::files::{self, archive, package, root, Declared, Found};
+use crate::kind::Kind;
+use crate::kinds;
+use crate::refusal;
+use crate::report::{Collected, Report, Violation};
+use crate::rules::Rule;
 use crate::schema::Ctx;
 
 /// Immutable once built, so one validator is shared freely across threads.
@@ -104,13 +108,7 @@ impl Validator {
                             "the package {} holds no bundle.json or bundle.yaml at its root",
                             path.display()
                         );
-                        let v = Violation {
-                            rule: "json.syntax",
-                            field: String::new(),
-                            message,
-                            severity: Severity::Error,
-                        };
-                        return Ok(Verified::refused(kind, v));
+                        return Ok(Verified::refused(kind, refusal::unreadable(message)));
                     }
                 };
                 let shipped = match (input, &contents.bundle) {
@@ -131,10 +129,10 @@ impl Validator {
     fn read_package(
         &self,
         path: &std::path::Path,
-    ) -> Result<Arc<package::Contents>, package::PackageError> {
+    ) -> Result<Arc<package::Contents>, archive::PackageError> {
         // One open: the bytes hashed for the key are the bytes read, from one inode; a
         // file written to meanwhile (its stat moves) is read but not remembered.
-        let mut file = package::open_regular(path)?;
+        let mut file = archive::open_regular(path)?;
         let identity = |f: &std::fs::File| {
             rustix::fs::fstat(f).ok().map(|s| {
                 (
@@ -156,7 +154,7 @@ impl Validator {
         if let Some(hit) = key.as_ref().and_then(|k| self.packages.get(k)) {
             return Ok(hit);
         }
-        let unread = |e: std::io::Error| package::read_error(path, e);
+        let unread = |e: std::io::Error| archive::read_error(path, e);
         file.rewind().map_err(unread)?;
         let probe = file.try_clone().map_err(unread)?;
         let contents = Arc::new(package::read_file(path, file, &self.config.package)?);
@@ -176,12 +174,11 @@ impl Validator {
                 .and_then(|json| serde_json::from_slice::<serde_json::Value>(&json).ok())
         };
         let same = matches!((read(checked), read(own)), (Some(a), Some(b)) if a == b);
-        (!same).then(|| Violation {
-            rule: "tao.supporting_file.undeclared",
-            field: "/execution/supporting_files".into(),
-            message: format!("the package holds its own {name}, which is not the bundle checked with it; whoever extracts the package gets that one, so ship the package with the bundle it holds"),
-            severity: Severity::Error,
-        })
+        (!same).then(|| Violation::new(
+            Rule::TaoSupportingFileUndeclared,
+            "/execution/supporting_files".into(),
+            format!("the package holds its own {name}, which is not the bundle checked with it; whoever extracts the package gets that one, so ship the package with the bundle it holds"),
+        ))
     }
 
     /// The document's report plus what `verify` finds of its declared files (only for
@@ -332,12 +329,11 @@ impl Verified {
 }
 
 fn unknown_kind() -> Violation {
-    Violation {
-        rule: "kind.unknown",
-        field: String::new(),
-        message: "cannot tell which kind of document this is: no apiVersion (jobspec), transitions (job_record), experiment_id or best (best_rec), or mode, command or network_arch (spec_bundle); pass the kind explicitly".into(),
-        severity: Severity::Error,
-    }
+    Violation::new(
+        Rule::KindUnknown,
+        String::new(),
+        "cannot tell which kind of document this is: no apiVersion (jobspec), transitions (job_record), experiment_id or best (best_rec), or mode, command or network_arch (spec_bundle); pass the kind explicitly".into(),
+    )
 }
 
 /// Thread pools of a given size, built once and kept.

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use prost::Message;
 
-use crate::kinds::{Admission, Kind};
+use crate::admission::Admission;
+use crate::kind::Kind;
 use crate::report::Report;
 use crate::validator::Validator;
 
@@ -198,7 +199,7 @@ fn count(outcome: &mut BatchOutcome, report: &Report) {
     for v in &report.violations {
         *outcome
             .rules
-            .entry((v.rule, v.severity.as_str()))
+            .entry((v.rule.id(), v.severity.as_str()))
             .or_default() += 1;
     }
 }
@@ -211,7 +212,7 @@ fn message(report: &Report) -> ReportMessage {
             .violations
             .iter()
             .map(|v| ViolationMessage {
-                rule: v.rule.to_owned(),
+                rule: v.rule.id().to_owned(),
                 field: v.field.clone(),
                 message: v.message.clone(),
                 severity: v.severity.as_str().to_owned(),

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from jobgate import Validator, load_config, sources
+from jobgate import KINDS, Validator, load_config, sources
 from jobgate.cli import formats
 from jobgate.config import Config
 from jobgate.reports import ReportView
-
-KINDS = ("jobspec", "spec_bundle", "job_record", "best_rec")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

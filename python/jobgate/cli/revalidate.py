@@ -8,8 +8,8 @@ import os
 import sys
 from contextlib import nullcontext
 
+from jobgate import KINDS
 from jobgate.cli import formats
-from jobgate.cli.check import KINDS
 from jobgate.reports import ReportView
 
 ENGINES = ("local", "ray")

@@ -211,7 +211,7 @@ class Gate:
             self.committer.close()
 
     def quota(self, project: str) -> int | None:
-        return self.config.project_quota(project)
+        return jobgate._core.project_quota(project, default=self.config.quota.default, projects=self.config.quota.projects)
 
     def response_budget(self) -> int:
         """The bytes a batch's reports may take together (`response_budget`)."""

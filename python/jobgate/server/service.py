@@ -73,7 +73,7 @@ PAGE_CHUNK = 50
 # A page token is the sequence number of the page's last record, in decimal.
 PAGE_TOKEN = re.compile(r"[0-9]{1,18}")
 # The report violation of a JobSpec outside its account's projects.
-FORBIDDEN = "forge.project.forbidden"
+FORBIDDEN = jobgate._core.PROJECT_FORBIDDEN
 
 
 @contextmanager

@@ -141,7 +141,8 @@ class Shadow:
                     self._queue.task_done()
 
     def _quota(self, project: str) -> int | None:
-        return self.candidate.project_quota(project)
+        c = self.candidate
+        return jobgate._core.project_quota(project, default=c.quota.default, projects=c.quota.projects)
 
     def _judge_document(self, item: _Document) -> None:
         v = self.validator

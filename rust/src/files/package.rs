@@ -11,52 +11,24 @@
 //! repeated names are never followed.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, Write};
 use std::path::Path;
 
+use super::archive::{
+    open_regular, read_error, refused, MemberKind, PackageError, Refusal, Visitor,
+};
+use super::declared::{compare, undeclared_imports, violation, Declared, Found};
 use super::hashing::sha256_reader;
 use super::imports::{ImportScanner, Imports};
-use super::root::{normalize, not_regular};
 use super::streams::{read_up_to, GzipMembers, ZstdFrames};
-use super::{compare, tar_format, undeclared_imports, violation, zip_format, Declared, Found};
-use crate::kinds::spec_bundle::supporting_path;
-use crate::report::{Severity, Violation};
-use rustix::fs::{Mode, OFlags};
+use super::{tar_format, zip_format};
+use crate::limits::PackageLimits;
+use crate::paths::{normalize, supporting_path};
+use crate::report::Violation;
+use crate::rules::Rule;
 
 pub const BUNDLE_NAMES: [&str; 3] = ["bundle.json", "bundle.yaml", "bundle.yml"];
-
-#[derive(Clone, Copy, Debug)]
-pub struct PackageLimits {
-    /// The most bytes all members may hold together, inflated.
-    pub max_bytes: u64,
-    pub max_members: usize,
-    /// The bundle document is a document: held in memory, so bounded as one.
-    pub max_bundle_bytes: u64,
-    /// Memory for packages read once and served again (`files::package_cache`); 0 is off.
-    pub cache_bytes: usize,
-}
-
-impl Default for PackageLimits {
-    fn default() -> Self {
-        PackageLimits {
-            max_bytes: 1 << 30,
-            max_members: 100_000,
-            max_bundle_bytes: crate::document::DEFAULT_MAX_BYTES as u64,
-            cache_bytes: super::package_cache::DEFAULT_MAX_BYTES,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemberKind {
-    Regular,
-    Directory,
-    Link,
-    Device,
-    Other,
-}
 
 #[derive(Debug)]
 pub struct Member {
@@ -74,88 +46,6 @@ pub struct Contents {
     pub members: Vec<Member>,
     /// Members refused while reading (bad names, repeats), already as violations.
     pub violations: Vec<Violation>,
-}
-
-/// Why a package could not be read at all.
-#[derive(Debug)]
-pub enum PackageError {
-    /// Too large or too many members: refused before being inflated further.
-    Size(String),
-    /// Not an archive, torn, or laid out so that its readers could disagree.
-    Unreadable(String),
-}
-
-impl PackageError {
-    pub fn into_violation(self) -> Violation {
-        match self {
-            PackageError::Size(m) => Violation {
-                rule: "limits.size",
-                field: String::new(),
-                message: m,
-                severity: Severity::Error,
-            },
-            PackageError::Unreadable(m) => Violation {
-                rule: "json.syntax",
-                field: String::new(),
-                message: m,
-                severity: Severity::Error,
-            },
-        }
-    }
-}
-
-/// Why a format reader refuses a package, as a phrase that follows "the package <path>".
-/// It travels inside `io::Error` through the decompressors and member readers.
-#[derive(Debug)]
-pub(crate) struct Refusal(pub(crate) String);
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Refusal {}
-
-pub(crate) fn refusal(why: impl Into<String>) -> io::Error {
-    io::Error::other(Refusal(why.into()))
-}
-
-pub(crate) fn refused(path: &Path, why: impl fmt::Display) -> PackageError {
-    PackageError::Unreadable(format!("the package {} {why}", path.display()))
-}
-
-/// An error met while reading the package: a refusal says what is wrong with it.
-pub(crate) fn read_error(path: &Path, e: io::Error) -> PackageError {
-    if let Some(Refusal(why)) = e.get_ref().and_then(|i| i.downcast_ref::<Refusal>()) {
-        return refused(path, why);
-    }
-    if e.kind() == io::ErrorKind::UnexpectedEof {
-        return refused(path, format_args!("is truncated: {e}"));
-    }
-    refused(path, format_args!("cannot be read: {e}"))
-}
-
-/// Called for every member, directories included: its raw name, kind, declared size
-/// and content.
-pub type Visitor<'v> =
-    dyn FnMut(&str, MemberKind, u64, &mut dyn Read) -> Result<(), PackageError> + 'v;
-
-/// The archive opened for reading if it is a regular file: the open does not block,
-/// so a FIFO named as a package cannot hang the gate, and a device is never read.
-pub(crate) fn open_regular(path: &Path) -> Result<File, PackageError> {
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
-    let fd =
-        rustix::fs::open(path, flags, Mode::empty()).map_err(|e| read_error(path, e.into()))?;
-    let stat = rustix::fs::fstat(&fd).map_err(|e| read_error(path, e.into()))?;
-    if let Some(what) = not_regular(&stat) {
-        return Err(refused(
-            path,
-            format_args!("cannot be read: it is {what}, not a regular file"),
-        ));
-    }
-    rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(|e| read_error(path, e.into()))?;
-    Ok(File::from(fd))
 }
 
 /// Streams every member of the archive at `path` through `visit`, once, in order, and
@@ -325,7 +215,7 @@ impl Collector<'_> {
         if let Some(first) = self.bundle_name(&name) {
             self.contents.violations.push(violation(
                 "/execution/supporting_files".into(),
-                "tao.supporting_file.undeclared",
+                Rule::TaoSupportingFileUndeclared,
                 format!("the package holds both {first} and {name}; a package holds exactly one bundle document, and {first} is the one checked"),
             ));
             return Ok(None);
@@ -333,7 +223,7 @@ impl Collector<'_> {
         if self.seen.insert(name.clone(), self.entries).is_some() {
             self.contents.violations.push(violation(
                 "/execution/supporting_files".into(),
-                "tao.supporting_file.undeclared",
+                Rule::TaoSupportingFileUndeclared,
                 format!("the package holds {name} more than once; a reader could take either copy"),
             ));
             return Ok(None);
@@ -368,7 +258,7 @@ impl Collector<'_> {
     fn path_violation(&mut self, why: String) {
         self.contents.violations.push(violation(
             "/execution/supporting_files".into(),
-            "tao.supporting_file.path",
+            Rule::TaoSupportingFilePath,
             why,
         ));
     }
@@ -384,7 +274,7 @@ impl Collector<'_> {
         for name in clashes {
             self.contents.violations.push(violation(
                 "/execution/supporting_files".into(),
-                "tao.supporting_file.undeclared",
+                Rule::TaoSupportingFileUndeclared,
                 format!("the package holds {name} both as a file and as a directory; an extractor would keep only one of them"),
             ));
         }
@@ -457,7 +347,7 @@ pub fn compare_members(
         let Some(m) = by_name.get(normalize(&d.source).as_str()) else {
             out.push(violation(
                 d.field("source"),
-                "tao.supporting_file.missing",
+                Rule::TaoSupportingFileMissing,
                 format!("{} is declared but the package does not hold it", d.source),
             ));
             found.push(None);
@@ -476,7 +366,7 @@ pub fn compare_members(
                 };
                 out.push(violation(
                     d.field("source"),
-                    "tao.supporting_file.not_regular",
+                    Rule::TaoSupportingFileNotRegular,
                     format!(
                         "{} is {what} in the package, not a regular file; links are never followed",
                         d.source
@@ -500,7 +390,7 @@ pub fn compare_members(
         if !sources.contains(&m.name) {
             out.push(violation(
                 "/execution/supporting_files".into(),
-                "tao.supporting_file.undeclared",
+                Rule::TaoSupportingFileUndeclared,
                 format!(
                     "the package holds {}, which is neither the bundle nor a declared source",
                     m.name
@@ -552,7 +442,7 @@ mod tests {
         }
     }
 
-    fn messages(c: &Contents, declared: &[Declared]) -> Vec<(&'static str, String)> {
+    fn messages(c: &Contents, declared: &[Declared]) -> Vec<(Rule, String)> {
         compare_members(c, declared)
             .0
             .into_iter()
@@ -584,7 +474,7 @@ mod tests {
         assert!(m[1].1.contains("evil.sh"));
         assert!(m
             .iter()
-            .all(|(rule, _)| *rule == "tao.supporting_file.undeclared"));
+            .all(|(rule, _)| *rule == Rule::TaoSupportingFileUndeclared));
 
         // With its marker, the second member is data after the end: refused.
         let mut bytes = gzip(&tar(&[("bundle.json", b"{}")], true));
@@ -642,7 +532,7 @@ mod tests {
         assert_eq!(c.bundle.as_ref().map(|b| b.0.as_str()), Some("bundle.yaml"));
         let m = messages(&c, &[]);
         assert_eq!(m.len(), 1);
-        assert_eq!(m[0].0, "tao.supporting_file.undeclared");
+        assert_eq!(m[0].0, Rule::TaoSupportingFileUndeclared);
         assert!(
             m[0].1.contains("bundle.yaml and bundle.json")
                 && m[0].1.contains("exactly one bundle document"),

@@ -15,9 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::package::Contents;
-
-/// The memory the cache may hold, about.
-pub const DEFAULT_MAX_BYTES: usize = 64 << 20;
+use crate::limits::DEFAULT_PACKAGE_CACHE_BYTES;
 
 pub type Key = [u8; 32];
 
@@ -64,7 +62,7 @@ pub fn content_keys(salt: &[u8], items: &[Keyed]) -> Vec<Option<Key>> {
                     hasher.update(bytes);
                 }
                 None => {
-                    let mut file = super::package::open_regular(std::path::Path::new(name)).ok()?;
+                    let mut file = super::archive::open_regular(std::path::Path::new(name)).ok()?;
                     hash_into(&mut hasher, &mut file).ok()?;
                 }
             }
@@ -95,7 +93,7 @@ pub struct PackageCache {
 
 impl Default for PackageCache {
     fn default() -> Self {
-        PackageCache::new(DEFAULT_MAX_BYTES)
+        PackageCache::new(DEFAULT_PACKAGE_CACHE_BYTES)
     }
 }
 
@@ -222,7 +220,7 @@ mod tests {
             bundle: Some(("bundle.json".into(), vec![b' '; size])),
             members: vec![Member {
                 name: name.into(),
-                kind: crate::files::package::MemberKind::Regular,
+                kind: crate::files::archive::MemberKind::Regular,
                 found: None,
                 imports: Default::default(),
             }],

@@ -16,10 +16,12 @@ use rayon::prelude::*;
 use rustix::fs::{openat2, FileType, Mode, OFlags, ResolveFlags, Stat};
 
 use super::cache::{Digest, DigestCache, Key};
+use super::declared::{compare, undeclared_imports, violation, Declared, Found};
 use super::hashing::sha256_reader;
 use super::imports::ImportScanner;
-use super::{compare, undeclared_imports, violation, Declared, Found};
+use crate::paths::normalize;
 use crate::report::Violation;
+use crate::rules::Rule;
 
 pub struct RootDir {
     fd: OwnedFd,
@@ -119,10 +121,10 @@ pub fn not_regular(stat: &Stat) -> Option<&'static str> {
 /// Why a source cannot be used, as the violation that says so.
 pub fn open_violation(d: &Declared, e: OpenError) -> Violation {
     match e {
-        OpenError::Missing(why) => violation(d.field("source"), "tao.supporting_file.missing", format!("{} is declared but {why} under the producer root", d.source)),
-        OpenError::Escape => violation(d.field("source"), "tao.supporting_file.escape", format!("{} resolves, through a symlink, outside the producer root; supporting files must live inside it", d.source)),
-        OpenError::NotRegular(what) => violation(d.field("source"), "tao.supporting_file.not_regular", format!("{} is {what}, not a regular file", d.source)),
-        OpenError::Io(e) => violation(d.field("source"), "tao.supporting_file.missing", format!("{} cannot be read under the producer root: {e}", d.source)),
+        OpenError::Missing(why) => violation(d.field("source"), Rule::TaoSupportingFileMissing, format!("{} is declared but {why} under the producer root", d.source)),
+        OpenError::Escape => violation(d.field("source"), Rule::TaoSupportingFileEscape, format!("{} resolves, through a symlink, outside the producer root; supporting files must live inside it", d.source)),
+        OpenError::NotRegular(what) => violation(d.field("source"), Rule::TaoSupportingFileNotRegular, format!("{} is {what}, not a regular file", d.source)),
+        OpenError::Io(e) => violation(d.field("source"), Rule::TaoSupportingFileMissing, format!("{} cannot be read under the producer root: {e}", d.source)),
     }
 }
 
@@ -183,7 +185,7 @@ fn verify_one(
                     return (
                         vec![violation(
                             d.field("source"),
-                            "tao.supporting_file.missing",
+                            Rule::TaoSupportingFileMissing,
                             message,
                         )],
                         None,
@@ -221,7 +223,7 @@ fn verify_one(
 fn too_large(d: &Declared, limit: u64, size: u64) -> Violation {
     violation(
         d.field("source"),
-        "tao.supporting_file.missing",
+        Rule::TaoSupportingFileMissing,
         format!(
             "{} cannot be read: more than {limit} bytes (it is {size} bytes)",
             d.source
@@ -240,14 +242,6 @@ fn hash_helper(file: &mut File, source: &str, max_file_bytes: u64) -> io::Result
         size,
         imports,
     })
-}
-
-/// `a//b/./c` and `a/b/c` name the same file.
-pub fn normalize(path: &str) -> String {
-    path.split('/')
-        .filter(|s| !s.is_empty() && *s != ".")
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 #[cfg(test)]
@@ -289,7 +283,7 @@ mod tests {
             }
         }
         let (violations, _) = verify(&root, &[declared("s.sock")], 1 << 20, None);
-        assert_eq!(violations[0].rule, "tao.supporting_file.not_regular");
+        assert_eq!(violations[0].rule, Rule::TaoSupportingFileNotRegular);
         assert_eq!(
             violations[0].message,
             "s.sock is a socket, not a regular file"
@@ -304,7 +298,7 @@ mod tests {
         let root = RootDir::open(tmp.path()).unwrap();
         let (violations, found) = verify(&root, &[declared("sparse.bin")], 1 << 20, None);
         assert_eq!(found, vec![None]);
-        assert_eq!(violations[0].rule, "tao.supporting_file.missing");
+        assert_eq!(violations[0].rule, Rule::TaoSupportingFileMissing);
         assert_eq!(
             violations[0].message,
             format!(

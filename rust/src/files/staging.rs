@@ -31,11 +31,15 @@ use rustix::fs::{
 };
 use rustix::io::Errno;
 
+use super::archive::MemberKind;
+use super::declared::{violation, Declared, Found};
 use super::hashing::sha256_reader;
-use super::package::{self, MemberKind, PackageLimits};
-use super::root::{normalize, not_regular, open_violation, RootDir};
-use super::{violation, Declared, Found};
+use super::package;
+use super::root::{not_regular, open_violation, RootDir};
+use crate::limits::PackageLimits;
+use crate::paths::normalize;
 use crate::report::Violation;
+use crate::rules::Rule;
 
 pub const STAGING_DIR: &str = "action-helpers";
 pub const MANIFEST: &str = ".jobgate-manifest.json";
@@ -73,7 +77,7 @@ pub struct Staged {
 fn conflict(message: String) -> Violation {
     violation(
         "/execution/supporting_files".into(),
-        "tao.staging.conflict",
+        Rule::TaoStagingConflict,
         message,
     )
 }
@@ -638,7 +642,7 @@ fn write_all(
     let changed = |entry: &ManifestEntry, now: String| {
         violation(
             format!("/execution/supporting_files/{}/sha256", index_of(entry)),
-            "tao.supporting_file.sha256_mismatch",
+            Rule::TaoSupportingFileSha256Mismatch,
             format!(
                 "{} changed while it was staged: it now {now}; nothing was staged",
                 entry.source
@@ -807,7 +811,7 @@ mod tests {
 
         fs::write(target.join("a.py"), b"print(2)\n").unwrap(); // same size, other bytes
         let v = keep(fd.as_fd(), &target, entries.clone()).unwrap_err();
-        assert_eq!(v.rule, "tao.staging.conflict");
+        assert_eq!(v.rule, Rule::TaoStagingConflict);
         assert!(v.message.contains("a.py which hashes to"), "{}", v.message);
 
         fs::write(target.join("a.py"), b"print(1)\n# more\n").unwrap();

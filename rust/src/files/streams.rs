@@ -8,7 +8,7 @@
 
 use std::io::{self, BufRead, Read};
 
-use super::package::refusal;
+use super::archive::refusal;
 
 const ZSTD_MAGIC: u8 = 0x28; // first byte of 0xFD2FB528, little-endian
 const SKIPPABLE_FIRST: std::ops::RangeInclusive<u8> = 0x50..=0x5f; // 0x184D2A50..=0x184D2A5F
@@ -160,7 +160,7 @@ pub(crate) mod tests {
 
     fn refused(e: &io::Error) -> String {
         e.get_ref()
-            .and_then(|i| i.downcast_ref::<super::super::package::Refusal>())
+            .and_then(|i| i.downcast_ref::<super::super::archive::Refusal>())
             .map(|r| r.0.clone())
             .unwrap_or_default()
     }

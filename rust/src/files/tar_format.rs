@@ -11,9 +11,8 @@
 use std::io::{self, Read};
 use std::path::Path;
 
-use super::package::{
-    read_error, refusal, refused, MemberKind, PackageError, PackageLimits, Visitor,
-};
+use super::archive::{read_error, refusal, refused, MemberKind, PackageError, Visitor};
+use crate::limits::PackageLimits;
 
 const BLOCK: usize = 512;
 /// Pax records and GNU long names are metadata; larger ones are refused.

@@ -14,8 +14,9 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::package::{refusal, refused, MemberKind, PackageError, PackageLimits, Visitor};
+use super::archive::{refusal, refused, MemberKind, PackageError, Visitor};
 use super::streams::read_up_to;
+use crate::limits::PackageLimits;
 
 const LOCAL: &[u8] = b"PK\x03\x04";
 const CENTRAL: &[u8] = b"PK\x01\x02";
@@ -128,7 +129,7 @@ pub fn visit(
     limits: &PackageLimits,
     visit: &mut Visitor<'_>,
 ) -> Result<(), PackageError> {
-    let io_error = |e| super::package::read_error(path, e);
+    let io_error = |e| super::archive::read_error(path, e);
     let len = file.metadata().map_err(io_error)?.len();
     if super::tar_format::is_header(&read_at(file, 0, 512).map_err(io_error)?) {
         return Err(refused(path, "is both a zip and a tar archive (its first block is a valid tar header); rebuild it as one archive"));
@@ -673,7 +674,7 @@ mod tests {
         super::visit(&path, &file, &limits, &mut |name, kind, _, r| {
             let mut data = Vec::new();
             r.read_to_end(&mut data)
-                .map_err(|e| super::super::package::read_error(Path::new("p.zip"), e))?;
+                .map_err(|e| super::super::archive::read_error(Path::new("p.zip"), e))?;
             out.push((name.to_string(), kind, data));
             Ok(())
         })

@@ -2,11 +2,12 @@
 //! every depth of `best.specs` (the schema checks only the top level), and that `best`
 //! really is the best of `all_recs` in the declared direction.
 
-use crate::kinds::spec_bundle::{scan_nested, Placeholders};
 use crate::node::{quote, Value};
 use crate::pointer::pointer;
-use crate::report::Severity;
-use crate::schema::{self, opt, req, Additional, Ctx, ObjectShape, Shape, ANY, NONEMPTY, STRING};
+use crate::rules::Rule;
+use crate::schema::{self, opt, req, Additional, Ctx, ObjectShape, Shape, NONEMPTY, STRING};
+
+use super::nested::{scan_nested, Placeholders};
 
 static EMPTY: ObjectShape = ObjectShape {
     fields: &[],
@@ -44,7 +45,7 @@ static BEST: ObjectShape = ObjectShape {
             },
         ),
     ],
-    additional: Additional::Forbid(Severity::Error),
+    additional: Additional::Forbid,
     keys: None,
 };
 
@@ -60,7 +61,7 @@ static REC: ObjectShape = ObjectShape {
         ),
         opt("job_id", STRING),
     ],
-    additional: Additional::Forbid(Severity::Error),
+    additional: Additional::Forbid,
     keys: None,
 };
 
@@ -79,15 +80,14 @@ static BEST_REC: ObjectShape = ObjectShape {
         req("best", Shape::Object(&BEST)),
         req("all_recs", schema::array_of(&Shape::Object(&REC))),
     ],
-    additional: Additional::Forbid(Severity::Error),
+    additional: Additional::Forbid,
     keys: None,
 };
 
 fn specs<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if !v.is_object() {
         ctx.here(
-            "schema.type",
-            Severity::Error,
+            Rule::SchemaType,
             format!(
                 "expected an object (the nested winning hyperparameters), got {}",
                 v.describe()
@@ -100,7 +100,6 @@ fn specs<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
 
 pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     schema::walk(root, &Shape::Object(&BEST_REC), ctx);
-    let _ = ANY;
     not_best(root, ctx);
 }
 
@@ -146,9 +145,9 @@ fn not_best(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         ),
         (None, None) => return,
     };
-    ctx.error(
+    ctx.at(
         pointer(&["best", "score"]),
-        "tao.best_rec.not_best",
+        Rule::TaoBestRecNotBest,
         message,
     );
 }

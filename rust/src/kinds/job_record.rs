@@ -7,12 +7,13 @@ use chrono::{DateTime, FixedOffset};
 
 use crate::node::{quote, Type, Value};
 use crate::pointer::pointer;
-use crate::report::Severity;
+use crate::rules::Rule;
 use crate::schema::{
     self, array_of, opt, req, str_matching, Additional, Ctx, ObjectShape, Pattern, Shape, NONEMPTY,
     STRING,
 };
 use crate::secrets;
+use crate::text::safe_segment;
 
 pub const STATES: [&str; 6] = [
     "PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN",
@@ -21,13 +22,11 @@ pub const TERMINAL: [&str; 3] = ["COMPLETE", "ERROR", "CANCELED"];
 pub const SOURCES: [&str; 3] = ["agent", "poller", "backend-hook"];
 
 static ID: Pattern = Pattern {
-    rule: "schema.pattern",
-    severity: Severity::Error,
-    test: schema::safe_segment,
+    rule: Rule::SchemaPattern,
+    test: safe_segment,
 };
 static PLATFORM: Pattern = Pattern {
-    rule: "schema.pattern",
-    severity: Severity::Error,
+    rule: Rule::SchemaPattern,
     test: platform_name,
 };
 
@@ -52,7 +51,7 @@ static TRANSITION: ObjectShape = ObjectShape {
             },
         ),
     ],
-    additional: Additional::Forbid(Severity::Error),
+    additional: Additional::Forbid,
     keys: None,
 };
 
@@ -80,7 +79,7 @@ static RECORD: ObjectShape = ObjectShape {
             Shape::Array {
                 items: &Shape::Object(&TRANSITION),
                 min_items: 1,
-                min_items_rule: "schema.minItems",
+                min_items_rule: Rule::SchemaMinItems,
                 unique: false,
             },
         ),
@@ -109,7 +108,7 @@ static RECORD: ObjectShape = ObjectShape {
         opt("parent_job", NULLABLE_STRING),
         req("redacted", Shape::ConstTrue),
     ],
-    additional: Additional::Forbid(Severity::Error),
+    additional: Additional::Forbid,
     keys: None,
 };
 
@@ -143,12 +142,12 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         let state = t.get_str("state").filter(|s| STATES.contains(s));
         if let Some(state) = state {
             if i == 0 && state != "PENDING" {
-                ctx.error(pointer(&["transitions", "0", "state"]), "tao.record.first_state", format!("the first transition is {state}; a record opens with PENDING, written before launch"));
+                ctx.at(pointer(&["transitions", "0", "state"]), Rule::TaoRecordFirstState, format!("the first transition is {state}; a record opens with PENDING, written before launch"));
             }
             if let Some((at, prev)) = terminal {
-                ctx.error(
+                ctx.at(
                     pointer(&["transitions", &i.to_string(), "state"]),
-                    "tao.record.after_terminal",
+                    Rule::TaoRecordAfterTerminal,
                     format!("a {state} transition follows the terminal {prev} at transitions/{at}; a terminal record takes no further transitions"),
                 );
             } else if TERMINAL.contains(&state) {
@@ -159,7 +158,7 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             if let Ok(parsed) = DateTime::parse_from_rfc3339(ts) {
                 if let Some((prev, prev_raw)) = last_ts {
                     if parsed < prev {
-                        ctx.warning(pointer(&["transitions", &i.to_string(), "ts"]), "tao.record.ts_order", format!("{} is earlier than the previous transition's {}; timestamps go backwards", quote(ts), quote(prev_raw)));
+                        ctx.at(pointer(&["transitions", &i.to_string(), "ts"]), Rule::TaoRecordTsOrder, format!("{} is earlier than the previous transition's {}; timestamps go backwards", quote(ts), quote(prev_raw)));
                     }
                 }
                 last_ts = Some((parsed, ts));
@@ -177,9 +176,9 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     let actual = terminal.map(|(_, s)| s);
     if declared_state != actual {
         let show = |s: Option<&str>| s.map_or("null".to_string(), |s| s.to_string());
-        ctx.error(
+        ctx.at(
             pointer(&["terminal_state"]),
-            "tao.record.terminal_mismatch",
+            Rule::TaoRecordTerminalMismatch,
             format!(
                 "terminal_state is {} but the transitions end in {}",
                 show(declared_state),
@@ -195,8 +194,7 @@ fn secrets_anywhere<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
         Type::Str(s) => {
             if let Some(why) = secrets::find_credential(s) {
                 ctx.here(
-                    "tao.record.secret",
-                    Severity::Error,
+                    Rule::TaoRecordSecret,
                     format!(
                         "{} holds an unredacted credential: {why}; records are written redacted",
                         quote(s)

@@ -8,7 +8,8 @@
 use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
 use std::collections::{HashMap, HashSet};
 
-use crate::document::{DecodeError, Limits};
+use crate::limits::Limits;
+use crate::refusal::DecodeError;
 
 mod yaml11;
 

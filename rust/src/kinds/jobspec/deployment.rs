@@ -1,0 +1,228 @@
+//! The JobSpec rules that read the deployment's configuration or the admission: the
+//! account's projects, GPU series, the per-job and per-project GPU quotas, the
+//! handshake with the recipe catalog, the core version range, the image registry,
+//! observability, and the owner stamp. Without a configuration (and outside the
+//! service) they find nothing to judge.
+
+use crate::admission::Admission;
+use crate::config::{core_version_allowed, CatalogEntry, CoreConfig, Observability};
+use crate::node::{few, quote, Value};
+use crate::pointer::pointer;
+use crate::rules::Rule;
+use crate::schema::{Ctx, COUNT_MAX};
+use crate::text::py_trim;
+
+use super::patterns::str_of;
+
+/// `forge.project.forbidden`: a JobSpec is admitted only into a project the account
+/// is granted.
+pub fn project_grant(root: Value<'_, '_>, admission: &Admission, ctx: &mut Ctx<'_>) {
+    let project = str_of(root.at(&["metadata", "project"]));
+    if !admission.may_submit_to(project) {
+        let granted = admission.projects.as_deref().unwrap_or_default();
+        ctx.at(
+            pointer(&["metadata", "project"]),
+            Rule::ForgeProjectForbidden,
+            format!(
+                "this account may not submit to project {}; it may submit to {}",
+                quote(project),
+                few(granted)
+            ),
+        );
+    }
+}
+
+/// `forge.resources.series`: pool `i` asks for a GPU series the deployment offers.
+pub fn series(i: usize, pool: Value<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<'_>) {
+    if let (Some(offered), Some(series)) = (&config.series, pool.get_str("series")) {
+        let series = py_trim(series);
+        if !series.is_empty() && !offered.iter().any(|s| s == series) {
+            ctx.at(
+                pointer(&["spec", "resources", "pools", &i.to_string(), "series"]),
+                Rule::ForgeResourcesSeries,
+                format!(
+                    "GPU series {} is not offered here; choose one of {}",
+                    quote(series),
+                    few(offered)
+                ),
+            );
+        }
+    }
+}
+
+/// `forge.quota.job` and `forge.quota.project` for a job asking for `total` GPUs over
+/// all its pools.
+pub fn quotas(
+    root: Value<'_, '_>,
+    total: u64,
+    config: &CoreConfig,
+    admission: &Admission,
+    ctx: &mut Ctx<'_>,
+) {
+    if total > COUNT_MAX as u64 {
+        ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaJob, format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), more than the {COUNT_MAX} any job may ask for"));
+        return;
+    }
+    if let Some(limit) = config.max_gpus_per_job {
+        if total > limit {
+            ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaJob, format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
+        }
+    }
+    let project = root
+        .at(&["metadata", "project"])
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    if let Some((quota, in_use)) = admission.quota_for(project) {
+        if in_use.saturating_add(total) > quota {
+            let project = str_of(root.at(&["metadata", "project"]));
+            ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaProject, format!("project {} holds {in_use} GPUs in unfinished jobs; {total} more would exceed its quota of {quota}", quote(project)));
+        }
+    }
+}
+
+/// The registry host of an image reference, as a container runtime reads it.
+pub fn registry_host(image: &str) -> String {
+    match image.split_once('/') {
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+            first.to_ascii_lowercase()
+        }
+        _ => "docker.io".into(),
+    }
+}
+
+fn registry_allowed(host: &str, allow: &[String]) -> bool {
+    allow.iter().any(|a| {
+        let a = a.to_ascii_lowercase();
+        match a.strip_prefix("*.") {
+            Some(suffix) => host.ends_with(&format!(".{suffix}")),
+            None => a == host,
+        }
+    })
+}
+
+/// The catalog's terms for the recipe the JobSpec names: a custom job's image, the
+/// registry, the handshake (`forge.handshake.*`), the core version range and
+/// observability.
+pub fn framework(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<'_>) {
+    let recipe = spec.get("recipe").filter(|r| r.is_object());
+    let fw = spec.get("framework").filter(|f| f.is_object());
+    let recipe_name = str_of(recipe.and_then(|r| r.get("name")));
+    let image = str_of(fw.and_then(|f| f.get("image")));
+    let entry: Option<&CatalogEntry> = config.catalog.as_ref().and_then(|c| c.get(recipe_name));
+
+    let custom = recipe_name == "custom/custom" || entry.is_some_and(|e| e.custom);
+    if custom && fw.is_some() && image.is_empty() {
+        ctx.at(
+            pointer(&["spec", "framework", "image"]),
+            Rule::ForgeFrameworkImageRequired,
+            format!(
+                "recipe {} is a custom job and brings no image; set spec.framework.image",
+                quote(recipe_name)
+            ),
+        );
+    }
+    if let (Some(allow), false) = (&config.registries, image.is_empty()) {
+        let host = registry_host(image);
+        if !registry_allowed(&host, allow) {
+            ctx.at(pointer(&["spec", "framework", "image"]), Rule::ForgeFrameworkImageRegistry, format!("image {} comes from registry {}, which is not on this deployment's allowlist ({})", quote(image), quote(&host), few(allow)));
+        }
+    }
+    let Some(catalog) = &config.catalog else {
+        return;
+    };
+    if recipe.is_none() || !recipe_name.contains('/') {
+        return;
+    }
+    let Some(entry) = entry else {
+        let mut known: Vec<&str> = catalog.keys().map(String::as_str).collect();
+        known.sort_unstable();
+        ctx.at(pointer(&["spec", "recipe", "name"]), Rule::ForgeHandshakeRecipeUnknown, format!("the catalog has no recipe {}; `sf recipe status` reports it as removed (catalog: {}); lock a served recipe with `sf recipe upgrade`", quote(recipe_name), few(&known)));
+        return;
+    };
+    let handshake = [
+        (
+            recipe.and_then(|r| r.get("version")),
+            &entry.version,
+            pointer(&["spec", "recipe", "version"]),
+            Rule::ForgeHandshakeVersion,
+            "recipe version",
+        ),
+        (
+            recipe.and_then(|r| r.get("digest")),
+            &entry.digest,
+            pointer(&["spec", "recipe", "digest"]),
+            Rule::ForgeHandshakeDigest,
+            "recipe digest",
+        ),
+        (
+            fw.and_then(|f| f.get("runtime_id")),
+            &entry.runtime_id,
+            pointer(&["spec", "framework", "runtime_id"]),
+            Rule::ForgeHandshakeRuntimeId,
+            "framework.runtime_id",
+        ),
+    ];
+    for (sent, expected, field, rule, what) in handshake {
+        if sent.is_some_and(|s| !s.is_null() && s.as_str().is_none()) {
+            continue; // a type error already reported
+        }
+        let sent = str_of(sent);
+        if sent != expected.as_str() {
+            ctx.at(field, rule, format!("{what} {} differs from the catalog's {} for {recipe_name}; `sf recipe status` reports the lock as out of date and `sf recipe upgrade` fixes it", quote(sent), quote(expected)));
+        }
+    }
+    if let Some((raw, specifiers)) = &entry.requires_core {
+        let cv = str_of(root.at(&["provenance", "core_version"]));
+        if !cv.is_empty() {
+            let allowed = core_version_allowed(specifiers, cv);
+            if allowed != Ok(true) {
+                let why = match allowed {
+                    Err(e) => format!(" ({cv:?} is not a PEP 440 version: {e})"),
+                    _ => String::new(),
+                };
+                ctx.at(pointer(&["provenance", "core_version"]), Rule::ForgeCoreVersionUnsupported, format!("core version {cv} is outside {raw}, the range recipe {recipe_name} requires{why}; `sf recipe status` reports sdk_incompatible, upgrade the client or `sf recipe upgrade`"));
+            }
+        }
+    }
+    let url = str_of(fw.and_then(|f| f.get("observability_url")));
+    match entry.observability {
+        Observability::External if url.is_empty() && fw.is_some() => {
+            ctx.at(pointer(&["spec", "framework", "observability_url"]), Rule::ForgeFrameworkObservabilityUrlRequired, format!("recipe {recipe_name} reports to external observability; set spec.framework.observability_url"));
+        }
+        Observability::Platform if !url.is_empty() => {
+            ctx.at(pointer(&["spec", "framework", "observability_url"]), Rule::ForgeFrameworkObservabilityUrlForbidden, format!("recipe {recipe_name} uses the platform's observability; remove observability_url {}", quote(url)));
+        }
+        _ => {}
+    }
+}
+
+/// `forge.owner_overridden`: the owner the client sent is replaced by the account.
+pub fn owner_overridden(root: Value<'_, '_>, admission: &Admission, ctx: &mut Ctx<'_>) {
+    if let (Some(account), Some(sent)) = (
+        &admission.owner,
+        root.at(&["metadata", "owner"]).and_then(|o| o.as_str()),
+    ) {
+        let sent = py_trim(sent);
+        if !sent.is_empty() && sent != account {
+            ctx.at(
+                pointer(&["metadata", "owner"]),
+                Rule::ForgeOwnerOverridden,
+                format!("the client sent owner {} but the job is stamped with the authenticated account {}", quote(sent), quote(account)),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_hosts() {
+        assert_eq!(registry_host("nvcr.io/nvidia/tao:1"), "nvcr.io");
+        assert_eq!(registry_host("localhost:5000/x"), "localhost:5000");
+        assert_eq!(registry_host("ubuntu:22.04"), "docker.io");
+        assert_eq!(registry_host("library/ubuntu"), "docker.io");
+        assert!(registry_allowed("a.example.com", &["*.example.com".into()]));
+    }
+}

@@ -1,0 +1,124 @@
+//! Nested config dicts, shared by two kinds: a spec-bundle's `spec` and a best_rec's
+//! `best.specs` are mapped key by key into a container's config, so no key at any
+//! depth may be dotted or empty (`tao.dotted_key`); and the `{name}` placeholders the
+//! platform binds (`tao.placeholder.unknown` names the others).
+//!
+//! Imports no kind, so both kinds can use it.
+
+use std::collections::HashSet;
+
+use crate::node::{quote, Type, Value};
+use crate::rules::Rule;
+use crate::schema::Ctx;
+
+/// The placeholders the platform binds when it renders a command or a config.
+pub const PLACEHOLDERS: [&str; 3] = ["config_path", "job_id", "results_dir"];
+
+/// Whether a nested dict's strings are checked for `{name}` placeholders: a spec-bundle's
+/// `spec` is rendered into the job's config, a best_rec's `best.specs` is not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Placeholders {
+    Checked,
+    Ignored,
+}
+
+/// Walks a nested dict, reporting dotted or empty keys (`tao.dotted_key`) and, where
+/// asked, unknown placeholders in string values.
+pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, placeholders: Placeholders) {
+    match v.ty() {
+        Type::Object(_) => {
+            for (key, value) in v.entries() {
+                if key.is_empty() || key.contains('.') {
+                    ctx.at_key(key, Rule::TaoDottedKey, || {
+                        let hint = if key.is_empty() {
+                            "an empty key cannot be mapped into the container's config".to_string()
+                        } else {
+                            format!("nest it instead, e.g. {}", nest_hint(key))
+                        };
+                        format!("the key {} is dotted or empty; {hint}", quote(key))
+                    });
+                }
+                ctx.path.push_key(key);
+                scan_nested(value, ctx, placeholders);
+                ctx.path.pop();
+            }
+        }
+        Type::Array(_) => {
+            for (i, item) in v.items().enumerate() {
+                ctx.path.push_index(i);
+                scan_nested(item, ctx, placeholders);
+                ctx.path.pop();
+            }
+        }
+        Type::Str(s) if placeholders == Placeholders::Checked => placeholders_here(s, ctx),
+        _ => {}
+    }
+}
+
+fn nest_hint(key: &str) -> String {
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut out = String::new();
+    for p in &parts {
+        out.push_str(&format!("{{{}: ", quote(p)));
+    }
+    out.push_str("...");
+    out.push_str(&"}".repeat(parts.len()));
+    out
+}
+
+/// Unknown `{name}` placeholders in `s` (`${NAME}` is a shell reference, not one).
+pub fn unknown_placeholders(s: &str) -> Vec<&str> {
+    let b = s.as_bytes();
+    let mut found = Vec::new();
+    let mut seen = HashSet::new();
+    for open in memchr::memchr_iter(b'{', b) {
+        if open > 0 && b[open - 1] == b'$' {
+            continue;
+        }
+        let rest = &b[open + 1..];
+        let len = rest
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+            .count();
+        if len == 0 || rest.get(len) != Some(&b'}') || rest[0].is_ascii_digit() {
+            continue;
+        }
+        let name = &s[open + 1..open + 1 + len];
+        if !PLACEHOLDERS.contains(&name) && seen.insert(name) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// The `tao.placeholder.unknown` message for `{name}`.
+pub fn unknown_placeholder(name: &str) -> String {
+    format!("the placeholder {{{name}}} is not one the platform binds; use {{config_path}}, {{job_id}} or {{results_dir}}")
+}
+
+/// `tao.placeholder.unknown` for each unknown placeholder of `s`, at the current path.
+fn placeholders_here(s: &str, ctx: &mut Ctx<'_>) {
+    if !s.contains('{') {
+        return;
+    }
+    for name in unknown_placeholders(s) {
+        ctx.here(Rule::TaoPlaceholderUnknown, unknown_placeholder(name));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_unknown_placeholders() {
+        assert_eq!(
+            unknown_placeholders("run {config_path} {job_id} {results_dir}"),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            unknown_placeholders("x {foo} ${BAR} {foo} {0} {}"),
+            vec!["foo"]
+        );
+    }
+}

@@ -1,0 +1,401 @@
+//! The spec-bundle rules that read only the document: mode discrimination, the
+//! binding of spec keys into `spec`, placeholders and credentials in commands and the
+//! environment, the launcher's topology, and supporting-file destinations.
+
+use crate::kinds::nested::{unknown_placeholder, unknown_placeholders};
+use crate::node::{quote, Type, Value};
+use crate::paths::segments;
+use crate::pointer::pointer;
+use crate::rules::{Rule, Severity};
+use crate::schema::Ctx;
+use crate::secrets;
+
+use super::patterns::{parse_spec_key, Step};
+
+pub fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    let has = |k: &str| root.get(k).is_some();
+    match root.get_str("mode") {
+        Some("config") => {
+            if !has("spec") {
+                ctx.at(
+                    pointer(&["spec"]),
+                    Rule::TaoModeConfigRequiresSpec,
+                    "mode \"config\" needs a nested spec dict; add spec or use mode \"args\""
+                        .into(),
+                );
+            }
+            if !has("config_format") {
+                ctx.at(
+                    pointer(&["config_format"]),
+                    Rule::TaoModeConfigRequiresConfigFormat,
+                    "mode \"config\" needs config_format: one of \"yaml\", \"toml\", \"json\""
+                        .into(),
+                );
+            }
+            if let Some(command) = root.get_str("command") {
+                if !command.is_empty() && !command.contains("{config_path}") {
+                    ctx.at(pointer(&["command"]), Rule::TaoModeConfigPathPlaceholder, format!("in mode \"config\" the command {} must pass the rendered config with {{config_path}}", quote(command)));
+                }
+            }
+            if has("args") {
+                ctx.at(pointer(&["args"]), Rule::TaoModeConfigForbidsArgs, "mode \"config\" takes its settings from spec; remove args or use mode \"args\"".into());
+            }
+        }
+        Some("args") => {
+            if !has("args") {
+                ctx.at(
+                    pointer(&["args"]),
+                    Rule::TaoModeArgsRequiresArgs,
+                    "mode \"args\" needs an args list; add args or use mode \"config\"".into(),
+                );
+            }
+            if has("spec") {
+                ctx.at(
+                    pointer(&["spec"]),
+                    Rule::TaoModeArgsForbidsSpec,
+                    "mode \"args\" takes no spec; remove spec or use mode \"config\"".into(),
+                );
+            }
+            if has("config_format") {
+                ctx.at(
+                    pointer(&["config_format"]),
+                    Rule::TaoModeArgsForbidsConfigFormat,
+                    "mode \"args\" renders no config file; remove config_format".into(),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Binding of declared inputs and outputs into `spec` (config mode), and the GPU key.
+pub fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    let spec = root.get("spec").filter(|s| s.is_object());
+    let config_mode = root.get_str("mode") == Some("config");
+    if let (true, Some(spec)) = (config_mode, spec) {
+        for (list, is_input) in [("declared_inputs", true), ("declared_outputs", false)] {
+            let Some(items) = root.get(list) else {
+                continue;
+            };
+            for (i, item) in items.items().enumerate() {
+                let Some(key) = item.get_str("spec_key") else {
+                    continue;
+                };
+                if key == "results_dir" {
+                    continue;
+                }
+                let Some(steps) = parse_spec_key(key) else {
+                    continue;
+                };
+                if let Err(why) = bind(spec, steps) {
+                    let optional =
+                        is_input && item.get("optional").and_then(|v| v.as_bool()) == Some(true);
+                    // An optional input the platform may leave unset only warns.
+                    let rule = Rule::TaoSpecKeyUnresolved;
+                    let severity = if optional {
+                        Severity::Warning
+                    } else {
+                        rule.severity()
+                    };
+                    ctx.at_with_severity(
+                        pointer(&[list, &i.to_string(), "spec_key"]),
+                        rule,
+                        severity,
+                        format!(
+                            "the spec_key {} cannot be bound inside spec: {why}",
+                            quote(key)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    if let (Some(spec), Some(key)) = (spec, root.get_str("gpu_spec_key")) {
+        // Only a well-typed GPU count is compared; a bad one is already a schema violation.
+        let gpus = root
+            .at(&["compute_shape", "gpus"])
+            .filter(|g| g.as_schema_int().is_some());
+        if let (Some(steps), Some(gpus)) = (parse_spec_key(key), gpus) {
+            if let Ok(Some(value)) = bind(spec, steps) {
+                if !value.same_scalar(&gpus) {
+                    ctx.at(
+                        pointer(&["gpu_spec_key"]),
+                        Rule::TaoGpuSpecKeyMismatch,
+                        format!("spec sets {key} to {} but compute_shape.gpus is {}; the job would see a different GPU count", value.describe(), gpus.describe()),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Follows a spec pointer: `Ok(Some)` at an existing value, `Ok(None)` where a missing
+/// key stops it (the platform writes it), `Err` where it cannot bind.
+fn bind<'t, 'i, 'k>(
+    spec: Value<'t, 'i>,
+    steps: impl Iterator<Item = Step<'k>>,
+) -> Result<Option<Value<'t, 'i>>, String> {
+    let mut cur = spec;
+    let mut walked = String::new();
+    let mut steps = steps;
+    while let Some(step) = steps.next() {
+        let next = match (&step, cur.ty()) {
+            (Step::Key(k), Type::Object(_)) => match cur.get(k) {
+                Some(v) => v,
+                // The platform creates missing object keys, never arrays: the rest binds
+                // only if it indexes nothing.
+                None => {
+                    return match steps.find(|s| matches!(s, Step::Index(_))) {
+                        None => Ok(None),
+                        Some(Step::Index(i)) => Err(format!(
+                            "{} is missing, and the platform creates missing keys but never arrays, so [{i}] below it cannot be bound",
+                            if walked.is_empty() { (*k).to_string() } else { format!("{walked}.{k}") }
+                        )),
+                        Some(Step::Key(_)) => Ok(None),
+                    };
+                }
+            },
+            (Step::Index(i), Type::Array(len)) => {
+                if *i >= len {
+                    return Err(format!(
+                        "{walked} has {len} item{} and index {i} is past its end",
+                        if len == 1 { "" } else { "s" }
+                    ));
+                }
+                cur.item(*i)
+                    .ok_or_else(|| "index out of range".to_string())?
+            }
+            (Step::Key(k), Type::Array(_)) => {
+                return Err(format!(
+                    "{walked} is an array, so it has no key {}",
+                    quote(k)
+                ))
+            }
+            (Step::Index(i), Type::Object(_)) => {
+                return Err(format!(
+                    "{walked} is an object, so it cannot be indexed with [{i}]"
+                ))
+            }
+            (_, _) => {
+                return Err(format!(
+                    "{walked} is {} ({}), not an object or array",
+                    cur.type_name(),
+                    cur.describe()
+                ))
+            }
+        };
+        match step {
+            Step::Key(k) => {
+                if !walked.is_empty() {
+                    walked.push('.');
+                }
+                walked.push_str(k);
+            }
+            Step::Index(i) => walked.push_str(&format!("[{i}]")),
+        }
+        cur = next;
+    }
+    Ok(Some(cur))
+}
+
+/// Placeholders and credentials in `command` and `args`.
+pub fn commands(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    if let Some(command) = root.get_str("command") {
+        strings_rules(command, || pointer(&["command"]), ctx);
+    }
+    if let Some(args) = root.get("args") {
+        for (i, arg) in args.items().enumerate() {
+            if let Some(s) = arg.as_str() {
+                strings_rules(s, || pointer(&["args", &i.to_string()]), ctx);
+            }
+        }
+    }
+}
+
+/// Placeholders and credentials in one command string; `field` is rendered only on a hit.
+fn strings_rules(s: &str, field: impl Fn() -> String, ctx: &mut Ctx<'_>) {
+    if s.contains('{') {
+        for name in unknown_placeholders(s) {
+            ctx.at(
+                field(),
+                Rule::TaoPlaceholderUnknown,
+                unknown_placeholder(name),
+            );
+        }
+    }
+    if let Some(why) = secrets::find_credential(s) {
+        ctx.at(
+            field(),
+            Rule::TaoExecutionSecret,
+            format!(
+                "{} looks like a credential: {why}; credentials never enter a spec-bundle",
+                quote(s)
+            ),
+        );
+    }
+}
+
+pub fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
+    let Some(exec) = root.get("execution").filter(|e| e.is_object()) else {
+        return;
+    };
+    for list in ["pre_commands", "post_commands"] {
+        if let Some(cmds) = exec.get(list) {
+            for (i, c) in cmds.items().enumerate() {
+                if let Some(s) = c.as_str() {
+                    strings_rules(s, || pointer(&["execution", list, &i.to_string()]), ctx);
+                }
+            }
+        }
+    }
+    if let Some(env) = exec.get("environment") {
+        for (name, value) in env.entries() {
+            let Some(s) = value.as_str() else { continue };
+            let field = || pointer(&["execution", "environment", name]);
+            if s.contains('{') {
+                for p in unknown_placeholders(s) {
+                    ctx.at(field(), Rule::TaoPlaceholderUnknown, unknown_placeholder(p));
+                }
+            }
+            if let Some(why) = secrets::sensitive_assignment(name, s) {
+                ctx.at(field(), Rule::TaoExecutionSecret, format!("the environment value of {name} looks like a credential: {why}; credentials never enter a spec-bundle"));
+            }
+        }
+    }
+    if let Some(dist) = exec.get("distributed") {
+        let ppn = dist
+            .get("processes_per_node")
+            .and_then(|v| v.as_schema_int());
+        let gpus = root
+            .at(&["compute_shape", "gpus"])
+            .and_then(|v| v.as_schema_int());
+        if let (Some("torchrun"), Some(ppn), Some(gpus)) = (dist.get_str("launcher"), ppn, gpus) {
+            if gpus > 0 && ppn != gpus {
+                ctx.at(
+                    pointer(&["execution", "distributed", "processes_per_node"]),
+                    Rule::TaoExecutionProcessesPerNode,
+                    format!("torchrun starts {ppn} processes per node but compute_shape.gpus is {gpus}; one process per GPU is expected"),
+                );
+            }
+        }
+    }
+    if let Some(files) = exec.get("supporting_files") {
+        let destinations: Vec<(usize, &str)> = files
+            .items()
+            .enumerate()
+            .filter_map(|(i, f)| Some((i, f.get_str("destination")?)))
+            .collect();
+        for (i, message) in destination_clashes(&destinations) {
+            ctx.at(
+                pointer(&[
+                    "execution",
+                    "supporting_files",
+                    &i.to_string(),
+                    "destination",
+                ]),
+                Rule::TaoSupportingFileDuplicateDestination,
+                message,
+            );
+        }
+    }
+}
+
+/// Destinations that cannot all be staged, as (the later entry's index, why): the same
+/// place twice, or one staged inside another that is staged as a file (`x` and
+/// `x/y`). Sorted by segments, equal destinations are neighbours and each one's
+/// descendants follow it directly, so one pass with a stack of the current
+/// ancestors finds every clash: O(n log n) comparisons, never every pair.
+fn destination_clashes(destinations: &[(usize, &str)]) -> Vec<(usize, String)> {
+    type Entry<'s> = (Vec<&'s str>, usize, &'s str);
+    let mut sorted: Vec<Entry<'_>> = destinations
+        .iter()
+        .map(|&(i, dest)| (segments(dest).collect(), i, dest))
+        .collect();
+    sorted.sort();
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut reported = std::collections::HashSet::new();
+    let mut previous: Option<&Entry<'_>> = None;
+    let mut ancestors: Vec<&Entry<'_>> = Vec::new();
+    for entry in &sorted {
+        let (segs, i, dest) = entry;
+        if previous.is_some_and(|p| p.0 == *segs) {
+            // Among equals the earliest entry comes first and is kept.
+            if reported.insert(*i) {
+                out.push((*i, format!("another supporting file already stages to {}; give each file its own destination", quote(dest))));
+            }
+            continue;
+        }
+        previous = Some(entry);
+        if segs.is_empty() {
+            continue; // names the staging directory itself, not a file anything could sit in
+        }
+        while ancestors.last().is_some_and(|a| !segs.starts_with(&a.0)) {
+            ancestors.pop();
+        }
+        if let Some(&(_, j, above)) = ancestors.last() {
+            let later = (*i).max(*j);
+            if reported.insert(later) {
+                let message = if later == *i {
+                    format!("{} would stage inside {}, which another supporting file stages as a file; a destination cannot be both a file and a directory", quote(dest), quote(above))
+                } else {
+                    format!("{} stages as a file, but another supporting file stages {} inside it; a destination cannot be both a file and a directory", quote(above), quote(dest))
+                };
+                out.push((later, message));
+            }
+        }
+        ancestors.push(entry);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destination_clashes_name_the_later_entry() {
+        let clashes = |d: &[&str]| {
+            let indexed: Vec<(usize, &str)> = d.iter().copied().enumerate().collect();
+            let mut out: Vec<usize> = destination_clashes(&indexed)
+                .into_iter()
+                .map(|(i, _)| i)
+                .collect();
+            out.sort();
+            out
+        };
+        assert_eq!(
+            clashes(&["a", "b", "a.b/c", "a0", "c/d"]),
+            Vec::<usize>::new()
+        );
+        assert_eq!(clashes(&["x", "x/y"]), vec![1]);
+        assert_eq!(clashes(&["x/y", "x"]), vec![1]);
+        assert_eq!(clashes(&["x", "x.a", "x/y"]), vec![2]); // '.' sorts before '/'
+        assert_eq!(clashes(&["./x", "x//y/z", "a//b", "a/b"]), vec![1, 3]);
+        assert_eq!(clashes(&["x/y", "x/z", "x"]), vec![2]); // reported once
+        assert_eq!(clashes(&["x", "x", "x"]), vec![1, 2]);
+        assert_eq!(clashes(&[".", "./", "a"]), vec![1]);
+        let (_, message) = &destination_clashes(&[(0, "x"), (1, "x/y")])[0];
+        assert!(
+            message.starts_with(
+                r#""x/y" would stage inside "x", which another supporting file stages as a file"#
+            ),
+            "{message}"
+        );
+        let (_, message) = &destination_clashes(&[(0, "x/y"), (1, "x")])[0];
+        assert!(
+            message.starts_with(
+                r#""x" stages as a file, but another supporting file stages "x/y" inside it"#
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn many_destinations_in_one_pass() {
+        let names: Vec<String> = (0..50_000).map(|i| format!("d{}/f{i}", i % 100)).collect();
+        let mut indexed: Vec<(usize, &str)> =
+            names.iter().map(String::as_str).enumerate().collect();
+        indexed.push((50_000, "d7"));
+        assert_eq!(destination_clashes(&indexed).len(), 1);
+    }
+}

@@ -1,0 +1,166 @@
+//! The string patterns of a spec-bundle: a resolved image, a SHA-256 digest, an
+//! environment variable name, a supporting-file path, and spec keys (the
+//! dotted/indexed pointers into `spec`, which the document rules also walk).
+
+use crate::paths::supporting_path;
+use crate::rules::Rule;
+use crate::schema::Pattern;
+use crate::text::py_isspace;
+
+pub static IMAGE: Pattern = Pattern {
+    rule: Rule::SchemaPattern,
+    test: image_uri,
+};
+pub static SHA256: Pattern = Pattern {
+    rule: Rule::SchemaPattern,
+    test: lowercase_sha256,
+};
+pub static SUPPORTING_PATH: Pattern = Pattern {
+    rule: Rule::TaoSupportingFilePath,
+    test: supporting_path,
+};
+pub static SPEC_KEY: Pattern = Pattern {
+    rule: Rule::TaoSpecKeySyntax,
+    test: spec_key_syntax,
+};
+pub static ENV_NAME: Pattern = Pattern {
+    rule: Rule::SchemaPropertyNames,
+    test: env_name,
+};
+
+/// `^\S+/\S+$`: a resolved registry/path:tag, never a versions.yaml key.
+fn image_uri(s: &str) -> Result<(), String> {
+    // Some '/' with at least one character on each side, and no whitespace anywhere:
+    // exactly what the pattern matches ("//0" does: "/" + "/" + "0").
+    let b = s.as_bytes();
+    let interior_slash = b.len() >= 3 && b[1..b.len() - 1].contains(&b'/');
+    if interior_slash && !s.chars().any(py_isspace) {
+        Ok(())
+    } else {
+        Err("is not a resolved container URI (registry/path:tag, no whitespace); resolve the image key first".into())
+    }
+}
+
+fn lowercase_sha256(s: &str) -> Result<(), String> {
+    if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        Ok(())
+    } else {
+        Err("is not a SHA-256 digest: 64 lowercase hex characters".into())
+    }
+}
+
+fn env_name(s: &str) -> Result<(), String> {
+    let b = s.as_bytes();
+    let ok = !b.is_empty()
+        && (b[0].is_ascii_uppercase() || b[0] == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err("is not an environment variable name (^[A-Z_][A-Z0-9_]*$)".into())
+    }
+}
+
+/// One step of a dotted/indexed spec pointer such as `dataset.sources[0].dir`.
+#[derive(Debug, PartialEq)]
+pub enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// The steps of a spec pointer, or `None` when it is not one. Allocates nothing: the
+/// pointer is checked once, then walked step by step.
+pub fn parse_spec_key(s: &str) -> Option<impl Iterator<Item = Step<'_>>> {
+    if !is_spec_key(s) {
+        return None;
+    }
+    Some(s.split('.').flat_map(|part| {
+        let name_end = part.find('[').unwrap_or(part.len());
+        let indexes = part[name_end..]
+            .split(']')
+            .filter(|x| !x.is_empty())
+            .map(|x| Step::Index(x[1..].parse().unwrap_or(usize::MAX)));
+        std::iter::once(Step::Key(&part[..name_end])).chain(indexes)
+    }))
+}
+
+/// `name([digits])*` segments joined by `.`; names hold no `.`, `[`, `]` or whitespace.
+fn is_spec_key(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    loop {
+        let start = i;
+        while i < b.len()
+            && !matches!(b[i], b'.' | b'[' | b']')
+            && !b[i].is_ascii_whitespace()
+            && b[i] != 0x1c
+            && b[i] != 0x1d
+            && b[i] != 0x1e
+            && b[i] != 0x1f
+        {
+            i += 1;
+        }
+        if i == start || s[start..i].chars().any(py_isspace) {
+            return false;
+        }
+        while i < b.len() && b[i] == b'[' {
+            let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits == 0 || b.get(i + 1 + digits) != Some(&b']') {
+                return false;
+            }
+            i += digits + 2;
+        }
+        match b.get(i) {
+            None => return true,
+            Some(b'.') => i += 1,
+            Some(_) => return false,
+        }
+    }
+}
+
+fn spec_key_syntax(s: &str) -> Result<(), String> {
+    match is_spec_key(s) {
+        true => Ok(()),
+        false => Err("is not a dotted/indexed pointer into the spec, such as dataset.train_data_sources[0].image_dir".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_spec_keys() {
+        let steps = |s| parse_spec_key(s).map(|it| it.collect::<Vec<_>>());
+        assert_eq!(
+            steps("a.b[0].c"),
+            Some(vec![
+                Step::Key("a"),
+                Step::Key("b"),
+                Step::Index(0),
+                Step::Key("c")
+            ])
+        );
+        assert_eq!(steps("results_dir"), Some(vec![Step::Key("results_dir")]));
+        assert_eq!(
+            steps("a[0][12]"),
+            Some(vec![Step::Key("a"), Step::Index(0), Step::Index(12)])
+        );
+        for bad in [
+            "", "a..b", ".a", "a.", "a[x]", "a[]", "a[0", "[0]", "a b", "a]", "a[0]b", "a\u{a0}b",
+        ] {
+            assert_eq!(steps(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn image_uris_as_the_pattern_reads_them() {
+        for ok in ["nvcr.io/nvidia/tao:1", "a/b", "//0", "a//", "5🅀ÌL𑊑/¦"] {
+            assert!(image_uri(ok).is_ok(), "{ok}");
+        }
+        for bad in ["tao_toolkit.pyt", "/a", "a/", "/", "a /b", ""] {
+            assert!(image_uri(bad).is_err(), "{bad}");
+        }
+    }
+}

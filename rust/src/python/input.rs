@@ -1,0 +1,154 @@
+//! Documents read from Python values: `bytes` and `str` borrowed as they are, a
+//! parsed mapping written back as JSON; kinds and file sources named by the caller;
+//! and `read_document`, the document as the core reads it.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
+
+use std::path::PathBuf;
+
+use crate::admission::Admission;
+use crate::files::staging::FileSource;
+use crate::kind::Kind;
+use crate::limits::Limits;
+use crate::refusal;
+use crate::report::{Report as CoreReport, Violation as CoreViolation};
+use crate::validator::Validator as CoreValidator;
+
+use super::guard::guarded;
+
+/// A document's bytes, borrowed from Python where possible.
+pub enum Document<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Str(Bound<'py, PyString>),
+    Owned(Vec<u8>),
+    /// A parsed object that JSON cannot hold; the reason becomes its `json.syntax` report.
+    Unreadable(String),
+}
+
+impl<'py> Document<'py> {
+    pub fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(b) = obj.cast::<PyBytes>() {
+            return Ok(Document::Bytes(b.clone()));
+        }
+        if let Ok(s) = obj.cast::<PyString>() {
+            s.to_str()?;
+            return Ok(Document::Str(s.clone()));
+        }
+        if let Ok(b) = obj.cast::<PyByteArray>() {
+            return Ok(Document::Owned(b.to_vec()));
+        }
+        if obj.cast::<PyDict>().is_ok() || obj.hasattr("keys")? {
+            return Ok(match dumps(obj) {
+                Ok(bytes) => Document::Owned(bytes),
+                Err(reason) => Document::Unreadable(reason),
+            });
+        }
+        Err(PyTypeError::new_err(format!(
+            "a document is bytes, str or dict, not {}",
+            obj.get_type().name()?
+        )))
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Document::Bytes(b) => b.as_bytes(),
+            // Checked to be valid UTF-8 in `extract`.
+            Document::Str(s) => s.to_str().map(str::as_bytes).unwrap_or_default(),
+            Document::Owned(v) => v,
+            Document::Unreadable(_) => b"",
+        }
+    }
+
+    pub fn is_unreadable(&self) -> bool {
+        matches!(self, Document::Unreadable(_))
+    }
+
+    /// The document's report: its refusal when it could not be written as JSON.
+    pub fn check(
+        &self,
+        core: &CoreValidator,
+        kind: Option<Kind>,
+        admission: &Admission,
+    ) -> CoreReport {
+        match self {
+            Document::Unreadable(reason) => {
+                CoreReport::new(kind, vec![refusal::unreadable(reason.clone())])
+            }
+            _ => core.check(self.bytes(), kind, admission),
+        }
+    }
+}
+
+/// A parsed document back to JSON text: orjson for speed, the standard library for
+/// what orjson refuses (integers beyond 64 bits). `Err` names what JSON cannot hold.
+fn dumps(obj: &Bound<'_, PyAny>) -> Result<Vec<u8>, String> {
+    static ORJSON: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    static STDLIB: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = obj.py();
+    let import =
+        |cell: &'static PyOnceLock<Py<PyAny>>, module: &str| -> PyResult<Bound<'_, PyAny>> {
+            Ok(cell
+                .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                    Ok(py.import(module)?.getattr("dumps")?.unbind())
+                })?
+                .bind(py)
+                .clone())
+        };
+    let fast = import(&ORJSON, "orjson")
+        .and_then(|f| f.call1((obj,)))
+        .and_then(|b| Ok(b.cast::<PyBytes>()?.as_bytes().to_vec()));
+    if let Ok(bytes) = fast {
+        return Ok(bytes);
+    }
+    let kwargs = PyDict::new(py);
+    let slow = kwargs
+        .set_item("allow_nan", false)
+        .and_then(|_| import(&STDLIB, "json"))
+        .and_then(|f| f.call((obj,), Some(&kwargs)))
+        .and_then(|s| Ok(s.cast::<PyString>()?.to_str()?.as_bytes().to_vec()));
+    slow.map_err(|e| format!("the document cannot be written as JSON: {}", e.value(py)))
+}
+
+/// A kind named by the caller; `None` is detected from the document.
+pub fn parse_kind(kind: Option<&str>) -> PyResult<Option<Kind>> {
+    match kind {
+        None => Ok(None),
+        Some(k) => Kind::parse(k).map(Some).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown kind {k:?}; one of jobspec, spec_bundle, job_record, best_rec"
+            ))
+        }),
+    }
+}
+
+/// Where a spec-bundle's supporting files come from: a producer root or a package.
+pub fn file_source<'a>(
+    root: &'a Option<PathBuf>,
+    package: &'a Option<PathBuf>,
+) -> PyResult<Option<FileSource<'a>>> {
+    match (root, package) {
+        (Some(_), Some(_)) => Err(PyValueError::new_err("give root= or package=, not both")),
+        (Some(r), None) => Ok(Some(FileSource::Root(r))),
+        (None, Some(p)) => Ok(Some(FileSource::Package(p))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The document as jobgate reads it, as JSON text; ValueError with the refusal's
+/// message (`json.syntax`, `limits.size`, `limits.depth`) when it cannot be read.
+#[pyfunction]
+pub fn read_document(py: Python<'_>, document: &Bound<'_, PyAny>) -> PyResult<String> {
+    let refused =
+        |v: CoreViolation| PyValueError::new_err(format!("{}: {}", v.rule.id(), v.message));
+    let document = Document::extract(document)?;
+    if let Document::Unreadable(reason) = &document {
+        return Err(refused(refusal::unreadable(reason.clone())));
+    }
+    let bytes = document.bytes();
+    let result = py.detach(|| guarded(|| crate::document::reading(bytes, &Limits::default())))?;
+    let json = result.map_err(refused)?;
+    String::from_utf8(json).map_err(|e| PyValueError::new_err(e.to_string()))
+}

@@ -1,0 +1,82 @@
+//! The Python boundary: `jobgate._core`, split by concern.
+//!
+//! - `config`: the deployment settings, handed over as typed values (`Settings`);
+//! - `input`: documents read from Python values;
+//! - `validator`: the compiled `Validator` and what its methods return;
+//! - `report`: reports and violations as Python sees them, the rule catalogue, and
+//!   the reports of inputs refused before they are read;
+//! - `lock`: how a recipe lock stands against the catalog (`RecipeStatus`);
+//! - `guard`: no panic crosses into Python.
+//!
+//! Python exceptions are made here and nowhere else; bad documents are reports, never
+//! exceptions. The core never imports the Python package: `jobgate` turns its own
+//! configuration into `Settings` before it builds a validator.
+
+mod config;
+mod guard;
+mod input;
+mod lock;
+mod report;
+mod validator;
+
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::kind::Kind;
+use crate::rules::Rule;
+
+use guard::guarded;
+
+/// `text` with the secret part of every credential replaced by `***`: the detector of
+/// `tao.execution.secret` and `tao.record.secret`, as the store applies it to what it keeps.
+#[pyfunction]
+fn redact(text: &str) -> String {
+    crate::secrets::redact(text)
+}
+
+/// BLAKE3 content keys of `(name, bytes or None)` items, in lowercase hex, hashed on
+/// every core with the GIL released; `None` where a named file cannot be read
+/// (`files::package_cache::content_keys`). `jobgate revalidate --cache` keys its items so.
+#[pyfunction]
+fn content_keys(
+    py: Python<'_>,
+    salt: &[u8],
+    items: Vec<crate::files::package_cache::Keyed>,
+) -> PyResult<Vec<Option<String>>> {
+    let keys = py.detach(|| guarded(|| crate::files::package_cache::content_keys(salt, &items)))?;
+    Ok(keys
+        .into_iter()
+        .map(|k| k.map(|k| crate::files::hashing::hex(&k)))
+        .collect())
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The kinds a document may be given as, for choices and checks in Python.
+    m.add("KINDS", PyTuple::new(py, Kind::ALL.map(Kind::as_str))?)?;
+    // The rule the service answers with PERMISSION_DENIED rather than a verdict.
+    m.add("PROJECT_FORBIDDEN", Rule::ForgeProjectForbidden.id())?;
+    m.add_class::<validator::Validator>()?;
+    m.add_class::<report::Report>()?;
+    m.add_class::<report::Violation>()?;
+    m.add_class::<validator::Staging>()?;
+    m.add_class::<validator::Facts>()?;
+    m.add_class::<validator::BatchOutcome>()?;
+    m.add_class::<config::Settings>()?;
+    m.add_class::<config::CatalogEntry>()?;
+    m.add_class::<lock::RecipeStatus>()?;
+    m.add_function(wrap_pyfunction!(report::rules, m)?)?;
+    m.add_function(wrap_pyfunction!(report::fit_reports, m)?)?;
+    m.add_function(wrap_pyfunction!(report::refused_too_large, m)?)?;
+    m.add_function(wrap_pyfunction!(report::refused_package_too_large, m)?)?;
+    m.add_function(wrap_pyfunction!(report::refused_unreadable, m)?)?;
+    m.add_function(wrap_pyfunction!(input::read_document, m)?)?;
+    m.add_function(wrap_pyfunction!(config::project_quota, m)?)?;
+    m.add_function(wrap_pyfunction!(config::check_version_range, m)?)?;
+    m.add_function(wrap_pyfunction!(lock::recipe_status, m)?)?;
+    m.add_function(wrap_pyfunction!(redact, m)?)?;
+    m.add_function(wrap_pyfunction!(content_keys, m)?)?;
+    Ok(())
+}

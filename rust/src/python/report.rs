@@ -1,0 +1,244 @@
+//! Reports and violations as Python sees them (`Report`, `Violation`), the rule
+//! catalogue (`rules()`), the cutting of a batch's reports (`fit_reports`), and the
+//! reports of inputs refused before they are read (`refused_*`): a file over the
+//! size limit is refused by the Python layer without reading it, with the core's
+//! words.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList};
+
+use crate::kind::Kind;
+use crate::refusal;
+use crate::report::{Report as CoreReport, Violation as CoreViolation};
+use crate::rules::{Rule, Severity};
+
+use super::input::parse_kind;
+
+#[pyclass(module = "jobgate._core", frozen, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Violation {
+    #[pyo3(get)]
+    rule: &'static str,
+    #[pyo3(get)]
+    field: String,
+    #[pyo3(get)]
+    message: String,
+    #[pyo3(get)]
+    severity: &'static str,
+}
+
+impl From<&CoreViolation> for Violation {
+    fn from(v: &CoreViolation) -> Self {
+        Violation {
+            rule: v.rule.id(),
+            field: v.field.clone(),
+            message: v.message.clone(),
+            severity: v.severity.as_str(),
+        }
+    }
+}
+
+#[pymethods]
+impl Violation {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("rule", self.rule)?;
+        d.set_item("field", &self.field)?;
+        d.set_item("message", &self.message)?;
+        d.set_item("severity", self.severity)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Violation(rule={:?}, field={:?}, severity={:?}, message={:?})",
+            self.rule, self.field, self.severity, self.message
+        )
+    }
+}
+
+#[pyclass(module = "jobgate._core", frozen)]
+pub struct Report {
+    pub(super) inner: CoreReport,
+    violations: PyOnceLock<Py<PyList>>,
+}
+
+impl Report {
+    pub(super) fn wrap(inner: CoreReport) -> Self {
+        Report {
+            inner,
+            violations: PyOnceLock::new(),
+        }
+    }
+}
+
+#[pymethods]
+impl Report {
+    /// `jobspec`, `spec_bundle`, `job_record`, `best_rec`, or `unknown`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.inner.kind_name()
+    }
+
+    /// `pass` when no violation is an error, else `fail`.
+    #[getter]
+    fn verdict(&self) -> &'static str {
+        self.inner.verdict()
+    }
+
+    #[getter]
+    fn ok(&self) -> bool {
+        self.inner.ok()
+    }
+
+    #[getter]
+    fn errors(&self) -> usize {
+        self.inner.errors()
+    }
+
+    #[getter]
+    fn warnings(&self) -> usize {
+        self.inner.warnings()
+    }
+
+    #[getter]
+    fn violations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = self
+            .violations
+            .get_or_try_init(py, || -> PyResult<Py<PyList>> {
+                let items: Vec<Violation> =
+                    self.inner.violations.iter().map(Violation::from).collect();
+                Ok(PyList::new(py, items)?.unbind())
+            })?;
+        Ok(list.bind(py).clone())
+    }
+
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("kind", self.inner.kind_name())?;
+        d.set_item("verdict", self.inner.verdict())?;
+        let vs = PyList::empty(py);
+        for v in &self.inner.violations {
+            vs.append(Violation::from(v).to_dict(py)?)?;
+        }
+        d.set_item("violations", vs)?;
+        Ok(d)
+    }
+
+    /// The report as JSON text, in the shape of the CLI's `results` entries.
+    fn to_json(&self) -> String {
+        self.inner.to_json_value().to_string()
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<Report>()
+            .is_ok_and(|o| o.get().inner == self.inner)
+    }
+
+    fn __bool__(&self) -> bool {
+        self.inner.ok()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Report(kind={:?}, verdict={:?}, errors={}, warnings={})",
+            self.inner.kind_name(),
+            self.inner.verdict(),
+            self.inner.errors(),
+            self.inner.warnings()
+        )
+    }
+}
+
+/// Every rule id jobgate reports, with its default severity and meaning.
+#[pyfunction]
+pub fn rules(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    Rule::ALL
+        .iter()
+        .map(|r| {
+            let d = PyDict::new(py);
+            d.set_item("rule", r.id())?;
+            d.set_item("severity", r.severity().as_str())?;
+            d.set_item("summary", r.summary())?;
+            Ok(d)
+        })
+        .collect()
+}
+
+/// The reports of one batch, the largest cut so that together they weigh at most
+/// `max_bytes` and fit one response; reports under their share come back unchanged,
+/// and every verdict is kept (see `report::fit`).
+/// A report shaped like one (`kind`, `violations` of `rule`, `field`, `message`,
+/// `severity`) is taken too, e.g. one whose messages were renamed.
+#[pyfunction]
+pub fn fit_reports(reports: Vec<Bound<'_, PyAny>>, max_bytes: usize) -> PyResult<Vec<Report>> {
+    let mut inner: Vec<CoreReport> = reports.iter().map(core_report).collect::<PyResult<_>>()?;
+    crate::report::fit(&mut inner, max_bytes);
+    Ok(inner.into_iter().map(Report::wrap).collect())
+}
+
+fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<CoreReport> {
+    if let Ok(r) = obj.cast::<Report>() {
+        return Ok(r.get().inner.clone());
+    }
+    let kind: String = obj.getattr("kind")?.extract()?;
+    let mut violations = Vec::new();
+    for v in obj.getattr("violations")?.try_iter()? {
+        let v = v?;
+        let rule: String = v.getattr("rule")?.extract()?;
+        let rule = Rule::parse(&rule)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown rule {rule:?}")))?;
+        let severity: String = v.getattr("severity")?.extract()?;
+        violations.push(CoreViolation {
+            rule,
+            field: v.getattr("field")?.extract()?,
+            message: v.getattr("message")?.extract()?,
+            severity: if severity == "error" {
+                Severity::Error
+            } else {
+                Severity::Warning
+            },
+        });
+    }
+    Ok(CoreReport::new(Kind::parse(&kind), violations))
+}
+
+/// The report of one refusal, for a document of `kind` (`None`: not known).
+fn refused(kind: Option<&str>, violation: CoreViolation) -> PyResult<Report> {
+    Ok(Report::wrap(CoreReport::new(
+        parse_kind(kind)?,
+        vec![violation],
+    )))
+}
+
+/// The report of a document over the size limit, refused before it is read whole:
+/// `limits.size`. `size` is `None` when it is only known to exceed `limit` (a stream).
+#[pyfunction]
+#[pyo3(signature = (size, limit, *, kind=None))]
+pub fn refused_too_large(size: Option<u64>, limit: u64, kind: Option<&str>) -> PyResult<Report> {
+    refused(kind, refusal::too_large(size, limit))
+}
+
+/// The report of an unpacked package (a directory) whose files hold more than
+/// `limits.max_package_bytes`: `limits.size`.
+#[pyfunction]
+#[pyo3(signature = (package, size, limit, *, kind=None))]
+pub fn refused_package_too_large(
+    package: &str,
+    size: u64,
+    limit: u64,
+    kind: Option<&str>,
+) -> PyResult<Report> {
+    refused(kind, refusal::package_too_large(package, size, limit))
+}
+
+/// The report of an input that could not be read at all (`reason`, e.g. the system's
+/// error for a file): `json.syntax`.
+#[pyfunction]
+#[pyo3(signature = (reason, *, kind=None))]
+pub fn refused_unreadable(reason: String, kind: Option<&str>) -> PyResult<Report> {
+    refused(kind, refusal::unreadable(reason))
+}

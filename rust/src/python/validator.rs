@@ -1,0 +1,384 @@
+//! The compiled `Validator` as Python holds it, and what its methods return
+//! (`Facts`, `Staging`, `BatchOutcome`). Reads documents through `input`, checks them
+//! with the GIL released where that pays, and wraps the reports (`report`).
+
+use pyo3::exceptions::{PyFileNotFoundError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::admission::{Admission, QuotaTable};
+use crate::config::CoreConfig;
+use crate::kind::Kind;
+use crate::report::Report as CoreReport;
+use crate::validator::Validator as CoreValidator;
+
+use super::config::Settings;
+use super::guard::guarded;
+use super::input::{file_source, parse_kind, Document};
+use super::report::Report;
+
+/// Documents larger than this are checked with the GIL released; smaller ones finish
+/// faster than a GIL hand-off costs.
+const DETACH_ABOVE: usize = 16 * 1024;
+
+/// A compiled validator: built once from an optional configuration, then shared by
+/// any number of threads.
+#[pyclass(module = "jobgate._core", frozen, subclass)]
+pub struct Validator {
+    core: CoreValidator,
+}
+
+#[pymethods]
+impl Validator {
+    /// `settings` from `jobgate.config` (`Config.core_settings`); without, only the
+    /// rules that need no deployment apply. `jobgate.Validator` takes a configuration
+    /// in any of its forms and makes the settings.
+    #[new]
+    #[pyo3(signature = (settings=None))]
+    fn new(settings: Option<&Settings>) -> Self {
+        let config = settings.map_or_else(CoreConfig::default, |s| s.core.clone());
+        Validator {
+            core: CoreValidator::new(config),
+        }
+    }
+
+    /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`;
+    /// with `root` or `package`, also its supporting files.
+    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None, projects=None, release_gil=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        &self,
+        py: Python<'_>,
+        document: Option<&Bound<'_, PyAny>>,
+        kind: Option<&str>,
+        root: Option<PathBuf>,
+        package: Option<PathBuf>,
+        owner: Option<String>,
+        project_gpus_in_use: Option<u64>,
+        project_quota: Option<u64>,
+        projects: Option<Vec<String>>,
+        release_gil: bool,
+    ) -> PyResult<Report> {
+        let kind = parse_kind(kind)?;
+        let admission = Admission {
+            owner,
+            project_gpus_in_use,
+            project_quota,
+            quotas: None,
+            projects,
+        };
+        let doc = document
+            .filter(|d| !d.is_none())
+            .map(Document::extract)
+            .transpose()?;
+        if let Some(source) = file_source(&root, &package)? {
+            if doc.as_ref().is_some_and(Document::is_unreadable) {
+                return Ok(Report::wrap(
+                    doc.as_ref()
+                        .map(|d| d.check(&self.core, kind, &admission))
+                        .unwrap_or_else(|| CoreReport::new(kind, vec![])),
+                ));
+            }
+            let bytes = doc.as_ref().map(Document::bytes);
+            let verified = py
+                .detach(|| guarded(|| self.core.check_files(bytes, kind, &admission, source)))?
+                .map_err(PyFileNotFoundError::new_err)?;
+            return Ok(Report::wrap(verified.report));
+        }
+        let doc = doc.ok_or_else(|| {
+            PyTypeError::new_err("a document is needed unless a package is given")
+        })?;
+        let bytes = doc.bytes();
+        let report = if doc.is_unreadable() {
+            doc.check(&self.core, kind, &admission)
+        } else if release_gil || bytes.len() > DETACH_ABOVE {
+            py.detach(|| guarded(|| self.core.check(bytes, kind, &admission)))?
+        } else {
+            guarded(|| self.core.check(bytes, kind, &admission))?
+        };
+        Ok(Report::wrap(report))
+    }
+
+    /// What admission needs besides the verdict (project, GPU count, id parts, image),
+    /// read from the core's own parse; with `owner`, also the document rewritten with
+    /// that owner. `None` when the document cannot be read.
+    #[pyo3(signature = (document, kind=None, *, owner=None))]
+    fn facts(
+        &self,
+        py: Python<'_>,
+        document: &Bound<'_, PyAny>,
+        kind: Option<&str>,
+        owner: Option<String>,
+    ) -> PyResult<Option<Facts>> {
+        let kind = parse_kind(kind)?;
+        let doc = Document::extract(document)?;
+        let bytes = doc.bytes();
+        let found = guarded(|| self.core.facts(bytes, kind, owner.as_deref()))?;
+        Ok(found.map(|(f, stamped)| Facts {
+            kind: f.kind.map_or("unknown", Kind::as_str),
+            project: f.project,
+            gpus: f.gpus,
+            network_arch: f.network_arch,
+            action: f.action,
+            image: f.image,
+            upload_excludes: f.upload_excludes,
+            stamped: stamped.map(|b| PyBytes::new(py, &b).unbind()),
+        }))
+    }
+
+    /// Verifies a spec-bundle's supporting files and stages them under
+    /// `<job_dir>/inputs/action-helpers/`, atomically. Nothing is written unless the
+    /// report passes.
+    #[pyo3(signature = (document, job_dir, *, root=None, package=None))]
+    fn stage(
+        &self,
+        py: Python<'_>,
+        document: Option<&Bound<'_, PyAny>>,
+        job_dir: PathBuf,
+        root: Option<PathBuf>,
+        package: Option<PathBuf>,
+    ) -> PyResult<Staging> {
+        let source = file_source(&root, &package)?
+            .ok_or_else(|| PyValueError::new_err("staging needs root= or package="))?;
+        let doc = document
+            .filter(|d| !d.is_none())
+            .map(Document::extract)
+            .transpose()?;
+        let bytes = doc.as_ref().map(Document::bytes);
+        let (report, staged) = py
+            .detach(|| guarded(|| self.core.stage(bytes, source, &job_dir)))?
+            .map_err(PyFileNotFoundError::new_err)?;
+        Ok(Staging {
+            report: Py::new(py, Report::wrap(report))?,
+            directory: staged
+                .as_ref()
+                .map(|s| s.directory.to_string_lossy().into_owned()),
+            reused: staged.as_ref().is_some_and(|s| s.reused),
+            files: staged
+                .map(|s| {
+                    s.entries
+                        .into_iter()
+                        .map(|e| (e.source, e.destination, e.sha256, e.size))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Checks many documents on every core (or `threads` of them) with the GIL released.
+    /// With `max_response_bytes`, the largest reports are cut so that all of them
+    /// together fit one response of that size (see `fit_reports`).
+    #[pyo3(signature = (documents, kind=None, *, threads=None, owner=None, projects=None, max_response_bytes=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn check_many(
+        &self,
+        py: Python<'_>,
+        documents: &Bound<'_, PyAny>,
+        kind: Option<&str>,
+        threads: Option<usize>,
+        owner: Option<String>,
+        projects: Option<Vec<String>>,
+        max_response_bytes: Option<usize>,
+    ) -> PyResult<Vec<Report>> {
+        let kind = parse_kind(kind)?;
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        let docs: Vec<Document> = documents
+            .try_iter()?
+            .map(|d| Document::extract(&d?))
+            .collect::<PyResult<_>>()?;
+        let admission = Admission {
+            owner,
+            projects,
+            ..Default::default()
+        };
+        let mut reports: Vec<CoreReport> = if docs.iter().any(Document::is_unreadable) {
+            docs.iter()
+                .map(|d| d.check(&self.core, kind, &admission))
+                .collect()
+        } else {
+            let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
+            py.detach(|| guarded(|| self.core.check_many(&slices, kind, threads, &admission)))?
+        };
+        if let Some(budget) = max_response_bytes {
+            crate::report::fit(&mut reports, budget);
+        }
+        Ok(reports.into_iter().map(Report::wrap).collect())
+    }
+
+    /// The service's AdmitBatch dry-run path: an encoded `jobgate.v1.AdmitBatchRequest`
+    /// in, its encoded `AdmitBatchResponse` out, checked on every core with the GIL
+    /// released and no Python object per document. `None` when the request is not a
+    /// dry run of raw documents (or not a request at all): the caller's general path
+    /// handles those.
+    ///
+    /// With `quota_default` or `quota_projects`, `forge.quota.project` is judged per
+    /// document against `gpus_in_use`, one snapshot for the batch: a `{project: GPUs}`
+    /// mapping, or a callable returning one, called only when this path answers the
+    /// request (so a request it leaves to the caller costs no usage lookup).
+    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, max_response_bytes=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn check_batch_request(
+        &self,
+        py: Python<'_>,
+        request: &[u8],
+        owner: Option<String>,
+        max_batch: usize,
+        threads: Option<usize>,
+        quota_default: Option<u64>,
+        quota_projects: Option<HashMap<String, u64>>,
+        gpus_in_use: Option<&Bound<'_, PyAny>>,
+        projects: Option<Vec<String>>,
+        max_response_bytes: Option<usize>,
+    ) -> PyResult<Option<BatchOutcome>> {
+        let Some(batch) = py.detach(|| guarded(|| crate::wire::decode(request)))? else {
+            return Ok(None);
+        };
+        let has_quotas =
+            quota_default.is_some() || quota_projects.as_ref().is_some_and(|p| !p.is_empty());
+        let quotas = if has_quotas && batch.len() <= max_batch {
+            let in_use = match gpus_in_use {
+                Some(u) if u.is_callable() => u.call0()?.extract()?,
+                Some(u) if !u.is_none() => u.extract()?,
+                _ => HashMap::new(),
+            };
+            Some(QuotaTable {
+                default: quota_default,
+                projects: quota_projects.unwrap_or_default(),
+                in_use,
+            })
+        } else {
+            None
+        };
+        let admission = Admission {
+            owner,
+            quotas,
+            projects,
+            ..Default::default()
+        };
+        let outcome = py.detach(|| {
+            guarded(|| {
+                crate::wire::answer(
+                    &self.core,
+                    &batch,
+                    &admission,
+                    max_batch,
+                    threads,
+                    max_response_bytes,
+                )
+            })
+        })?;
+        let verdicts = PyDict::new(py);
+        for (verdict, n) in outcome.verdicts {
+            verdicts.set_item(verdict, n)?;
+        }
+        let rules = PyDict::new(py);
+        for (key, n) in outcome.rules {
+            rules.set_item(key, n)?;
+        }
+        Ok(Some(BatchOutcome {
+            documents: outcome.documents,
+            response: outcome.response.map(|r| PyBytes::new(py, &r).unbind()),
+            verdicts: verdicts.unbind(),
+            rules: rules.unbind(),
+        }))
+    }
+
+    /// How the cache of packages read whole (by the BLAKE3 of their bytes) has
+    /// served: `{"hits", "misses", "entries"}` since this validator was built.
+    fn package_cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (hits, misses, entries) = self.core.packages.stats();
+        let d = PyDict::new(py);
+        d.set_item("hits", hits)?;
+        d.set_item("misses", misses)?;
+        d.set_item("entries", entries)?;
+        Ok(d)
+    }
+
+    /// How the digest cache of files verified under producer roots has served:
+    /// `{"hits", "misses", "entries"}` since this validator was built.
+    fn digest_cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (hits, misses, entries) = self.core.digests.stats();
+        let d = PyDict::new(py);
+        d.set_item("hits", hits)?;
+        d.set_item("misses", misses)?;
+        d.set_item("entries", entries)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        let c = &self.core.config;
+        format!(
+            "Validator(catalog={}, max_document_bytes={}, max_depth={})",
+            c.catalog.as_ref().map_or(0, |c| c.len()),
+            c.limits.max_bytes,
+            c.limits.max_depth
+        )
+    }
+}
+
+/// What `Validator.facts` read from a document.
+#[pyclass(module = "jobgate._core", frozen, get_all)]
+pub struct Facts {
+    kind: &'static str,
+    project: String,
+    gpus: u64,
+    network_arch: String,
+    action: String,
+    image: String,
+    upload_excludes: Vec<String>,
+    /// The document with the owner stamped in, when an owner was given.
+    stamped: Option<Py<PyBytes>>,
+}
+
+/// What `Validator.check_batch_request` answered.
+#[pyclass(module = "jobgate._core", frozen, get_all)]
+pub struct BatchOutcome {
+    /// How many documents the request held.
+    documents: usize,
+    /// The encoded `AdmitBatchResponse`; `None` when the batch was over `max_batch`.
+    response: Option<Py<PyBytes>>,
+    /// `{verdict: reports}`.
+    verdicts: Py<PyDict>,
+    /// `{(rule, severity): violations}`.
+    rules: Py<PyDict>,
+}
+
+/// The outcome of `Validator.stage`: the verification report and, when it passed,
+/// where the files were staged.
+#[pyclass(module = "jobgate._core", frozen)]
+pub struct Staging {
+    #[pyo3(get)]
+    report: Py<Report>,
+    /// The staging directory, or `None` when nothing was staged.
+    #[pyo3(get)]
+    directory: Option<String>,
+    /// Whether an identical existing staging was reused rather than written.
+    #[pyo3(get)]
+    reused: bool,
+    /// `(source, destination, sha256, size)` per staged file.
+    #[pyo3(get)]
+    files: Vec<(String, String, String, u64)>,
+}
+
+#[pymethods]
+impl Staging {
+    #[getter]
+    fn ok(&self) -> bool {
+        self.report.get().inner.ok() && self.directory.is_some()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Staging(ok={}, directory={:?}, reused={}, files={})",
+            self.report.get().inner.ok() && self.directory.is_some(),
+            self.directory,
+            self.reused,
+            self.files.len()
+        )
+    }
+}
