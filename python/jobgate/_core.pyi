@@ -50,6 +50,8 @@ class Settings:
         series: Sequence[str] | None,
         max_gpus_per_job: int | None,
         catalog: Sequence[CatalogEntry] | None,
+        rules: Mapping[str, str],
+        project_rules: Mapping[str, Mapping[str, str]],
     ) -> None: ...
 
 class Violation:
@@ -65,8 +67,22 @@ class Violation:
     def message(self) -> str:
         """One sentence a person can act on."""
     @property
-    def severity(self) -> Literal["error", "warning"]: ...
-    def to_dict(self) -> dict[str, str]: ...
+    def severity(self) -> Literal["error", "warning", "off"]:
+        """``off`` only for a rule the deployment's ``[rules]`` turned off."""
+    @property
+    def line(self) -> int | None:
+        """The line (from 1) of the value ``field`` names in the document's text (of the
+        key, for rules about keys); None when the report was not made from text."""
+    @property
+    def column(self) -> int | None:
+        """The column (from 1, in characters) beside ``line``."""
+    @property
+    def default_severity(self) -> Literal["error", "warning"] | None:
+        """The severity the rules gave, when the deployment's ``[rules]`` changed it
+        (``severity`` is then the configured one, ``off`` included)."""
+    def to_dict(self) -> dict[str, str | int]:
+        """``rule``, ``field``, ``message``, ``severity``, and ``line`` and ``column``
+        when known."""
 
 class Report:
     """The verdict on one document. Violations are ordered by field, then rule."""
@@ -257,6 +273,11 @@ def check_version_range(spec: str) -> None:
     """Raises ValueError, saying why, unless ``spec`` is a PEP 440 version range as
     ``forge.core_version.unsupported`` reads ``requires.core``."""
 
+def validate_rules(rules: Mapping[str, str], project_rules: Mapping[str, Mapping[str, str]]) -> None:
+    """Raises ValueError naming the table and rule unless ``[rules]`` (rule id → level)
+    and ``[rules.projects.NAME]`` name catalogued rules that may be relaxed, each
+    ``error``, ``warning`` or ``off``."""
+
 def refused_too_large(size: int | None, limit: int, *, kind: Kind | None = None) -> Report:
     """The report of a document over the size limit, refused before it is read whole
     (``limits.size``); ``size`` is ``None`` when only known to exceed ``limit``."""
@@ -286,8 +307,9 @@ def read_document(document: Document) -> str:
     re-encoding for YAML. Raises ValueError (``"<rule>: <message>"``) for a document
     that jobgate refuses to read (``json.syntax``, ``limits.size``, ``limits.depth``)."""
 
-def rules() -> list[dict[str, str]]:
-    """The rule catalogue: ``[{"rule", "severity", "summary"}]``."""
+def rules() -> list[dict[str, str | bool]]:
+    """The rule catalogue: ``[{"rule", "severity", "summary", "relaxable"}]``;
+    ``relaxable`` says whether ``[rules]`` may change the rule's severity."""
 
 def content_keys(salt: bytes, items: list[tuple[str, bytes | None]]) -> list[str | None]:
     """BLAKE3 content keys, in lowercase hex, of ``(name, bytes)`` items: the hash of

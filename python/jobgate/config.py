@@ -9,6 +9,7 @@ service (`jobgate.server.grants`).
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -20,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from jobgate import _core
 from jobgate.sources import NotRegular, open_regular
+
+RULE_IDS = [r["rule"] for r in _core.rules()]  # for "did you mean" on a [rules] typo
 
 DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
@@ -300,9 +303,32 @@ class Config(_Model):
     gpus: Gpus = Field(Gpus(), description="GPU series and the per-job limit")
     quota: Quota = Field(Quota(), description="GPUs each project may hold in unfinished jobs")
     shadow: Shadow = Field(Shadow(), description="a candidate configuration every admission is also judged under, to see whom it would refuse before it is served")
+    rules: dict[str, Any] = Field(
+        {},
+        description='the severity of a rule for this deployment: "rule.id" = "error", "warning" or "off" (an off violation is still listed); [rules.projects.NAME] for one project\'s JobSpecs, before the deployment\'s; rules that protect the gate itself (json.*, limits.*, tao.supporting_file.*, tao.staging.*, forge.quota.*, forge.project.forbidden, kind.unknown, credentials) cannot be changed',
+    )
     catalog: list[CatalogEntry] | None = Field(None, description='the served recipes, one [[catalog]] table each; `lock = "recipe.lock.json"` reads recipe, framework and requires from a lock file; unset turns the handshake rules off')
     accounts: dict[str, Account] = Field({}, description="one table per account: who may call, and their grant")
     source: str | None = Field(None, exclude=True, description="the file this was loaded from")
+
+    @field_validator("rules")
+    @classmethod
+    def _enforceable(cls, rules: dict[str, Any]) -> dict[str, Any]:
+        deployment, projects = split_rules(rules)
+        try:
+            _core.validate_rules(deployment, projects)  # the core's catalogue says which rules may change
+        except ValueError as e:
+            message = str(e).removeprefix("rules: ")
+            unknown = [r for r in (*deployment, *(r for p in projects.values() for r in p)) if r not in RULE_IDS]
+            if unknown:
+                close = difflib.get_close_matches(unknown[0], RULE_IDS, n=1)
+                message += f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(message) from None
+        return rules
+
+    def enforcement(self) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+        """`[rules]` as the core takes it: the deployment's levels, and each project's."""
+        return split_rules(self.rules)
 
     @field_validator("accounts")
     @classmethod
@@ -339,6 +365,8 @@ class Config(_Model):
             registries=self.registry.allow,
             series=self.gpus.series,
             max_gpus_per_job=self.gpus.max_per_job,
+            rules=self.enforcement()[0],
+            project_rules=self.enforcement()[1],
             catalog=None
             if self.catalog is None
             else [
@@ -355,6 +383,27 @@ class Config(_Model):
                 for e in self.catalog
             ],
         )
+
+
+def split_rules(rules: dict[str, Any]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """`[rules]` apart: rule id → level, and `projects` → project → rule id → level.
+    Raises ValueError on anything else."""
+    deployment: dict[str, str] = {}
+    projects: dict[str, dict[str, str]] = {}
+    for key, value in rules.items():
+        if key == "projects":
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise ValueError("rules.projects: one table per project, [rules.projects.NAME]")
+            for project, levels in value.items():
+                bad = next((f"{k} = {v!r}" for k, v in levels.items() if not isinstance(v, str)), None)
+                if bad:
+                    raise ValueError(f'rules.projects.{project}: {bad}: a level is "error", "warning" or "off"')
+                projects[project] = dict(levels)
+        elif isinstance(value, str):
+            deployment[key] = value
+        else:
+            raise ValueError(f'rules: {key} = {value!r}: a level is "error", "warning" or "off" (or [rules.projects.NAME])')
+    return deployment, projects
 
 
 def _read_locks(data: dict[str, Any], base: Path, source: str) -> dict[str, Any]:

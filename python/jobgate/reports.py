@@ -14,6 +14,19 @@ class ViolationView:
     field: str
     message: str
     severity: str
+    # Where `field` is in the source (from 1), None when unknown: a Report's Violation alike.
+    line: int | None = None
+    column: int | None = None
+    # The severity the rules gave, when the deployment's [rules] changed it.
+    default_severity: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"rule": self.rule, "field": self.field, "message": self.message, "severity": self.severity}
+        if self.line and self.column:
+            d["line"], d["column"] = self.line, self.column
+        if self.default_severity:
+            d["default_severity"] = self.default_severity
+        return d
 
 
 class ReportView:
@@ -24,12 +37,12 @@ class ReportView:
         self.kind, self.verdict, self.violations = kind, verdict, violations
         self.ok = verdict == "pass"
         self.errors = sum(1 for v in violations if v.severity == "error") if violations else 0
-        self.warnings = len(violations) - self.errors
+        self.warnings = sum(1 for v in violations if v.severity == "warning") if violations else 0
 
     @classmethod
     def from_message(cls, message) -> ReportView:
         """From a jobgate.v1.Report message."""
-        return cls(message.kind, message.verdict, [ViolationView(v.rule, v.field, v.message, v.severity) for v in message.violations])
+        return cls(message.kind, message.verdict, [ViolationView(v.rule, v.field, v.message, v.severity, v.line or None, v.column or None, v.default_severity or None) for v in message.violations])
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ReportView:
@@ -38,7 +51,17 @@ class ReportView:
         return cls(d["kind"], d["verdict"], [ViolationView(**v) for v in violations] if violations else [])
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "verdict": self.verdict, "violations": [{"rule": v.rule, "field": v.field, "message": v.message, "severity": v.severity} for v in self.violations]}
+        return {"kind": self.kind, "verdict": self.verdict, "violations": [v.to_dict() for v in self.violations]}
+
+
+def unlocated(report) -> ReportView:
+    """`report` without lines and columns: for a document that was not text (a typed
+    message), whose sender has no lines to look at."""
+    shown = report.to_dict()
+    for v in shown["violations"]:
+        v.pop("line", None)
+        v.pop("column", None)
+    return ReportView.from_dict(shown)
 
 
 def renamed(report: dict[str, Any], path: str, name: str) -> dict[str, Any]:

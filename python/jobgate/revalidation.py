@@ -40,6 +40,9 @@ BUNDLE_NAMES = ("bundle.json", "bundle.yaml", "bundle.yml")  # where a package h
 
 PACKAGE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".zip")
 CHUNK_ITEMS = 64
+# Bumped whenever a report holds something new (2: each violation's line and column),
+# so that a cache filled before never answers with the old shape.
+REPORT_SHAPE = 2
 CHUNK_BYTES = 32 << 20  # a chunk stops growing past this much to read and ship
 
 
@@ -340,7 +343,8 @@ class ReportCache:
     very report the check gave."""
 
     def __init__(self, path: str, config: Config | None, kind: str | None) -> None:
-        self.salt = b"".join(part.encode() + b"\0" for part in (jobgate.__version__, (config or Config()).model_dump_json(), kind or ""))
+        shape = str(REPORT_SHAPE)
+        self.salt = b"".join(part.encode() + b"\0" for part in (jobgate.__version__, shape, (config or Config()).model_dump_json(), kind or ""))
         self.limits = (config or Config()).limits
         try:
             self.db = sqlite3.connect(path)

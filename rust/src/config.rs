@@ -13,6 +13,7 @@ use std::str::FromStr;
 use pep440_rs::{Version, VersionSpecifiers};
 
 use crate::limits::{Limits, PackageLimits, ReportLimits, MAX_DEPTH_CEILING};
+use crate::rules::{Rule, Severity};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Observability {
@@ -88,6 +89,31 @@ pub struct CoreConfig {
     /// GPU series the deployment offers; `None` allows any.
     pub series: Option<Vec<String>>,
     pub max_gpus_per_job: Option<u64>,
+    /// The deployment's severities per rule (`[rules]`).
+    pub enforcement: Enforcement,
+}
+
+/// Severities a deployment sets per rule, for every document and per project
+/// (`[rules]`, `[rules.projects.NAME]`); only relaxable rules (`Rule::relaxable`).
+#[derive(Clone, Debug, Default)]
+pub struct Enforcement {
+    pub deployment: HashMap<Rule, Severity>,
+    pub projects: HashMap<String, HashMap<Rule, Severity>>,
+}
+
+impl Enforcement {
+    pub fn is_empty(&self) -> bool {
+        self.deployment.is_empty() && self.projects.is_empty()
+    }
+
+    /// The severity set for `rule`: the project's own first, then the deployment's.
+    pub fn level(&self, rule: Rule, project: Option<&str>) -> Option<Severity> {
+        project
+            .and_then(|p| self.projects.get(p))
+            .and_then(|rules| rules.get(&rule))
+            .or_else(|| self.deployment.get(&rule))
+            .copied()
+    }
 }
 
 impl CoreConfig {

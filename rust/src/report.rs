@@ -6,6 +6,7 @@
 
 use crate::kind::Kind;
 use crate::limits::ReportLimits;
+use crate::locate::{self, Location, Target};
 use crate::rules::{Rule, Severity};
 
 /// One broken rule at one place of the document.
@@ -18,6 +19,10 @@ pub struct Violation {
     /// One sentence a person can act on.
     pub message: String,
     pub severity: Severity,
+    /// Where `field` is in the source text, once the report is located (`Report::locate`).
+    pub at: Option<Location>,
+    /// The severity the rules gave, when the deployment's `[rules]` changed it.
+    pub default: Option<Severity>,
 }
 
 impl Violation {
@@ -28,6 +33,8 @@ impl Violation {
             field,
             message,
             severity: rule.severity(),
+            at: None,
+            default: None,
         }
     }
 }
@@ -209,8 +216,39 @@ impl Report {
                 self.omitted.count, self.omitted.errors
             ),
             severity,
+            at: None, // about the report, not a place in the document
+            default: None,
         });
         sort(&mut self.violations);
+    }
+
+    /// Places every violation in `source`, the text the report was made from: the
+    /// line and column of the value its field names (of the key, for rules about
+    /// keys). Costs nothing for a clean report; one pass over the text otherwise.
+    pub fn locate(&mut self, source: &[u8]) {
+        if self.violations.is_empty() {
+            return;
+        }
+        let targets: Vec<Target<'_>> = self
+            .violations
+            .iter()
+            .map(|v| Target {
+                pointer: &v.field,
+                key: v.rule.locates_key(),
+            })
+            .collect();
+        let places = locate::locate(source, &targets);
+        for (v, at) in self.violations.iter_mut().zip(places) {
+            v.at = Some(at);
+        }
+    }
+
+    /// Forgets where the violations are: for a document that was not text (a parsed
+    /// object, a typed message), whose writer has no lines to look at.
+    pub fn unlocate(&mut self) {
+        for v in &mut self.violations {
+            v.at = None;
+        }
     }
 
     pub fn kind_name(&self) -> &'static str {
@@ -241,7 +279,24 @@ impl Report {
     }
 
     pub fn warnings(&self) -> usize {
-        self.violations.len() - self.errors()
+        self.violations
+            .iter()
+            .filter(|v| v.severity == Severity::Warning)
+            .count()
+    }
+
+    /// Applies the deployment's severities (`[rules]`): each violation of a rule it
+    /// sets takes that severity, and keeps the one the rules gave in `default`.
+    /// `project` selects the project's own settings, which come first.
+    pub fn enforce(&mut self, enforcement: &crate::config::Enforcement, project: Option<&str>) {
+        for v in &mut self.violations {
+            if let Some(level) = enforcement.level(v.rule, project) {
+                if level != v.severity {
+                    v.default = Some(v.severity);
+                    v.severity = level;
+                }
+            }
+        }
     }
 
     /// The report as JSON, in the shape of SPEC §6 (without `source`).
@@ -249,12 +304,22 @@ impl Report {
         serde_json::json!({
             "kind": self.kind_name(),
             "verdict": self.verdict(),
-            "violations": self.violations.iter().map(|v| serde_json::json!({
-                "rule": v.rule.id(),
-                "field": v.field,
-                "message": v.message,
-                "severity": v.severity.as_str(),
-            })).collect::<Vec<_>>(),
+            "violations": self.violations.iter().map(|v| {
+                let mut shown = serde_json::json!({
+                    "rule": v.rule.id(),
+                    "field": v.field,
+                    "message": v.message,
+                    "severity": v.severity.as_str(),
+                });
+                if let (Some(at), Some(map)) = (v.at, shown.as_object_mut()) {
+                    map.insert("line".into(), at.line.into());
+                    map.insert("column".into(), at.column.into());
+                }
+                if let (Some(default), Some(map)) = (v.default, shown.as_object_mut()) {
+                    map.insert("default_severity".into(), default.as_str().into());
+                }
+                shown
+            }).collect::<Vec<_>>(),
         })
     }
 }
@@ -280,6 +345,8 @@ mod tests {
                 field: format!("/{i:06}{}", "k".repeat(field_len)),
                 message: "dotted".into(),
                 severity: Severity::Error,
+                at: None,
+                default: None,
             })
             .collect();
         Report::new(None, violations)

@@ -7,11 +7,13 @@
 //!
 //! A leaf of the crate: imports nothing from it.
 
-/// `error` blocks admission; `warning` is reported and does not.
+/// `error` blocks admission; `warning` is reported and does not; `off` is a rule a
+/// deployment turned off (`[rules]`): still listed, never counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
     Error,
     Warning,
+    Off,
 }
 
 impl Severity {
@@ -19,6 +21,16 @@ impl Severity {
         match self {
             Severity::Error => "error",
             Severity::Warning => "warning",
+            Severity::Off => "off",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Severity> {
+        match text {
+            "error" => Some(Severity::Error),
+            "warning" => Some(Severity::Warning),
+            "off" => Some(Severity::Off),
+            _ => None,
         }
     }
 }
@@ -65,6 +77,40 @@ impl Rule {
     /// The rule with this id, if the catalogue has one.
     pub fn parse(id: &str) -> Option<Rule> {
         Rule::ALL.iter().copied().find(|r| r.id() == id)
+    }
+
+    /// Whether a deployment may change the rule's severity (`[rules]`). Rules that
+    /// protect the gate itself cannot be relaxed: reading (`json.*`, `kind.unknown`),
+    /// bounds (`limits.*`), the supporting files and their staging, quotas, the
+    /// account's projects, and credentials.
+    pub fn relaxable(self) -> bool {
+        let id = self.id();
+        let integrity = [
+            "json.",
+            "limits.",
+            "tao.supporting_file.",
+            "tao.staging.",
+            "forge.quota.",
+        ];
+        !(integrity.iter().any(|p| id.starts_with(p))
+            || matches!(
+                self,
+                Rule::KindUnknown
+                    | Rule::ForgeProjectForbidden
+                    | Rule::TaoExecutionSecret
+                    | Rule::TaoRecordSecret
+            ))
+    }
+
+    /// Rules about a key rather than its value: a violation is placed at the key.
+    pub fn locates_key(self) -> bool {
+        matches!(
+            self,
+            Rule::JsonDuplicateKey
+                | Rule::SchemaAdditionalProperties
+                | Rule::SchemaPropertyNames
+                | Rule::TaoDottedKey
+        )
     }
 }
 

@@ -80,6 +80,8 @@ impl<'i> Ctx<'i> {
             field,
             message,
             severity,
+            at: None,
+            default: None,
         });
     }
 }

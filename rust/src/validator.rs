@@ -41,15 +41,28 @@ impl Validator {
 
     /// Checks one document (JSON or YAML bytes); `kind` overrides detection.
     pub fn check(&self, input: &[u8], kind: Option<Kind>, admission: &Admission) -> Report {
+        let enforcement = &self.config.enforcement;
         let result = document::with_document(input, &self.config.limits, |root| {
             let mut ctx = Ctx::with_limits(self.config.report);
             let kind = self.apply_rules(root, kind, admission, &mut ctx);
-            (kind, ctx.out)
+            // The project only when a project sets its own severities.
+            let project =
+                (!enforcement.projects.is_empty()).then(|| crate::facts::facts(root, kind).project);
+            (kind, ctx.out, project)
         });
-        match result {
-            Ok((kind, collected)) => collected.into_report(kind),
+        let mut report = match result {
+            Ok((kind, collected, project)) => {
+                let mut report = collected.into_report(kind);
+                if !enforcement.is_empty() {
+                    report.enforce(enforcement, project.as_deref());
+                }
+                report.locate(input);
+                report
+            }
+            // Refused before it was read as a document: there is no place to point to.
             Err(violation) => Report::new(kind, vec![violation]),
-        }
+        };
+        report
     }
 
     /// What admission needs besides the verdict, and (with `owner`) the document
@@ -197,8 +210,13 @@ impl Validator {
             collected.extend(v);
             found = f;
         }
+        let mut report = collected.into_report(kind);
+        if !self.config.enforcement.is_empty() {
+            report.enforce(&self.config.enforcement, None); // bundles name no project
+        }
+        report.locate(input);
         Verified {
-            report: collected.into_report(kind),
+            report,
             declared,
             found,
         }

@@ -91,6 +91,12 @@ struct ViolationMessage {
     message: String,
     #[prost(string, tag = "4")]
     severity: String,
+    #[prost(uint32, tag = "5")]
+    line: u32,
+    #[prost(uint32, tag = "6")]
+    column: u32,
+    #[prost(string, tag = "7")]
+    default_severity: String,
 }
 
 /// `jobgate.v1.Kind`: 0 and unknown numbers mean "detect it".
@@ -216,6 +222,11 @@ fn message(report: &Report) -> ReportMessage {
                 field: v.field.clone(),
                 message: v.message.clone(),
                 severity: v.severity.as_str().to_owned(),
+                line: v.at.map_or(0, |a| a.line),
+                column: v.at.map_or(0, |a| a.column),
+                default_severity: v
+                    .default
+                    .map_or_else(String::new, |d| d.as_str().to_owned()),
             })
             .collect(),
     }

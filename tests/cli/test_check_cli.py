@@ -37,7 +37,8 @@ def test_text_output_is_for_people(capsys):
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == f"{INVALID}: fail (spec_bundle) — 1 error"
-    assert lines[1].split()[:3] == ["error", "tao.dotted_key", "/spec/train/optim.lr"]
+    # file:line:col: severity rule message (at field), which editors jump to
+    assert lines[1].startswith(f"{INVALID}:24:7: error tao.dotted_key ") and lines[1].endswith("(at /spec/train/optim.lr)")
     assert lines[-1] == "1 document: 0 passed, 1 failed (1 errors, 0 warnings)"
 
 
@@ -51,14 +52,15 @@ def test_json_output_shape(capsys):
         "source": str(INVALID),
         "kind": "spec_bundle",
         "verdict": "fail",
-        "violations": [{"rule": "tao.dotted_key", "field": "/spec/train/optim.lr", "message": bad["violations"][0]["message"], "severity": "error"}],
+        "violations": [{"rule": "tao.dotted_key", "field": "/spec/train/optim.lr", "message": bad["violations"][0]["message"], "severity": "error", "line": 24, "column": 7}],
     }
 
 
 def test_junit_and_sarif(capsys):
     _, out = run_cli(capsys, ["check", str(VALID), str(INVALID), "--format", "junit"])
     suite = ET.fromstring(out).find("testsuite")
-    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    errors = len(jobgate.Validator().check(INVALID.read_bytes()).violations)
+    assert suite.get("tests") == str(2 + errors) and suite.get("failures") == str(1 + errors)
     failure = suite.findall("testcase")[1].find("failure")
     assert failure.get("type") == "tao.dotted_key"
     _, out = run_cli(capsys, ["check", str(INVALID), "--format", "sarif"])

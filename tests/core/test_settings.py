@@ -28,6 +28,8 @@ def settings(**overrides):
         "series": None,
         "max_gpus_per_job": None,
         "catalog": None,
+        "rules": {},
+        "project_rules": {},
     }
     return _core.Settings(**{**keys, **overrides})
 

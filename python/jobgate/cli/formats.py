@@ -1,19 +1,25 @@
-"""Rendering reports: text for people, JSON (SPEC §6), JUnit XML and SARIF for CI."""
+"""Rendering reports: text for people (`file:line:col: severity rule message`, which
+editors and terminals jump to), JSON (SPEC §6), and for CI: JUnit XML, SARIF 2.1.0
+(code scanning) and GitHub workflow commands (annotations on the diff)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 from xml.sax.saxutils import escape, quoteattr
 
 import orjson
 
 from jobgate import Report, __version__, rules
 
-FORMATS = ("text", "json", "junit", "sarif")
+FORMATS = ("text", "json", "junit", "sarif", "github")
 
 
 def add_fail_on(p) -> None:
@@ -68,9 +74,15 @@ def _report_lines(source: str, report: Report, paint) -> list[str]:
     tail = f" — {', '.join(counts)}" if counts else ""
     lines = [f"{source}: {verdict} ({report.kind}){tail}"]
     for v in report.violations:
-        sev = paint(f"{v.severity:<7}", "31" if v.severity == "error" else "33")
-        lines.append(f"  {sev} {v.rule}  {v.field or '(document)'}  {v.message}")
+        sev = paint(v.severity, "31" if v.severity == "error" else "33")
+        lines.append(f"{place(source, v)}: {sev} {v.rule} {v.message} (at {v.field or '/'})")
     return lines
+
+
+def place(source: str, v) -> str:
+    """`source:line:col` where the violation is known to sit, else `source`."""
+    line, column = getattr(v, "line", None), getattr(v, "column", None)
+    return f"{source}:{line}:{column}" if line and column else source
 
 
 def _summary_line(s: dict[str, int]) -> str:
@@ -85,26 +97,65 @@ def text(results: Sequence[tuple[str, Report]]) -> str:
     return "\n".join(lines)
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def xml_text(text: str) -> str:
+    """Text as XML 1.0 can hold it: characters it forbids (control characters, lone
+    surrogates) written out as \\xNN / \\uNNNN, then escaped."""
+    return escape(_NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text))
+
+
+def xml_attr(text: str) -> str:
+    return quoteattr(_NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text))
+
+
 def junit(results: Sequence[tuple[str, Report]]) -> str:
+    """One testcase per document (failed when it fails) and one per violation at its
+    location (failed for an error; a warning passes with its text in system-out)."""
     s = summary(results)
+    cases = s["total"] + sum(len(r.violations) for _, r in results)
+    failures = s["failed"] + s["errors"]
     out = [
         '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuites name="jobgate" tests="{s["total"]}" failures="{s["failed"]}">',
-        f'  <testsuite name="jobgate check" tests="{s["total"]}" failures="{s["failed"]}" errors="0">',
+        f'<testsuites name="jobgate" tests="{cases}" failures="{failures}">',
+        f'  <testsuite name="jobgate check" tests="{cases}" failures="{failures}" errors="0">',
     ]
     for source, report in results:
-        out.append(f"    <testcase name={quoteattr(source)} classname={quoteattr(report.kind)}>")
+        out.append(f"    <testcase name={xml_attr(source)} classname={xml_attr(report.kind)}>")
         errors = [v for v in report.violations if v.severity == "error"]
         if errors:
-            body = "\n".join(f"{v.rule} {v.field or '(document)'}: {v.message}" for v in errors)
-            out.append(f"      <failure message={quoteattr(f'{len(errors)} error(s)')} type={quoteattr(errors[0].rule)}>{escape(body)}</failure>")
-        warnings = [v for v in report.violations if v.severity == "warning"]
-        if warnings:
-            body = "\n".join(f"warning {v.rule} {v.field or '(document)'}: {v.message}" for v in warnings)
-            out.append(f"      <system-out>{escape(body)}</system-out>")
+            body = "\n".join(f"{place(source, v)}: {v.rule} {v.field or '(document)'}: {v.message}" for v in errors)
+            out.append(f"      <failure message={xml_attr(f'{len(errors)} error(s)')} type={xml_attr(errors[0].rule)}>{xml_text(body)}</failure>")
         out.append("    </testcase>")
+        for v in report.violations:
+            out.append(f"    <testcase name={xml_attr(f'{place(source, v)} {v.rule}')} classname={xml_attr(f'{report.kind}.{v.rule}')}>")
+            if v.severity == "error":  # a warning, or a rule turned off, passes
+                out.append(f"      <failure message={xml_attr(v.message)} type={xml_attr(v.rule)}>{xml_text(f'{v.field or chr(47)}: {v.message}')}</failure>")
+            else:
+                out.append(f"      <system-out>{xml_text(f'warning {v.field or chr(47)}: {v.message}')}</system-out>")
+            out.append("    </testcase>")
     out += ["  </testsuite>", "</testsuites>"]
     return "\n".join(out)
+
+
+def artifact_uri(source: str) -> str:
+    """A source as a SARIF artifact URI: relative to the working directory when it lies
+    below it (resolved against %SRCROOT%), percent-encoded so that any name is a valid
+    URI reference (`my dir/bad job.json` → `my%20dir/bad%20job.json`, `<stdin>` →
+    `%3Cstdin%3E`)."""
+    path = Path(source)
+    if path.is_absolute():
+        try:
+            path = path.relative_to(Path.cwd())
+        except ValueError:
+            return path.as_uri()
+    return quote(path.as_posix(), safe="/-._~")
+
+
+def fingerprint(source: str, v) -> str:
+    """Stable across runs and line moves: the file, the rule and the field."""
+    return hashlib.sha256(f"{source}\0{v.rule}\0{v.field}".encode()).hexdigest()[:32]
 
 
 def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
@@ -112,19 +163,24 @@ def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
     index = {r["rule"]: i for i, r in enumerate(catalogue)}
     sarif_results = []
     for source, report in results:
+        uri = artifact_uri(source)
         for v in report.violations:
+            physical: dict[str, Any] = {"artifactLocation": {"uri": uri, **({} if uri.startswith("file:") else {"uriBaseId": "%SRCROOT%"})}}
+            line, column = getattr(v, "line", None), getattr(v, "column", None)
+            physical["region"] = {"startLine": line or 1, "startColumn": column or 1}
             sarif_results.append(
                 {
                     "ruleId": v.rule,
                     "ruleIndex": index.get(v.rule, -1),
-                    "level": "error" if v.severity == "error" else "warning",
+                    "level": {"error": "error", "warning": "warning"}.get(v.severity, "none"),
                     "message": {"text": v.message},
                     "locations": [
                         {
-                            "physicalLocation": {"artifactLocation": {"uri": source}},
+                            "physicalLocation": physical,
                             "logicalLocations": [{"fullyQualifiedName": v.field or "/", "kind": "member"}],
                         }
                     ],
+                    "partialFingerprints": {"jobgateFinding/v1": fingerprint(uri, v)},
                 }
             )
     return {
@@ -139,17 +195,47 @@ def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
                         "rules": [
                             {
                                 "id": r["rule"],
+                                "name": r["rule"],
                                 "shortDescription": {"text": r["summary"]},
+                                "fullDescription": {"text": r["summary"]},
+                                "help": {"text": f"{r['rule']}: {r['summary']}. Default severity: {r['severity']}; the message of each finding says what to change."},
                                 "defaultConfiguration": {"level": r["severity"]},
                             }
                             for r in catalogue
                         ],
                     }
                 },
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
+                "columnKind": "unicodeCodePoints",
+                "invocations": [{"executionSuccessful": True, "commandLine": " ".join(["jobgate", *sys.argv[1:]]), "workingDirectory": {"uri": Path.cwd().as_uri() + "/"}}],
                 "results": sarif_results,
             }
         ],
     }
+
+
+def _github_value(text: str, prop: bool = False) -> str:
+    """Escaped as GitHub's workflow commands want: %, CR and LF always; in a property,
+    also ':' and ','."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def github(results: Sequence[tuple[str, Report]]) -> str:
+    """GitHub Actions workflow commands: an annotation per violation, at its line and
+    column, then the summary line."""
+    lines = []
+    for source, report in results:
+        for v in report.violations:
+            props = [f"file={_github_value(source, True)}"]
+            line, column = getattr(v, "line", None), getattr(v, "column", None)
+            if line and column:
+                props += [f"line={line}", f"col={column}"]
+            props.append(f"title={_github_value(v.rule, True)}")
+            level = {"error": "error", "warning": "warning"}.get(v.severity, "notice")
+            lines.append(f"::{level} {','.join(props)}::{_github_value(f'{v.message} (at {v.field or chr(47)})')}")
+    lines.append(_summary_line(summary(results)))
+    return "\n".join(lines)
 
 
 def admissions(fmt: str, results: Sequence[tuple[str, Report]], job_ids: Sequence[str]) -> str:
@@ -200,7 +286,7 @@ def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
     reports of those items."""
     if fmt == "json":
         return dumps({"changes": [c.to_dict() for c in changed], "impact": impact})
-    if fmt in ("junit", "sarif"):
+    if fmt in ("junit", "sarif", "github"):
         from jobgate.reports import ReportView
 
         return render(fmt, [(c.source, ReportView.from_dict(c.candidate)) for c in changed])
@@ -236,4 +322,6 @@ def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
         return junit(results)
     if fmt == "sarif":
         return dumps(sarif(results))
+    if fmt == "github":
+        return github(results)
     return text(results)

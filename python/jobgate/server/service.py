@@ -33,6 +33,7 @@ import grpc
 from google.protobuf import descriptor_pool, message_factory
 
 import jobgate
+from jobgate.reports import unlocated
 from jobgate.server import errors, recipes
 from jobgate.server.auth import Authenticator
 from jobgate.server.errors import bad_request
@@ -96,6 +97,15 @@ def failures_mapped(context: grpc.ServicerContext, rpc: str) -> Iterator[None]:
         errors.abort(context, grpc.StatusCode.INTERNAL, f"internal error (ref {ref}); the server log has the details", errors.INTERNAL, {"ref": ref})
 
 
+def typed_as_typed(document: admission_pb2.Document, admission: Admission) -> Admission:
+    """A typed message's admission without lines and columns: the core read the JSON it
+    was written as, not text the sender wrote (SPEC §2)."""
+    if document.WhichOneof("body") == "raw":
+        return admission
+    admission.report = unlocated(admission.report)
+    return admission
+
+
 def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> NoReturn:
     """ALREADY_EXISTS for a key reused by another request, naming the job the key's
     first request opened."""
@@ -145,12 +155,15 @@ class AdmissionService:
         data, kind = document_bytes(document, context, field)
         key = "" if dry_run else idempotency_key(document, context, field)
         if not key:
-            return self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package), data, kind
-        digest = fingerprint(document)
-        earlier = self.gate.recall(caller.name, [key]).get(key)
-        if earlier is not None:
-            return self._replay(context, rpc, field, caller, earlier, key, digest), data, kind
-        return self._admit(context, rpc, field, data, kind, caller, dry_run=False, package=document.package, key=key, fingerprint=digest), data, kind
+            admission = self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package)
+        else:
+            digest = fingerprint(document)
+            earlier = self.gate.recall(caller.name, [key]).get(key)
+            if earlier is not None:
+                admission = self._replay(context, rpc, field, caller, earlier, key, digest)
+            else:
+                admission = self._admit(context, rpc, field, data, kind, caller, dry_run=False, package=document.package, key=key, fingerprint=digest)
+        return typed_as_typed(document, admission), data, kind
 
     def _replay(self, context: grpc.ServicerContext, rpc: str, field: str, caller: Caller, earlier: Remembered, key: str, digest: bytes) -> Admission:
         try:
@@ -205,6 +218,7 @@ class AdmissionService:
         kinds = {k for _, k, _ in items}
         if message.dry_run and len(kinds) <= 1 and not any(p for _, _, p in items):
             reports = self.gate.check_many([d for d, _, _ in items], next(iter(kinds), None), account, caller.grant)
+            reports = [r if d.WhichOneof("body") == "raw" else unlocated(r) for d, r in zip(message.documents, reports, strict=True)]
             self.metrics.reports("AdmitBatch", reports)
             self._refused_projects("AdmitBatch", caller, ((r, d, k) for r, (d, k, _) in zip(reports, items, strict=True)))
             return self.encoder.response(reports)
@@ -244,6 +258,7 @@ class AdmissionService:
                 self.metrics.report("AdmitBatch", r.report)
                 self._refused_projects("AdmitBatch", caller, [(r.report, data, kind)])
             results.append(r)
+        results = [typed_as_typed(d, r) for d, r in zip(message.documents, results, strict=True)]
         # The reports together fit the response: the largest are cut, verdicts kept.
         reports = jobgate.fit_reports([r.report for r in results], self.gate.response_budget())
         return b"".join(self.encoder.item(report, r.job_id) for report, r in zip(reports, results, strict=True))

@@ -44,7 +44,7 @@ def report_message(report) -> report_pb2.Report:
     return report_pb2.Report(
         kind=report.kind,
         verdict=report.verdict,
-        violations=[report_pb2.Violation(rule=v.rule, field=v.field, message=v.message, severity=v.severity) for v in report.violations],
+        violations=[report_pb2.Violation(rule=v.rule, field=v.field, message=v.message, severity=v.severity, line=v.line or 0, column=v.column or 0, default_severity=v.default_severity or "") for v in report.violations],
     )
 
 

@@ -21,16 +21,22 @@ KIND_JOB_RECORD: Kind
 KIND_BEST_REC: Kind
 
 class Violation(_message.Message):
-    __slots__ = ("rule", "field", "message", "severity")
+    __slots__ = ("rule", "field", "message", "severity", "line", "column", "default_severity")
     RULE_FIELD_NUMBER: _ClassVar[int]
     FIELD_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_SEVERITY_FIELD_NUMBER: _ClassVar[int]
     rule: str
     field: str
     message: str
     severity: str
-    def __init__(self, rule: _Optional[str] = ..., field: _Optional[str] = ..., message: _Optional[str] = ..., severity: _Optional[str] = ...) -> None: ...
+    line: int
+    column: int
+    default_severity: str
+    def __init__(self, rule: _Optional[str] = ..., field: _Optional[str] = ..., message: _Optional[str] = ..., severity: _Optional[str] = ..., line: _Optional[int] = ..., column: _Optional[int] = ..., default_severity: _Optional[str] = ...) -> None: ...
 
 class Report(_message.Message):
     __slots__ = ("kind", "verdict", "violations")

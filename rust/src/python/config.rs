@@ -17,6 +17,49 @@ use crate::admission::QuotaTable;
 use crate::config::{self as core, CoreConfig, Observability};
 
 /// What the core reads of a deployment's configuration.
+/// `[rules]` as the core applies them: each id a catalogued rule that may be relaxed,
+/// each level `error`, `warning` or `off`; ValueError naming the table and rule.
+fn severities(
+    set: &HashMap<String, String>,
+    table: &str,
+) -> PyResult<HashMap<crate::rules::Rule, crate::rules::Severity>> {
+    let mut out = HashMap::new();
+    for (id, level) in set {
+        let rule = crate::rules::Rule::parse(id).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "{table}: {id:?} is not a rule of the catalogue (jobgate.rules())"
+            ))
+        })?;
+        if !rule.relaxable() {
+            return Err(PyValueError::new_err(format!(
+                "{table}: {id} protects the gate itself (reading, limits, supporting files, staging, quotas, projects, credentials) and cannot be changed"
+            )));
+        }
+        let severity = crate::rules::Severity::parse(level).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "{table}: {id} = {level:?}: the level is error, warning or off"
+            ))
+        })?;
+        out.insert(rule, severity);
+    }
+    Ok(out)
+}
+
+/// Checks `[rules]` (`rules`) and `[rules.projects.NAME]` (`project_rules`) as the
+/// core would apply them; ValueError naming the table and the rule otherwise. Called
+/// when a configuration is loaded, so a bad one is refused before it is served.
+#[pyfunction]
+pub fn validate_rules(
+    rules: HashMap<String, String>,
+    project_rules: HashMap<String, HashMap<String, String>>,
+) -> PyResult<()> {
+    severities(&rules, "rules")?;
+    for (project, set) in &project_rules {
+        severities(set, &format!("rules.projects.{project}"))?;
+    }
+    Ok(())
+}
+
 #[pyclass(module = "jobgate._core", frozen)]
 pub struct Settings {
     pub(super) core: CoreConfig,
@@ -25,7 +68,7 @@ pub struct Settings {
 #[pymethods]
 impl Settings {
     #[new]
-    #[pyo3(signature = (*, max_document_bytes, max_depth, max_package_bytes, max_package_members, package_cache_bytes, max_violations, registries, series, max_gpus_per_job, catalog))]
+    #[pyo3(signature = (*, max_document_bytes, max_depth, max_package_bytes, max_package_members, package_cache_bytes, max_violations, registries, series, max_gpus_per_job, catalog, rules, project_rules))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_document_bytes: usize,
@@ -38,6 +81,8 @@ impl Settings {
         series: Option<Vec<String>>,
         max_gpus_per_job: Option<u64>,
         catalog: Option<Vec<PyRef<'_, CatalogEntry>>>,
+        rules: HashMap<String, String>,
+        project_rules: HashMap<String, HashMap<String, String>>,
     ) -> PyResult<Self> {
         let mut config = CoreConfig::with_limits(max_document_bytes, max_depth)
             .map_err(PyValueError::new_err)?;
@@ -51,6 +96,11 @@ impl Settings {
         config.max_gpus_per_job = max_gpus_per_job;
         if let Some(catalog) = catalog {
             config.set_catalog(catalog.iter().map(|e| e.entry.clone()).collect());
+        }
+        config.enforcement.deployment = severities(&rules, "rules")?;
+        for (project, set) in &project_rules {
+            let levels = severities(set, &format!("rules.projects.{project}"))?;
+            config.enforcement.projects.insert(project.clone(), levels);
         }
         Ok(Settings { core: config })
     }

@@ -24,6 +24,9 @@ pub enum Document<'py> {
     Bytes(Bound<'py, PyBytes>),
     Str(Bound<'py, PyString>),
     Owned(Vec<u8>),
+    /// A parsed object (a dict), written as JSON: not text anyone wrote, so its
+    /// violations carry no line or column.
+    Parsed(Vec<u8>),
     /// A parsed object that JSON cannot hold; the reason becomes its `json.syntax` report.
     Unreadable(String),
 }
@@ -42,7 +45,7 @@ impl<'py> Document<'py> {
         }
         if obj.cast::<PyDict>().is_ok() || obj.hasattr("keys")? {
             return Ok(match dumps(obj) {
-                Ok(bytes) => Document::Owned(bytes),
+                Ok(bytes) => Document::Parsed(bytes),
                 Err(reason) => Document::Unreadable(reason),
             });
         }
@@ -57,13 +60,22 @@ impl<'py> Document<'py> {
             Document::Bytes(b) => b.as_bytes(),
             // Checked to be valid UTF-8 in `extract`.
             Document::Str(s) => s.to_str().map(str::as_bytes).unwrap_or_default(),
-            Document::Owned(v) => v,
+            Document::Owned(v) | Document::Parsed(v) => v,
             Document::Unreadable(_) => b"",
         }
     }
 
     pub fn is_unreadable(&self) -> bool {
         matches!(self, Document::Unreadable(_))
+    }
+
+    /// Whether the document was handed over as text (bytes or str), whose lines and
+    /// columns mean something to whoever wrote it.
+    pub fn is_text(&self) -> bool {
+        matches!(
+            self,
+            Document::Bytes(_) | Document::Str(_) | Document::Owned(_)
+        )
     }
 
     /// The document's report: its refusal when it could not be written as JSON.

@@ -75,6 +75,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(input::read_document, m)?)?;
     m.add_function(wrap_pyfunction!(config::project_quota, m)?)?;
     m.add_function(wrap_pyfunction!(config::check_version_range, m)?)?;
+    m.add_function(wrap_pyfunction!(config::validate_rules, m)?)?;
     m.add_function(wrap_pyfunction!(lock::recipe_status, m)?)?;
     m.add_function(wrap_pyfunction!(redact, m)?)?;
     m.add_function(wrap_pyfunction!(content_keys, m)?)?;

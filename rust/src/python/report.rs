@@ -27,6 +27,15 @@ pub struct Violation {
     message: String,
     #[pyo3(get)]
     severity: &'static str,
+    /// Where `field` is in the source: line and column from 1 (None when the report
+    /// was not made from text, e.g. a file refused unread).
+    #[pyo3(get)]
+    line: Option<u32>,
+    #[pyo3(get)]
+    column: Option<u32>,
+    /// The severity the rules gave, when the deployment's `[rules]` changed it.
+    #[pyo3(get)]
+    default_severity: Option<&'static str>,
 }
 
 impl From<&CoreViolation> for Violation {
@@ -36,8 +45,16 @@ impl From<&CoreViolation> for Violation {
             field: v.field.clone(),
             message: v.message.clone(),
             severity: v.severity.as_str(),
+            line: v.at.map(|a| a.line),
+            column: v.at.map(|a| a.column),
+            default_severity: v.default.map(Severity::as_str),
         }
     }
+}
+
+/// An optional number as Python prints it.
+fn shown(n: Option<u32>) -> String {
+    n.map_or_else(|| "None".to_owned(), |n| n.to_string())
 }
 
 #[pymethods]
@@ -48,13 +65,25 @@ impl Violation {
         d.set_item("field", &self.field)?;
         d.set_item("message", &self.message)?;
         d.set_item("severity", self.severity)?;
+        if let (Some(line), Some(column)) = (self.line, self.column) {
+            d.set_item("line", line)?;
+            d.set_item("column", column)?;
+        }
+        if let Some(default) = self.default_severity {
+            d.set_item("default_severity", default)?;
+        }
         Ok(d)
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "Violation(rule={:?}, field={:?}, severity={:?}, message={:?})",
-            self.rule, self.field, self.severity, self.message
+            "Violation(rule={:?}, field={:?}, severity={:?}, message={:?}, line={}, column={})",
+            self.rule,
+            self.field,
+            self.severity,
+            self.message,
+            shown(self.line),
+            shown(self.column)
         )
     }
 }
@@ -163,6 +192,7 @@ pub fn rules(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             d.set_item("rule", r.id())?;
             d.set_item("severity", r.severity().as_str())?;
             d.set_item("summary", r.summary())?;
+            d.set_item("relaxable", r.relaxable())?;
             Ok(d)
         })
         .collect()
@@ -192,15 +222,27 @@ fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<CoreReport> {
         let rule = Rule::parse(&rule)
             .ok_or_else(|| PyValueError::new_err(format!("unknown rule {rule:?}")))?;
         let severity: String = v.getattr("severity")?.extract()?;
+        let default = match v.getattr("default_severity") {
+            Ok(d) if !d.is_none() => d.extract::<String>().ok().and_then(|d| Severity::parse(&d)),
+            _ => None,
+        };
+        let place = |name: &str| -> PyResult<Option<u32>> {
+            match v.getattr(name) {
+                Ok(value) if !value.is_none() => Ok(value.extract::<u32>().ok().filter(|n| *n > 0)),
+                _ => Ok(None),
+            }
+        };
+        let at = match (place("line")?, place("column")?) {
+            (Some(line), Some(column)) => Some(crate::locate::Location { line, column }),
+            _ => None,
+        };
         violations.push(CoreViolation {
             rule,
             field: v.getattr("field")?.extract()?,
             message: v.getattr("message")?.extract()?,
-            severity: if severity == "error" {
-                Severity::Error
-            } else {
-                Severity::Warning
-            },
+            severity: Severity::parse(&severity).unwrap_or(Severity::Warning),
+            at,
+            default,
         });
     }
     Ok(CoreReport::new(Kind::parse(&kind), violations))

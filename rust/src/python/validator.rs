@@ -92,13 +92,16 @@ impl Validator {
             PyTypeError::new_err("a document is needed unless a package is given")
         })?;
         let bytes = doc.bytes();
-        let report = if doc.is_unreadable() {
+        let mut report = if doc.is_unreadable() {
             doc.check(&self.core, kind, &admission)
         } else if release_gil || bytes.len() > DETACH_ABOVE {
             py.detach(|| guarded(|| self.core.check(bytes, kind, &admission)))?
         } else {
             guarded(|| self.core.check(bytes, kind, &admission))?
         };
+        if !doc.is_text() {
+            report.unlocate();
+        }
         Ok(Report::wrap(report))
     }
 
@@ -204,6 +207,11 @@ impl Validator {
             let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
             py.detach(|| guarded(|| self.core.check_many(&slices, kind, threads, &admission)))?
         };
+        for (report, doc) in reports.iter_mut().zip(&docs) {
+            if !doc.is_text() {
+                report.unlocate();
+            }
+        }
         if let Some(budget) = max_response_bytes {
             crate::report::fit(&mut reports, budget);
         }

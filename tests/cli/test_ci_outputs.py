@@ -1,0 +1,182 @@
+"""Where findings show: every violation at its line and column (JSON and YAML, values
+and keys), and the outputs CI tools read: text editors jump to, GitHub workflow
+commands, SARIF read by a real consumer, well-formed JUnit; and --fail-on."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import jobgate
+from jobgate.cli import main
+from jobgate.v1 import admission_pb2
+from tests.helpers import run_cli, sample
+from tests.server.helpers import Running, config_for
+
+JSON_DOC = """{
+  "apiVersion": "forge/v2",
+  "kind": "Other",
+  "metadata": {"name": "ok", "project": "my-lab", "owner": ""},
+  "unknown_field": 1
+}
+"""
+
+YAML_BUNDLE = """network_arch: dino
+action: train
+image: nvcr.io/nvidia/tao/tao-toolkit:6.26.3-pyt
+mode: config
+command: dino train -e {config_path}
+config_format: yaml
+spec:
+  train:
+    num.epochs: 12
+"""
+
+
+def places(report) -> list[tuple[str, str, int | None, int | None]]:
+    return [(v.rule, v.field, v.line, v.column) for v in report.violations]
+
+
+def test_violations_carry_the_line_and_column_of_their_value_or_key():
+    r = jobgate.Validator().check(JSON_DOC.encode())
+    found = {(rule, field): (line, col) for rule, field, line, col in places(r)}
+    assert found[("forge.kind", "/kind")] == (3, 11)  # the value
+    assert found[("schema.additionalProperties", "/unknown_field")] == (5, 3)  # the key
+    y = jobgate.Validator().check(YAML_BUNDLE.encode())
+    assert ("tao.dotted_key", "/spec/train/num.epochs", 9, 5) in places(y)  # the key, in YAML
+    # a clean report has nothing to place; a dict report carries the place
+    assert jobgate.Validator().check(json.dumps(sample("jobspec.valid.json")).encode()).violations == []
+    first = r.to_dict()["violations"][0]
+    assert set(first) == {"rule", "field", "message", "severity", "line", "column"}
+
+
+def test_text_output_reads_file_line_col(tmp_path, capsys):
+    path = tmp_path / "job.json"
+    path.write_text(JSON_DOC)
+    code, out = run_cli(capsys, ["check", str(path)])
+    assert code == 1
+    assert f"{path}:3:11: error forge.kind " in out
+    assert f"{path}:5:3: warning schema.additionalProperties " in out
+
+
+def test_github_annotations(tmp_path, capsys):
+    path = tmp_path / "a,b: c.json"  # a name that needs escaping in a property
+    path.write_text(JSON_DOC)
+    code, out = run_cli(capsys, ["check", str(path), "--format", "github"])
+    assert code == 1
+    shown = str(path).replace(",", "%2C").replace(":", "%3A")
+    lines = out.splitlines()
+    assert f"::error file={shown},line=3,col=11,title=forge.kind::" in "\n".join(lines)
+    warning = next(line for line in lines if line.startswith("::warning "))
+    assert warning.startswith(f"::warning file={shown},line=5,col=3,title=schema.additionalProperties::")
+    assert lines[-1].startswith("1 document: 0 passed, 1 failed")
+
+
+def test_sarif_has_regions_fingerprints_encoded_uris_and_reads_in_a_consumer(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my dir").mkdir()
+    (tmp_path / "my dir" / "bad job.json").write_text(JSON_DOC)
+    code, out = run_cli(capsys, ["check", "my dir/bad job.json", "--format", "sarif"])
+    assert code == 1
+    sarif = json.loads(out)
+    run = sarif["runs"][0]
+    results = run["results"]
+    located = {(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"], r["locations"][0]["physicalLocation"]["region"]["startColumn"]) for r in results}
+    assert {("forge.kind", 3, 11), ("schema.additionalProperties", 5, 3)} <= located
+    for r in results:
+        artifact = r["locations"][0]["physicalLocation"]["artifactLocation"]
+        assert artifact == {"uri": "my%20dir/bad%20job.json", "uriBaseId": "%SRCROOT%"}
+        assert len(r["partialFingerprints"]["jobgateFinding/v1"]) == 32
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.as_uri() + "/"
+    assert run["invocations"][0]["executionSuccessful"] is True and run["columnKind"] == "unicodeCodePoints"
+    rule = next(r for r in run["tool"]["driver"]["rules"] if r["id"] == "forge.kind")
+    assert rule["help"]["text"].startswith("forge.kind: ") and rule["defaultConfiguration"]["level"] == "error"
+    # the same findings, the same fingerprints, run after run
+    again = json.loads(run_cli(capsys, ["check", "my dir/bad job.json", "--format", "sarif"])[1])
+    assert [r["partialFingerprints"] for r in again["runs"][0]["results"]] == [r["partialFingerprints"] for r in results]
+    # stdin gets a valid URI reference too
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(JSON_DOC.encode())))
+    stdin = json.loads(run_cli(capsys, ["check", "-", "--format", "sarif"])[1])
+    assert stdin["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "%3Cstdin%3E"
+    # sarif-tools, a real consumer, reads every finding with its line
+    (tmp_path / "out.sarif").write_text(out)
+    sarif_cli = Path(sys.executable).parent / "sarif"
+    done = subprocess.run([str(sarif_cli), "csv", "out.sarif", "-o", "out.csv"], capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = (tmp_path / "out.csv").read_text().splitlines()
+    assert rows[0] == "Tool,Severity,Code,Description,Location,Line"
+    assert any(row.startswith("jobgate,error,forge.kind,") and row.endswith(",my%20dir/bad%20job.json,3") for row in rows[1:])
+
+
+def test_junit_is_well_formed_with_a_testcase_per_location(tmp_path, capsys):
+    doc = {**sample("jobspec.valid.json"), "kind": "Other"}
+    bad = tmp_path / "job\x01\x1b.json"  # control characters XML 1.0 cannot hold, in a file name
+    bad.write_text(json.dumps(doc))
+    (tmp_path / "ok.json").write_text(json.dumps(sample("jobspec.valid.json")))
+    code, out = run_cli(capsys, ["check", str(bad), str(tmp_path / "ok.json"), "--format", "junit"])
+    assert code == 1
+    suite = ET.fromstring(out).find("testsuite")  # a real XML parser reads it
+    cases = suite.findall("testcase")
+    shown = str(bad).replace("\x01", "\\x01").replace("\x1b", "\\x1b")
+    column = json.dumps(doc).index('"Other"') + 1
+    assert [c.get("name") for c in cases] == [shown, f"{shown}:1:{column} forge.kind", str(tmp_path / "ok.json")]
+    failure = cases[1].find("failure")
+    assert failure.get("type") == "forge.kind" and failure.text.startswith("/kind: ")
+    assert cases[0].find("failure").get("type") == "forge.kind" and cases[2].find("failure") is None
+    assert suite.get("tests") == "3" and suite.get("failures") == "2"
+
+
+def test_fail_on_warning(tmp_path, capsys):
+    doc = {**sample("jobspec.valid.json"), "unknown_field": 1}
+    (tmp_path / "warned.json").write_text(json.dumps(doc))
+    assert run_cli(capsys, ["check", str(tmp_path / "warned.json")])[0] == 0
+    assert run_cli(capsys, ["check", str(tmp_path / "warned.json"), "--fail-on", "warning"])[0] == 1
+    assert run_cli(capsys, ["revalidate", str(tmp_path), "--fail-on", "warning"])[0] == 1
+    assert run_cli(capsys, ["revalidate", str(tmp_path)])[0] == 0
+    with pytest.raises(SystemExit) as e:  # argparse's usage error
+        main(["check", str(tmp_path / "warned.json"), "--fail-on", "nothing"])
+    assert e.value.code == 2
+
+
+def test_the_service_reports_lines_and_columns(tmp_path):
+    r = Running(config_for(tmp_path))
+    try:
+        response = r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=JSON_DOC.encode()), dry_run=True), metadata=r.auth)
+        placed = {(v.rule, v.line, v.column) for v in response.report.violations}
+        assert ("forge.kind", 3, 11) in placed
+        batch = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=JSON_DOC.encode())] * 2, dry_run=True), metadata=r.auth)
+        assert all(("forge.kind", 3, 11) in {(v.rule, v.line, v.column) for v in item.report.violations} for item in batch.results)
+    finally:
+        r.close()
+
+
+def test_documents_that_were_not_text_have_no_lines(tmp_path):
+    """SPEC §2: line and column for documents read from JSON or YAML text, absent for
+    typed messages (and for a parsed dict handed to the Python API)."""
+    v = jobgate.Validator()
+    as_dict = v.check(json.loads(JSON_DOC))
+    assert [v.line for v in as_dict.violations] == [None] * len(as_dict.violations)
+    assert "line" not in as_dict.to_dict()["violations"][0]
+    many = v.check_many([JSON_DOC.encode(), json.loads(JSON_DOC)])
+    assert many[0].violations[0].line is not None and many[1].violations[0].line is None
+    from google.protobuf import json_format
+
+    from jobgate.v1 import jobspec_pb2
+
+    r = Running(config_for(tmp_path))
+    try:
+        typed = json_format.ParseDict({**sample("jobspec.valid.json"), "kind": "Other"}, jobspec_pb2.JobSpec())
+        for dry_run in (True, False):
+            response = r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(jobspec=typed), dry_run=dry_run), metadata=r.auth)
+            assert [(v.rule, v.line, v.column) for v in response.report.violations] == [("forge.kind", 0, 0)]
+        batch = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(jobspec=typed), admission_pb2.Document(raw=JSON_DOC.encode())], dry_run=True), metadata=r.auth)
+        assert [(v.line, v.column) for v in batch.results[0].report.violations] == [(0, 0)]
+        assert ("forge.kind", 3, 11) in {(v.rule, v.line, v.column) for v in batch.results[1].report.violations}
+    finally:
+        r.close()
