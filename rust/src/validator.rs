@@ -50,7 +50,7 @@ impl Validator {
                 (!enforcement.projects.is_empty()).then(|| crate::facts::facts(root, kind).project);
             (kind, ctx.out, project)
         });
-        let mut report = match result {
+        match result {
             Ok((kind, collected, project)) => {
                 let mut report = collected.into_report(kind);
                 if !enforcement.is_empty() {
@@ -61,8 +61,7 @@ impl Validator {
             }
             // Refused before it was read as a document: there is no place to point to.
             Err(violation) => Report::new(kind, vec![violation]),
-        };
-        report
+        }
     }
 
     /// What admission needs besides the verdict, and (with `owner`) the document
