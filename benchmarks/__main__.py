@@ -89,9 +89,14 @@ def run(quick: bool) -> dict:
     js_dict = orjson.loads(js)
     assert v.check(js).ok
     CHECK = "jobgate check (bytes, all rules)"
+    # The same JobSpec with one field wrong: a failing report is located (line and
+    # column per violation); a passing one is not, and pays nothing for it.
+    failing = js.replace(b'"kind": "TrainingJob"', b'"kind": "TrainingJobs"', 1)
+    assert not v.check(failing).ok and v.check(failing).violations[0].line
     s = interleaved(
         {
             CHECK: lambda: v.check(js),
+            "jobgate check, one violation (located)": lambda: v.check(failing),
             "orjson.loads (parse only)": lambda: orjson.loads(js),
             "starforge-core JobSpec.from_dict (dict)": lambda: JobSpec.from_dict(js_dict),
             "orjson.loads + from_dict (bytes)": lambda: JobSpec.from_dict(orjson.loads(js)),
@@ -135,6 +140,30 @@ def run(quick: bool) -> dict:
     add_rows(f"spec_bundle {len(sb)} B", s)
     r = ratio(s, RS, CHECK_SB)
     targets.append({"target": ">= 1.5x jsonschema-rs on spec-bundles", "ratio": r, "goal": 1.5, "ok": r >= 1.5, "how": "median per-round jsonschema-rs time / check time"})
+
+    # ---- the same kinds grown to 20 KB and 200 KB: check against parsing alone (and
+    # jsonschema-rs for bundles), so no gain is tuned to the 2 KB documents
+    for size in (20_000, 200_000):
+        big_js, big_sb = documents.jobspec(size), documents.spec_bundle(size)
+        big_sb_dict = orjson.loads(big_sb)
+        assert v.check(big_js).ok and v.check(big_sb).ok and rs.is_valid(big_sb_dict)
+        s = interleaved(
+            {
+                "jobgate check (bytes, all rules)": lambda d=big_js: v.check(d),
+                "orjson.loads (parse only)": lambda d=big_js: orjson.loads(d),
+            },
+            rounds=rounds,
+        )
+        add_rows(f"jobspec {len(big_js)} B", s)
+        s = interleaved(
+            {
+                CHECK_SB: lambda d=big_sb: v.check(d),
+                RS: lambda d=big_sb_dict: rs.is_valid(d),
+                "orjson.loads (parse only)": lambda d=big_sb: orjson.loads(d),
+            },
+            rounds=rounds,
+        )
+        add_rows(f"spec_bundle {len(big_sb)} B", s)
 
     # ---- check_many scaling
     n = 20_000 if quick else 100_000

@@ -1,46 +1,64 @@
-//! Times the core on one document, without Python: `cargo run --release --example profile FILE`.
+//! The core alone on the benchmark documents, without Python, for timing and for
+//! counting instructions per document:
+//!
+//!     python -m benchmarks.documents /tmp/docs        # writes the documents
+//!     cargo run --release --example profile /tmp/docs/*.json
+//!     N=1000 valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out \
+//!         rust/target/release/examples/profile /tmp/docs/jobspec.2048.json "full check"
+//!
+//! Each document is checked `N * 2048 / its size` times (at least 10). Instructions
+//! per document: run callgrind at two values of `N` and divide the difference of the
+//! `I refs` totals by the difference of the runs, so start-up cancels out. The last
+//! argument, when it is not a file, keeps only the steps whose name starts with it.
 use std::time::Instant;
 
 fn main() {
-    let path = std::env::args().nth(1).expect("a document path");
-    let data = std::fs::read(&path).expect("readable document");
-    let v = jobgate_core::Validator::default();
-    let admission = jobgate_core::Admission::default();
-    let limits = v.config.limits;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (paths, only): (Vec<&String>, Vec<&String>) =
+        args.iter().partition(|a| std::path::Path::new(a).is_file());
+    let only = only.first().map(|s| s.as_str());
     let n: usize = std::env::var("N")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(200_000);
-    let only = std::env::args().nth(2);
-    for (name, f) in [
-        (
-            "parse only",
-            &(|| {
-                let _ = jobgate_core::document::with_document(&data, &limits, |r| r.is_object());
-            }) as &dyn Fn(),
-        ),
-        ("parse + duplicate scan", &|| {
-            let _ = jobgate_core::document::with_document(&data, &limits, |r| {
-                let mut out = jobgate_core::report::Collected::default();
-                jobgate_core::document::duplicate_keys(r, &mut out);
-                out.kept.len()
-            });
-        }),
-        ("full check", &|| {
-            let _ = v.check(&data, None, &admission);
-        }),
-    ] {
-        if only.as_deref().is_some_and(|o| !name.starts_with(o)) {
-            continue;
-        }
-        f();
-        let t = Instant::now();
-        for _ in 0..n {
+        .unwrap_or(100_000);
+    let v = jobgate_core::Validator::default();
+    let admission = jobgate_core::Admission::default();
+    let limits = v.config.limits;
+    for path in paths {
+        let data = std::fs::read(path).expect("readable document");
+        let runs = (n * 2048 / data.len().max(1)).max(10);
+        println!("{path} ({} bytes, {runs} runs)", data.len());
+        for (name, f) in [
+            (
+                "parse only",
+                &(|| {
+                    let _ =
+                        jobgate_core::document::with_document(&data, &limits, |r| r.is_object());
+                }) as &dyn Fn(),
+            ),
+            ("parse + duplicate scan", &|| {
+                let _ = jobgate_core::document::with_document(&data, &limits, |r| {
+                    let mut out = jobgate_core::report::Collected::default();
+                    jobgate_core::document::duplicate_keys(r, &mut out);
+                    out.kept.len()
+                });
+            }),
+            ("full check", &|| {
+                let _ = v.check(&data, None, &admission);
+            }),
+        ] {
+            if only.is_some_and(|o| !name.starts_with(o)) {
+                continue;
+            }
             f();
+            let t = Instant::now();
+            for _ in 0..runs {
+                f();
+            }
+            println!(
+                "  {name:<24} {:10.3} us",
+                t.elapsed().as_secs_f64() * 1e6 / runs as f64
+            );
         }
-        println!(
-            "{name:<24} {:8.3} us",
-            t.elapsed().as_secs_f64() * 1e6 / n as f64
-        );
     }
 }

@@ -160,9 +160,72 @@ fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
 
 /// Every key that an object repeats, as `json.duplicate_key` at the repeated key.
 pub fn duplicate_keys(root: Value<'_, '_>, out: &mut Collected) {
+    if !may_repeat_keys(root) {
+        return;
+    }
     let mut path = crate::pointer::Path::new();
     let mut fingerprints = Vec::with_capacity(64);
     scan_duplicates(root, &mut path, &mut fingerprints, out);
+}
+
+/// Whether any object of the document has two keys with the same fingerprint. Almost
+/// every document has none, and this answers in one pass over the tape with no path
+/// kept; only when it says yes does the scan that builds pointers run.
+fn may_repeat_keys(root: Value<'_, '_>) -> bool {
+    const FEW: usize = 16;
+    // Objects of up to SLOTS / 2 keys go through an open-addressed table on the stack;
+    // larger ones (rare) sort their fingerprints.
+    const SLOTS: usize = 128;
+    let mut many: Vec<u64> = Vec::new();
+    for object in root.objects() {
+        let crate::node::Type::Object(n) = object.ty() else {
+            continue;
+        };
+        if n <= FEW {
+            let mut fps = [0u64; FEW];
+            for (i, (k, _)) in object.entries().enumerate().take(FEW) {
+                let fp = fingerprint(k);
+                if fps[..i].contains(&fp) {
+                    return true;
+                }
+                fps[i] = fp;
+            }
+        } else if n <= SLOTS / 2 {
+            // Slot value 0 means empty, so a zero fingerprint is tracked apart.
+            let mut slots = [0u64; SLOTS];
+            let mut zero = false;
+            for (k, _) in object.entries() {
+                let fp = fingerprint(k);
+                if fp == 0 {
+                    if zero {
+                        return true;
+                    }
+                    zero = true;
+                    continue;
+                }
+                let mut i = (fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize;
+                loop {
+                    let slot = &mut slots[i % SLOTS];
+                    if *slot == 0 {
+                        *slot = fp;
+                        break;
+                    }
+                    if *slot == fp {
+                        return true;
+                    }
+                    i += 1;
+                }
+            }
+        } else {
+            many.clear();
+            many.extend(object.entries().map(|(k, _)| fingerprint(k)));
+            many.sort_unstable();
+            if many.windows(2).any(|w| w[0] == w[1]) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// A cheap fingerprint of a key (its length and its first and last eight bytes), so

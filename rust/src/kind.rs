@@ -34,16 +34,30 @@ impl Kind {
         Kind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
-    /// Detection from the top-level keys, first match wins (SPEC §1).
+    /// Detection from the top-level keys, first match wins (SPEC §1). One pass over
+    /// the keys, however many of them there are.
     pub fn detect(root: Value<'_, '_>) -> Option<Kind> {
-        let has = |key: &str| root.entries().any(|(k, _)| k == key);
-        if has("apiVersion") {
+        const JOBSPEC: u8 = 1;
+        const JOB_RECORD: u8 = 2;
+        const BEST_REC: u8 = 4;
+        const SPEC_BUNDLE: u8 = 8;
+        let mut found = 0u8;
+        for (k, _) in root.entries() {
+            found |= match k {
+                "apiVersion" => JOBSPEC,
+                "transitions" => JOB_RECORD,
+                "experiment_id" | "best" => BEST_REC,
+                "mode" | "command" | "network_arch" => SPEC_BUNDLE,
+                _ => 0,
+            };
+        }
+        if found & JOBSPEC != 0 {
             Some(Kind::JobSpec)
-        } else if has("transitions") {
+        } else if found & JOB_RECORD != 0 {
             Some(Kind::JobRecord)
-        } else if has("experiment_id") || has("best") {
+        } else if found & BEST_REC != 0 {
             Some(Kind::BestRec)
-        } else if has("mode") || has("command") || has("network_arch") {
+        } else if found & SPEC_BUNDLE != 0 {
             Some(Kind::SpecBundle)
         } else {
             None

@@ -117,6 +117,15 @@ impl<'t, 'i> Value<'t, 'i> {
         }
     }
 
+    /// Every object of this value's subtree, itself included, in document order: one
+    /// linear pass over the tape, without recursion or a path.
+    pub fn objects(&self) -> impl Iterator<Item = Value<'t, 'i>> {
+        let tape = &self.tape[..self.span()];
+        (0..tape.len())
+            .filter(move |&j| matches!(tape[j], Node::Object { .. }))
+            .map(move |j| Value { tape: &tape[j..] })
+    }
+
     pub fn items(&self) -> Items<'t, 'i> {
         match self.tape[0] {
             Node::Array { len, count } => Items {

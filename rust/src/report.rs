@@ -95,10 +95,16 @@ impl Collected {
             count: self.omitted,
             errors: self.omitted_errors,
         };
-        report.state_omitted(&format!(
-            "a report lists at most {} violations and {} bytes of fields and messages (limits.max_violations)",
-            self.limits.max_violations, self.limits.max_bytes
-        ));
+        // The reason is worded only when something was left out: a clean report
+        // allocates nothing here.
+        if self.omitted == 0 {
+            report.state_omitted("");
+        } else {
+            report.state_omitted(&format!(
+                "a report lists at most {} violations and {} bytes of fields and messages (limits.max_violations)",
+                self.limits.max_violations, self.limits.max_bytes
+            ));
+        }
         report
     }
 }

@@ -232,7 +232,9 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
             let Some(s) = v.as_str() else {
                 return type_error(v, "a string", ctx);
             };
-            if *min_len > 0 && s.chars().count() < *min_len {
+            // A string of at least 4 bytes per required character is long enough
+            // without counting its characters.
+            if *min_len > 0 && s.len() < 4 * *min_len && s.chars().count() < *min_len {
                 let msg = if *min_len == 1 {
                     "must not be empty".to_string()
                 } else {

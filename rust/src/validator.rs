@@ -318,10 +318,13 @@ impl Validator {
             let (bytes, kind) = document(item);
             self.check(bytes, kind, admission)
         };
+        // Documents go to threads in runs of a few: one document takes microseconds,
+        // about what handing a single item to another thread costs.
+        const RUN: usize = 32;
         match threads {
             Some(1) => items.iter().map(check).collect(),
-            Some(n) => pool(n).install(|| items.par_iter().map(check).collect()),
-            None => items.par_iter().map(check).collect(),
+            Some(n) => pool(n).install(|| items.par_iter().with_min_len(RUN).map(check).collect()),
+            None => items.par_iter().with_min_len(RUN).map(check).collect(),
         }
     }
 }

@@ -28,7 +28,7 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, placeholders: Pl
     match v.ty() {
         Type::Object(_) => {
             for (key, value) in v.entries() {
-                if key.is_empty() || key.contains('.') {
+                if key.is_empty() || key.as_bytes().contains(&b'.') {
                     ctx.at_key(key, Rule::TaoDottedKey, || {
                         let hint = if key.is_empty() {
                             "an empty key cannot be mapped into the container's config".to_string()
@@ -38,20 +38,37 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, placeholders: Pl
                         format!("the key {} is dotted or empty; {hint}", quote(key))
                     });
                 }
-                ctx.path.push_key(key);
-                scan_nested(value, ctx, placeholders);
-                ctx.path.pop();
+                // Most values are scalars with nothing to report: the path is pushed
+                // only for a value that can hold a violation.
+                if worth_scanning(value, placeholders) {
+                    ctx.path.push_key(key);
+                    scan_nested(value, ctx, placeholders);
+                    ctx.path.pop();
+                }
             }
         }
         Type::Array(_) => {
             for (i, item) in v.items().enumerate() {
-                ctx.path.push_index(i);
-                scan_nested(item, ctx, placeholders);
-                ctx.path.pop();
+                if worth_scanning(item, placeholders) {
+                    ctx.path.push_index(i);
+                    scan_nested(item, ctx, placeholders);
+                    ctx.path.pop();
+                }
             }
         }
         Type::Str(s) if placeholders == Placeholders::Checked => placeholders_here(s, ctx),
         _ => {}
+    }
+}
+
+/// Whether `scan_nested` can find anything in `v`: a container, or a string that may
+/// hold a placeholder when those are checked.
+#[inline]
+fn worth_scanning(v: Value<'_, '_>, placeholders: Placeholders) -> bool {
+    match v.ty() {
+        Type::Object(_) | Type::Array(_) => true,
+        Type::Str(s) => placeholders == Placeholders::Checked && s.as_bytes().contains(&b'{'),
+        _ => false,
     }
 }
 

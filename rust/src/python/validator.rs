@@ -4,6 +4,7 @@
 
 use pyo3::exceptions::{PyFileNotFoundError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
 use std::collections::HashMap;
@@ -61,7 +62,7 @@ impl Validator {
         project_quota: Option<u64>,
         projects: Option<Vec<String>>,
         release_gil: bool,
-    ) -> PyResult<Report> {
+    ) -> PyResult<Py<Report>> {
         let kind = parse_kind(kind)?;
         let admission = Admission {
             owner,
@@ -76,17 +77,18 @@ impl Validator {
             .transpose()?;
         if let Some(source) = file_source(&root, &package)? {
             if doc.as_ref().is_some_and(Document::is_unreadable) {
-                return Ok(Report::wrap(
+                return to_python(
+                    py,
                     doc.as_ref()
                         .map(|d| d.check(&self.core, kind, &admission))
                         .unwrap_or_else(|| CoreReport::new(kind, vec![])),
-                ));
+                );
             }
             let bytes = doc.as_ref().map(Document::bytes);
             let verified = py
                 .detach(|| guarded(|| self.core.check_files(bytes, kind, &admission, source)))?
                 .map_err(PyFileNotFoundError::new_err)?;
-            return Ok(Report::wrap(verified.report));
+            return to_python(py, verified.report);
         }
         let doc = doc.ok_or_else(|| {
             PyTypeError::new_err("a document is needed unless a package is given")
@@ -102,7 +104,7 @@ impl Validator {
         if !doc.is_text() {
             report.unlocate();
         }
-        Ok(Report::wrap(report))
+        to_python(py, report)
     }
 
     /// What admission needs besides the verdict (project, GPU count, id parts, image),
@@ -185,7 +187,7 @@ impl Validator {
         owner: Option<String>,
         projects: Option<Vec<String>>,
         max_response_bytes: Option<usize>,
-    ) -> PyResult<Vec<Report>> {
+    ) -> PyResult<Vec<Py<Report>>> {
         let kind = parse_kind(kind)?;
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
@@ -215,7 +217,7 @@ impl Validator {
         if let Some(budget) = max_response_bytes {
             crate::report::fit(&mut reports, budget);
         }
-        Ok(reports.into_iter().map(Report::wrap).collect())
+        reports.into_iter().map(|r| to_python(py, r)).collect()
     }
 
     /// The service's AdmitBatch dry-run path: an encoded `jobgate.v1.AdmitBatchRequest`
@@ -326,6 +328,25 @@ impl Validator {
             c.limits.max_bytes,
             c.limits.max_depth
         )
+    }
+}
+
+/// A report as Python holds it. Reports are immutable, so a passing one (no
+/// violations) is one shared object per kind: the common case costs no allocation.
+fn to_python(py: Python<'_>, report: CoreReport) -> PyResult<Py<Report>> {
+    static CLEAN: [PyOnceLock<Py<Report>>; 5] = [const { PyOnceLock::new() }; 5];
+    if !report.violations.is_empty() || report.omitted != Default::default() {
+        return Py::new(py, Report::wrap(report));
+    }
+    let slot = report
+        .kind
+        .and_then(|k| Kind::ALL.iter().position(|&x| x == k))
+        .unwrap_or(Kind::ALL.len());
+    match CLEAN.get(slot) {
+        Some(cell) => cell
+            .get_or_try_init(py, || Py::new(py, Report::wrap(report)))
+            .map(|r| r.clone_ref(py)),
+        None => Py::new(py, Report::wrap(report)),
     }
 }
 

@@ -133,11 +133,27 @@ pub fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
 /// key stops it (the platform writes it), `Err` where it cannot bind.
 fn bind<'t, 'i, 'k>(
     spec: Value<'t, 'i>,
-    steps: impl Iterator<Item = Step<'k>>,
+    all: impl Iterator<Item = Step<'k>> + Clone,
 ) -> Result<Option<Value<'t, 'i>>, String> {
     let mut cur = spec;
-    let mut walked = String::new();
-    let mut steps = steps;
+    // The steps already followed, worded only when a message needs them.
+    let mut taken = 0;
+    let walked = |taken: usize| {
+        let mut out = String::new();
+        for step in all.clone().take(taken) {
+            match step {
+                Step::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+                Step::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    };
+    let mut steps = all.clone();
     while let Some(step) = steps.next() {
         let next = match (&step, cur.ty()) {
             (Step::Key(k), Type::Object(_)) => match cur.get(k) {
@@ -149,7 +165,7 @@ fn bind<'t, 'i, 'k>(
                         None => Ok(None),
                         Some(Step::Index(i)) => Err(format!(
                             "{} is missing, and the platform creates missing keys but never arrays, so [{i}] below it cannot be bound",
-                            if walked.is_empty() { (*k).to_string() } else { format!("{walked}.{k}") }
+                            if taken == 0 { (*k).to_string() } else { format!("{}.{k}", walked(taken)) }
                         )),
                         Some(Step::Key(_)) => Ok(None),
                     };
@@ -158,7 +174,8 @@ fn bind<'t, 'i, 'k>(
             (Step::Index(i), Type::Array(len)) => {
                 if *i >= len {
                     return Err(format!(
-                        "{walked} has {len} item{} and index {i} is past its end",
+                        "{} has {len} item{} and index {i} is past its end",
+                        walked(taken),
                         if len == 1 { "" } else { "s" }
                     ));
                 }
@@ -167,32 +184,27 @@ fn bind<'t, 'i, 'k>(
             }
             (Step::Key(k), Type::Array(_)) => {
                 return Err(format!(
-                    "{walked} is an array, so it has no key {}",
+                    "{} is an array, so it has no key {}",
+                    walked(taken),
                     quote(k)
                 ))
             }
             (Step::Index(i), Type::Object(_)) => {
                 return Err(format!(
-                    "{walked} is an object, so it cannot be indexed with [{i}]"
+                    "{} is an object, so it cannot be indexed with [{i}]",
+                    walked(taken)
                 ))
             }
             (_, _) => {
                 return Err(format!(
-                    "{walked} is {} ({}), not an object or array",
+                    "{} is {} ({}), not an object or array",
+                    walked(taken),
                     cur.type_name(),
                     cur.describe()
                 ))
             }
         };
-        match step {
-            Step::Key(k) => {
-                if !walked.is_empty() {
-                    walked.push('.');
-                }
-                walked.push_str(k);
-            }
-            Step::Index(i) => walked.push_str(&format!("[{i}]")),
-        }
+        taken += 1;
         cur = next;
     }
     Ok(Some(cur))

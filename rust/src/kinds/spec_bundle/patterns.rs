@@ -63,7 +63,7 @@ fn env_name(s: &str) -> Result<(), String> {
 }
 
 /// One step of a dotted/indexed spec pointer such as `dataset.sources[0].dir`.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Step<'a> {
     Key(&'a str),
     Index(usize),
@@ -71,7 +71,7 @@ pub enum Step<'a> {
 
 /// The steps of a spec pointer, or `None` when it is not one. Allocates nothing: the
 /// pointer is checked once, then walked step by step.
-pub fn parse_spec_key(s: &str) -> Option<impl Iterator<Item = Step<'_>>> {
+pub fn parse_spec_key(s: &str) -> Option<impl Iterator<Item = Step<'_>> + Clone> {
     if !is_spec_key(s) {
         return None;
     }
@@ -94,14 +94,14 @@ fn is_spec_key(s: &str) -> bool {
         while i < b.len()
             && !matches!(b[i], b'.' | b'[' | b']')
             && !b[i].is_ascii_whitespace()
-            && b[i] != 0x1c
-            && b[i] != 0x1d
-            && b[i] != 0x1e
-            && b[i] != 0x1f
+            && !matches!(b[i], 0x0b | 0x1c..=0x1f)
         {
             i += 1;
         }
-        if i == start || s[start..i].chars().any(py_isspace) {
+        // Every ASCII space stops the loop above, so only a non-ASCII name is decoded
+        // to look for the others.
+        let name = &s[start..i];
+        if i == start || (!name.is_ascii() && name.chars().any(py_isspace)) {
             return false;
         }
         while i < b.len() && b[i] == b'[' {
