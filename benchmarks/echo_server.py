@@ -1,7 +1,8 @@
 """A bare grpcio server that answers every unary call with fixed bytes: the transport
-floor of the service benchmark. The same request sent here costs what the gRPC
-runtime alone costs, so `check_many / (check_many + echo)` bounds the AdmitBatch
-ratio any servicer built on grpcio can reach on this machine.
+floor of the service benchmark. The same request sent here, answered with the same
+response bytes, costs what the gRPC runtime alone costs: AdmitBatch's throughput over
+the echo's is how much of it the servicer keeps. Several of them may share a port
+(grpcio sets SO_REUSEPORT), as `jobgate serve --workers N` does.
 
     python -m benchmarks.echo_server PORT RESPONSE_FILE
 """

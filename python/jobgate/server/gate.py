@@ -330,6 +330,16 @@ class Gate:
 
         used: list[int] = []
 
+        # Without a quota the report does not depend on the project's usage: it is made
+        # here, on this RPC thread, in parallel with the others, rather than one after
+        # another on the committer thread while the group's locks are held.
+        early: list[jobgate.Report | Exception] = []
+        if quota is None:
+            try:
+                early.append(check(None))
+            except Exception as e:  # noqa: BLE001 - fails this admission only, as in decide
+                early.append(e)
+
         def decide(in_use: int) -> bool:
             # Runs on the committer thread, again if its group is retried one by one; a
             # failure here fails this admission only.
@@ -337,7 +347,10 @@ class Gate:
             failure.clear()
             used[:] = [in_use]
             try:
-                report_box.append(check(in_use))
+                report = early[0] if early else check(in_use)
+                if isinstance(report, Exception):
+                    raise report
+                report_box.append(report)
             except Exception as e:  # noqa: BLE001
                 failure.append(e)
                 return False
@@ -346,10 +359,17 @@ class Gate:
         idempotency = None
         if key:
 
-            def shown() -> bytes:
+            def shown_bytes(report: jobgate.Report) -> bytes:
                 # The report as the caller is shown it: a replay returns these bytes.
-                report = report_box[-1].to_dict()
-                return orjson.dumps(renamed(report, package, PACKAGE_NAME) if package else report)
+                as_dict = report.to_dict()
+                return orjson.dumps(renamed(as_dict, package, PACKAGE_NAME) if package else as_dict)
+
+            # A report made early is encoded early too: the committer thread, which asks
+            # for the bytes inside the group's transaction, does not wait on it.
+            early_shown = [shown_bytes(early[0])] if early and not isinstance(early[0], Exception) else []
+
+            def shown() -> bytes:
+                return early_shown[0] if early_shown else shown_bytes(report_box[-1])
 
             idempotency = IdempotencyKey(account, key, fingerprint, self.config.jobs.idempotency_window, shown)
         outcome = self.committer.admit(self._new_job(facts, account, grant, idempotency), decide)

@@ -198,51 +198,82 @@ class PostgresStore:
     def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
         """Admits in order in one transaction (one commit for the group), holding the
         advisory lock of every project involved, then of every idempotency key, each
-        kind taken in sorted order: every transaction locks in one order (no deadlock)."""
-        with self._transaction() as db:
-            for project in sorted({job.project for job, _ in items}):
-                db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobgate.quota:{project}",))
-            locks = sorted({key_lock(job.idempotency) for job, _ in items if job.idempotency is not None})
+        kind taken in sorted order: every transaction locks in one order (no deadlock).
+
+        A group costs two round trips whatever its size: the locks, the keys recalled,
+        the projects' usage and the ids go in one pipeline (each statement begins after
+        the one before it ends, so the reads see every replica that held a lock before
+        this one), the decisions are made here, and every write and the commit go in a
+        second. Within the group, usage and keys are carried forward as the sequential
+        reads would have seen them."""
+        jobs = [(storable(job), decide) for job, decide in items]
+        keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and _text(job.idempotency.account)]
+        with self._pool.connection() as db, db.pipeline(), db.transaction():
+            projects = sorted({job.project for job, _ in jobs})
+            db.execute("SELECT pg_advisory_xact_lock(hashtext('jobgate.quota:' || p)) FROM unnest(%s::text[]) WITH ORDINALITY AS t(p, i) ORDER BY i", (projects,))
+            locks = sorted({key_lock(job.idempotency) for job, _ in jobs if job.idempotency is not None})
             if locks:
                 db.execute("SELECT pg_advisory_xact_lock(%s, k) FROM (SELECT unnest(%s::int4[]) AS k ORDER BY k) AS keys", (KEY_LOCKS, locks))
-            opened = [self._open(db, job, decide) for job, decide in items]
+            recalled = None
+            if keyed:
+                recalled = db.execute(
+                    "SELECT k.account, k.key, ik.job_id, ik.fingerprint, ik.report FROM unnest(%s::text[], %s::bytea[], %s::float8[]) AS k(account, key, since) "
+                    "JOIN idempotency_keys ik ON ik.account = k.account AND ik.key = k.key AND ik.created >= k.since",
+                    ([k.account for k in keyed], [key_bytes(k.key) for k in keyed], [time.time() - k.window for k in keyed]),
+                )
+            usage_rows = db.execute("SELECT project, gpus FROM project_usage WHERE project = ANY(%s)", (projects,))
+            numbers = db.execute("SELECT nextval('job_id_seq') FROM generate_series(1, %s)", (len(jobs),))
+            # Fetching ends the first round trip.
+            remembered = {(account, bytes(key)): Remembered(job_id, bytes(fingerprint), bytes(report)) for account, key, job_id, fingerprint, report in (recalled.fetchall() if recalled else [])}
+            usage = {project: int(gpus) for project, gpus in usage_rows.fetchall()}
+            ids = [int(n) for (n,) in numbers.fetchall()]
+            opened: list[str | Remembered | None] = []
+            for (job, decide), number in zip(jobs, ids, strict=True):
+                opened.append(self._open(db, job, decide, number, usage, remembered))
         window = self._pruning.due([job for job, _ in items])
         if window is not None:
             self._prune(window)
         return opened
 
-    def _open(self, db: psycopg.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
-        job = storable(job)
+    def _open(
+        self,
+        db: psycopg.Connection,
+        job: NewJob,
+        decide: Callable[[int], bool],
+        number: int,
+        usage: dict[str, int],
+        remembered: dict[tuple[str, bytes], Remembered],
+    ) -> str | Remembered | None:
+        """One admission of a group: decided on `usage` and `remembered` as the group
+        has left them (both updated here), its writes queued in the pipeline."""
         key = job.idempotency
-        if key is not None:
-            # Under the key's lock, in a statement begun after it was taken: a replica
-            # that wrote the key has committed, and this sees it.
-            earlier = self._recall(db, key.account, [key.key], key.window)
-            if earlier:
-                return next(iter(earlier.values()))
-        usage, number = db.execute("SELECT (SELECT gpus FROM project_usage WHERE project = %s), nextval('job_id_seq')", (job.project,)).fetchone()
-        if not decide(int(usage or 0)):
+        slot = (key.account, key_bytes(key.key)) if key is not None else None
+        if slot is not None and slot in remembered:
+            return remembered[slot]
+        if not decide(usage.get(job.project, 0)):
             return None
-        job_id = job_suffix(job.id_prefix, int(number))
+        usage[job.project] = usage.get(job.project, 0) + job.gpus
+        job_id = job_suffix(job.id_prefix, number)
         ts = now()
-        # The three writes travel together: one round trip instead of three.
-        with db.pipeline():
+        db.execute(
+            "INSERT INTO project_usage VALUES (%s, %s) ON CONFLICT (project) DO UPDATE SET gpus = project_usage.gpus + excluded.gpus",
+            (job.project, job.gpus),
+        )
+        db.execute(
+            "INSERT INTO jobs (id, project, owner, gpus, state, record, document) VALUES (%s, %s, %s, %s, 'PENDING', %s, %s)",
+            (job_id, job.project, job.owner, job.gpus, json.dumps(opened_record(job, job_id, ts)), job.document),
+        )
+        db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', %s, 'agent')", (job_id, ts, b"record opened at admission"))
+        if key is not None and slot is not None:
+            report = key.report()
+            # An expired row for the key is replaced: the key starts afresh.
             db.execute(
-                "INSERT INTO project_usage VALUES (%s, %s) ON CONFLICT (project) DO UPDATE SET gpus = project_usage.gpus + excluded.gpus",
-                (job.project, job.gpus),
+                "INSERT INTO idempotency_keys VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (account, key) DO UPDATE SET "
+                "fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created",
+                (key.account, slot[1], key.fingerprint, job_id, report, time.time()),
             )
-            db.execute(
-                "INSERT INTO jobs (id, project, owner, gpus, state, record, document) VALUES (%s, %s, %s, %s, 'PENDING', %s, %s)",
-                (job_id, job.project, job.owner, job.gpus, json.dumps(opened_record(job, job_id, ts)), job.document),
-            )
-            db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', %s, 'agent')", (job_id, ts, b"record opened at admission"))
-            if key is not None:
-                # An expired row for the key is replaced: the key starts afresh.
-                db.execute(
-                    "INSERT INTO idempotency_keys VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (account, key) DO UPDATE SET "
-                    "fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created",
-                    (key.account, key_bytes(key.key), key.fingerprint, job_id, key.report(), time.time()),
-                )
+            if _text(key.account):
+                remembered[slot] = Remembered(job_id, key.fingerprint, report)
         return job_id
 
     def _recall(self, db: psycopg.Connection, account: str, keys: list[str], window: float) -> dict[str, Remembered]:
@@ -261,8 +292,16 @@ class PostgresStore:
 
     @_translated
     def recall(self, account: str, keys: Collection[str], window: float) -> dict[str, Remembered]:
-        with self._transaction() as db:
-            return self._recall(db, account, list(dict.fromkeys(keys)), window)
+        # Every keyed admission looks its key up first: one statement at a time, each
+        # its own transaction as it would be in READ COMMITTED anyway, so neither BEGIN
+        # nor COMMIT costs a round trip.
+        with self._pool.connection() as db:
+            db.autocommit = True
+            try:
+                return self._recall(db, account, list(dict.fromkeys(keys)), window)
+            finally:
+                if not db.closed:
+                    db.autocommit = False
 
     def _prune(self, window: float) -> None:
         """Deletes keys older than `window`, at most PRUNE_BATCH of them, passing over

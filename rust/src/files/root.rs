@@ -75,6 +75,9 @@ impl RootDir {
         }
         // Reading blocks normally from here on; NONBLOCK only kept a FIFO from hanging the open.
         let _ = rustix::fs::fcntl_setfl(&fd, OFlags::empty());
+        // Read once from start to end: a file not in the page cache gets twice the
+        // readahead. Only a hint; a file system that ignores it is read all the same.
+        let _ = rustix::fs::fadvise(&fd, 0, None, rustix::fs::Advice::Sequential);
         Ok((File::from(fd), stat))
     }
 
