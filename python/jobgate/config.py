@@ -355,6 +355,7 @@ class Config(_Model):
 
     def core_settings(self) -> _core.Settings:
         """The part of the configuration the Rust core reads, every key named."""
+        rules, project_rules = self.enforcement()
         return _core.Settings(
             max_document_bytes=self.limits.max_document_bytes,
             max_depth=self.limits.max_depth,
@@ -365,8 +366,8 @@ class Config(_Model):
             registries=self.registry.allow,
             series=self.gpus.series,
             max_gpus_per_job=self.gpus.max_per_job,
-            rules=self.enforcement()[0],
-            project_rules=self.enforcement()[1],
+            rules=rules,
+            project_rules=project_rules,
             catalog=None
             if self.catalog is None
             else [
