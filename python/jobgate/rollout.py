@@ -9,6 +9,7 @@ Must not judge documents: it compares reports the core made.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,14 +51,15 @@ class Change:
         }
 
 
-def compare(sources: list[str], current: list[dict[str, Any]], candidate: list[dict[str, Any]], projects: list[str]) -> list[Change]:
-    """The items whose verdict or violations differ, in the items' order."""
+def compare(sources: list[str], current: list[dict[str, Any]], candidate: list[dict[str, Any]], project_of: Callable[[int], str]) -> list[Change]:
+    """The items whose verdict or violations differ, in the items' order;
+    `project_of(i)` names item i's project, asked only of the items that changed."""
     out = []
-    for source, before, after, project in zip(sources, current, candidate, projects, strict=True):
+    for i, (source, before, after) in enumerate(zip(sources, current, candidate, strict=True)):
         old, new = Counter(_keys(before)), Counter(_keys(after))
         if before["verdict"] == after["verdict"] and old == new:
             continue
-        change = Change(source, project, before, after)
+        change = Change(source, project_of(i), before, after)
         change.added = [v for v in after["violations"] if _take(old, v)]
         new_left = Counter(_keys(after))
         change.removed = [v for v in before["violations"] if _take(new_left, v)]
@@ -72,6 +74,14 @@ def _take(counter: Counter, v: dict[str, Any]) -> bool:
         counter[key] -= 1
         return False
     return True
+
+
+def fails(changes: list[Change], fail_on: str) -> bool:
+    """Whether a rollout check exits 1: an item would newly fail, or with `warning`,
+    any violation is added."""
+    if fail_on == "warning":
+        return any(c.added for c in changes)
+    return any(c.breaks for c in changes)
 
 
 def impact(changes: list[Change], total: int) -> dict[str, Any]:

@@ -47,6 +47,7 @@ pub fn locate(source: &[u8], targets: &[Target<'_>]) -> Vec<Location> {
             at: 0,
             found: &mut found,
             path: Vec::new(),
+            place: Place::default(),
         };
         scanner.value(None);
     } else if let Ok(text) = std::str::from_utf8(text) {
@@ -124,22 +125,50 @@ struct JsonScanner<'t, 'f, 'a> {
     at: usize,
     found: &'f mut Found<'a>,
     path: Vec<String>,
+    place: Place,
+}
+
+/// The line and column of the last offset placed. Places are asked for in text order
+/// (a key before its value, a value before the next member), so each byte is counted
+/// once however many violations a document has: a megabyte with a thousand
+/// violations costs one pass, not a thousand.
+#[derive(Clone, Copy)]
+struct Place {
+    offset: usize,
+    line: usize,
+    column: usize,
+}
+
+impl Default for Place {
+    fn default() -> Self {
+        Place {
+            offset: 0,
+            line: 1,
+            column: 1,
+        }
+    }
 }
 
 impl JsonScanner<'_, '_, '_> {
-    fn location(&self, offset: usize) -> Location {
-        let before = &self.text[..offset.min(self.text.len())];
-        let line_start = before
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |p| p + 1);
-        let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
-        let column = 1 + String::from_utf8_lossy(&before[line_start..])
-            .chars()
-            .count();
+    fn location(&mut self, offset: usize) -> Location {
+        let offset = offset.min(self.text.len());
+        if offset < self.place.offset {
+            self.place = Place::default(); // never in text order; counted again from the start
+        }
+        let mut place = self.place;
+        for &b in &self.text[place.offset..offset] {
+            if b == b'\n' {
+                place.line += 1;
+                place.column = 1;
+            } else if b & 0xC0 != 0x80 {
+                place.column += 1; // a character starts here (not a UTF-8 continuation byte)
+            }
+        }
+        place.offset = offset;
+        self.place = place;
         Location {
-            line: u32::try_from(line).unwrap_or(u32::MAX),
-            column: u32::try_from(column).unwrap_or(u32::MAX),
+            line: u32::try_from(place.line).unwrap_or(u32::MAX),
+            column: u32::try_from(place.column).unwrap_or(u32::MAX),
         }
     }
 
@@ -161,8 +190,8 @@ impl JsonScanner<'_, '_, '_> {
         let start = self.at;
         let interesting = self.found.leads_somewhere(&self.path);
         if interesting {
+            let key = key.map(|k| self.location(k)); // the key comes first in the text
             let value = self.location(start);
-            let key = key.map(|k| self.location(k));
             let path = self.path.clone();
             self.found.node(&path, value, key);
         }
@@ -440,6 +469,31 @@ mod tests {
                 Location { line: 3, column: 5 }
             ]
         );
+    }
+
+    #[test]
+    fn many_targets_at_once_are_placed_as_each_alone() {
+        let pointers = [
+            "/s~1t",
+            "/spec/list/1/y",
+            "",
+            "/spec/a.b",
+            "/spec",
+            "/spec/list/0",
+            "/nothing",
+        ];
+        let targets: Vec<Target<'_>> = pointers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Target {
+                pointer: p,
+                key: i % 2 == 0,
+            })
+            .collect();
+        let together = locate(JSON.as_bytes(), &targets);
+        for (t, place) in targets.iter().zip(together) {
+            assert_eq!(locate(JSON.as_bytes(), &[*t])[0], place, "{}", t.pointer);
+        }
     }
 
     const YAML: &str = "apiVersion: forge/v2\nspec:\n  a.b: 1\n  list:\n    - 10\n    - x: é\n      y: true\nname: &n job\nalias: *n\n";

@@ -81,8 +81,7 @@ def _report_lines(source: str, report: Report, paint) -> list[str]:
 
 def place(source: str, v) -> str:
     """`source:line:col` where the violation is known to sit, else `source`."""
-    line, column = getattr(v, "line", None), getattr(v, "column", None)
-    return f"{source}:{line}:{column}" if line and column else source
+    return f"{source}:{v.line}:{v.column}" if v.line and v.column else source
 
 
 def _summary_line(s: dict[str, int]) -> str:
@@ -100,14 +99,18 @@ def text(results: Sequence[tuple[str, Report]]) -> str:
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
+def _xml_safe(text: str) -> str:
+    """Characters XML 1.0 forbids (control characters, lone surrogates) written out as
+    \\xNN / \\uNNNN."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
 def xml_text(text: str) -> str:
-    """Text as XML 1.0 can hold it: characters it forbids (control characters, lone
-    surrogates) written out as \\xNN / \\uNNNN, then escaped."""
-    return escape(_NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text))
+    return escape(_xml_safe(text))
 
 
 def xml_attr(text: str) -> str:
-    return quoteattr(_NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text))
+    return quoteattr(_xml_safe(text))
 
 
 def junit(results: Sequence[tuple[str, Report]]) -> str:
@@ -166,8 +169,7 @@ def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
         uri = artifact_uri(source)
         for v in report.violations:
             physical: dict[str, Any] = {"artifactLocation": {"uri": uri, **({} if uri.startswith("file:") else {"uriBaseId": "%SRCROOT%"})}}
-            line, column = getattr(v, "line", None), getattr(v, "column", None)
-            physical["region"] = {"startLine": line or 1, "startColumn": column or 1}
+            physical["region"] = {"startLine": v.line or 1, "startColumn": v.column or 1}
             sarif_results.append(
                 {
                     "ruleId": v.rule,
@@ -228,9 +230,8 @@ def github(results: Sequence[tuple[str, Report]]) -> str:
     for source, report in results:
         for v in report.violations:
             props = [f"file={_github_value(source, True)}"]
-            line, column = getattr(v, "line", None), getattr(v, "column", None)
-            if line and column:
-                props += [f"line={line}", f"col={column}"]
+            if v.line and v.column:
+                props += [f"line={v.line}", f"col={v.column}"]
             props.append(f"title={_github_value(v.rule, True)}")
             level = {"error": "error", "warning": "warning"}.get(v.severity, "notice")
             lines.append(f"::{level} {','.join(props)}::{_github_value(f'{v.message} (at {v.field or chr(47)})')}")

@@ -99,18 +99,18 @@ def report_changes(args: argparse.Namespace, items: list, current: list[dict], c
     from jobgate.cli import EXIT_FAIL, EXIT_PASS
 
     reader = Validator()
-    projects = []
-    for item, before, after in zip(items, current, candidate, strict=True):
-        project = ""
-        if not item.package and (before["violations"] or after["violations"] or before["verdict"] != after["verdict"]):
-            try:
-                facts = reader.facts(sources.read(item.path).data, args.kind)
-                project = facts.project if facts is not None else ""
-            except (OSError, ValueError, sources.TooLarge, sources.NotRegular):
-                pass
-        projects.append(project)
-    changes = rollout.compare([i.path for i in items], current, candidate, projects)
+
+    def project_of(i: int) -> str:
+        """A JobSpec's project, read again for the items that changed only; a package's
+        bundle names none."""
+        if items[i].package:
+            return ""
+        try:
+            facts = reader.facts(sources.read(items[i].path).data, args.kind)
+        except (OSError, ValueError, sources.TooLarge):
+            return ""
+        return facts.project if facts is not None else ""
+
+    changes = rollout.compare([i.path for i in items], current, candidate, project_of)
     print(formats.changes(args.format, changes, rollout.impact(changes, len(items))))
-    if args.fail_on == "warning":
-        return EXIT_FAIL if any(c.added for c in changes) else EXIT_PASS
-    return EXIT_FAIL if any(c.breaks for c in changes) else EXIT_PASS
+    return EXIT_FAIL if rollout.fails(changes, args.fail_on) else EXIT_PASS

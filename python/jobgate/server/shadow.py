@@ -30,12 +30,11 @@ import jobgate
 from jobgate import sources
 from jobgate.config import Config, ConfigError, load_config
 from jobgate.reports import ReportView, renamed
-from jobgate.server.gate import response_budget
+from jobgate.server.gate import PACKAGE_NAME, response_budget
 from jobgate.server.metrics import Metrics
 
 log = logging.getLogger("jobgate.shadow")
 
-PACKAGE_NAME = "<package>"
 SETTLE_SECONDS = 0.002  # how long the shadow lets an offering call finish first
 GATHER = 64  # admissions judged per wake-up, at most
 
