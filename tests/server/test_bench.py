@@ -147,6 +147,12 @@ def test_two_saved_runs_are_compared_with_intervals(served, capsys, tmp_path):
     (tmp_path / "junk.json").write_text("[1, 2]")
     assert main(["bench", "compare", runs[0], str(tmp_path / "junk.json")]) == 2
     assert "not a saved run" in capsys.readouterr().err
+    broken = json.loads((tmp_path / "a.json").read_text())
+    broken["timeline"][0]["p99"] = "fast"
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    assert main(["bench", "compare", runs[0], str(tmp_path / "broken.json")]) == 2
+    err = capsys.readouterr().err
+    assert "broken.json: timeline[0] is not a second of a saved run" in err and "Traceback" not in err
 
 
 def test_the_plot_is_drawn_and_checked_before_any_load(served, capsys, tmp_path, monkeypatch):

@@ -41,6 +41,10 @@ def load(path: str) -> dict[str, Any]:
         raise CompareError(f"{path}: not a saved run (jobgate bench --format json): {e}") from None
     if not isinstance(result, dict) or not isinstance(result.get("timeline"), list) or not result["timeline"]:
         raise CompareError(f"{path}: not a saved run with a per-second timeline (jobgate bench --format json)")
+    keys = {key for _, key, _, _ in FIGURES}
+    for n, second in enumerate(result["timeline"]):
+        if not isinstance(second, dict) or any(not isinstance(second.get(k), int | float) or isinstance(second.get(k), bool) for k in keys):
+            raise CompareError(f"{path}: timeline[{n}] is not a second of a saved run: it needs numbers for {', '.join(sorted(keys))}")
     return result
 
 
