@@ -32,14 +32,15 @@ fn main() {
             (
                 "parse only",
                 &(|| {
-                    let _ =
-                        jobgate_core::document::with_document(&data, &limits, |r| r.is_object());
+                    let _ = jobgate_core::document::with_document(&data, &limits, |d| {
+                        d.root.is_object()
+                    });
                 }) as &dyn Fn(),
             ),
             ("parse + duplicate scan", &|| {
-                let _ = jobgate_core::document::with_document(&data, &limits, |r| {
+                let _ = jobgate_core::document::with_document(&data, &limits, |d| {
                     let mut out = jobgate_core::report::Collected::default();
-                    jobgate_core::document::duplicate_keys(r, &mut out);
+                    jobgate_core::document::duplicate_keys(d, &mut out);
                     out.kept.len()
                 });
             }),

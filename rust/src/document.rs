@@ -14,13 +14,14 @@ use crate::node::Value;
 use crate::refusal::{self, DecodeError};
 use crate::report::{Collected, Violation};
 use crate::rules::Rule;
+use crate::tape;
 
 /// Parses `input` (JSON or YAML, UTF-8) and hands the root value, which is always an
 /// object, to `f`. Any failure is returned as the violation that describes it.
 pub fn with_document<R>(
     input: &[u8],
     limits: &Limits,
-    f: impl FnOnce(Value<'_, '_>) -> R,
+    f: impl FnOnce(Parsed<'_, '_>) -> R,
 ) -> Result<R, Violation> {
     if input.len() > limits.max_bytes {
         return Err(refusal::too_large(
@@ -59,7 +60,7 @@ pub fn reading(input: &[u8], limits: &Limits) -> Result<Vec<u8>, Violation> {
 fn yaml_then_json<R>(
     text: &[u8],
     limits: &Limits,
-    f: impl FnOnce(Value<'_, '_>) -> R,
+    f: impl FnOnce(Parsed<'_, '_>) -> R,
 ) -> Result<R, DecodeError> {
     parse_json(&yaml_as_json(text, limits)?, limits, f)
 }
@@ -84,16 +85,25 @@ struct Scratch {
     buffers: Buffers,
     depth: usize,
     tape: Tape<'static>,
+    reader: tape::Scratch,
 }
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Option<Scratch>> = const { std::cell::RefCell::new(None) };
 }
 
+/// A parsed document: its root object, and whether some object may repeat a key (when
+/// not, `duplicate_keys` has nothing to look for).
+#[derive(Clone, Copy)]
+pub struct Parsed<'t, 'i> {
+    pub root: Value<'t, 'i>,
+    keys_may_repeat: bool,
+}
+
 fn parse_json<R>(
     text: &[u8],
     limits: &Limits,
-    f: impl FnOnce(Value<'_, '_>) -> R,
+    f: impl FnOnce(Parsed<'_, '_>) -> R,
 ) -> Result<R, DecodeError> {
     let len = text.len();
     let cached = SCRATCH
@@ -103,44 +113,66 @@ fn parse_json<R>(
         mut input,
         mut buffers,
         tape,
+        mut reader,
         ..
     } = cached.unwrap_or_else(|| Scratch {
         input: Vec::new(),
         buffers: Buffers::with_max_depth(len, limits.max_depth),
         depth: limits.max_depth,
         tape: Tape::null(),
+        reader: tape::Scratch::default(),
     });
-    input.clear();
-    input.extend_from_slice(text);
-    input.resize(len + simd_json::INPUT_PADDING, 0);
     let mut tape: Tape<'_> = tape;
-    let result = match simd_json::fill_tape_padded(&mut input, len, &mut buffers, &mut tape) {
-        Err(e) => Err(match e.error() {
-            ErrorType::DepthLimitExceeded => DecodeError::Depth(limits.max_depth),
-            ErrorType::InvalidUtf8 => DecodeError::Syntax("the document is not valid UTF-8".into()),
-            _ => DecodeError::Syntax(format!("not valid JSON: {}", describe_json_error(&e, text))),
-        }),
-        Ok(()) => {
-            let root = Value::root(&tape.0);
-            if root.is_object() {
-                Ok(f(root))
-            } else {
-                Err(DecodeError::Syntax(format!(
-                    "the top level must be an object, got {}",
-                    root.describe()
-                )))
+    // The one-pass reader first; simd-json reads what it does not vouch for (and says
+    // why a document cannot be read).
+    let fast = tape::read(text, limits.max_depth, &mut tape.0, &mut reader)
+        .filter(|_| tape::attach(&mut tape.0, &reader).is_some());
+    let result = if let Some(keys_may_repeat) = fast {
+        Ok(f(Parsed {
+            root: Value::root(&tape.0),
+            keys_may_repeat,
+        }))
+    } else {
+        input.clear();
+        input.extend_from_slice(text);
+        input.resize(len + simd_json::INPUT_PADDING, 0);
+        match simd_json::fill_tape_padded(&mut input, len, &mut buffers, &mut tape) {
+            Err(e) => Err(match e.error() {
+                ErrorType::DepthLimitExceeded => DecodeError::Depth(limits.max_depth),
+                ErrorType::InvalidUtf8 => {
+                    DecodeError::Syntax("the document is not valid UTF-8".into())
+                }
+                _ => DecodeError::Syntax(format!(
+                    "not valid JSON: {}",
+                    describe_json_error(&e, text)
+                )),
+            }),
+            Ok(()) => {
+                let root = Value::root(&tape.0);
+                if root.is_object() {
+                    Ok(f(Parsed {
+                        root,
+                        keys_may_repeat: true,
+                    }))
+                } else {
+                    Err(DecodeError::Syntax(format!(
+                        "the top level must be an object, got {}",
+                        root.describe()
+                    )))
+                }
             }
         }
     };
     let tape = tape.reset();
     // Very large documents do not pin their buffers to the thread.
-    if input.capacity() <= 4 * 1024 * 1024 {
+    if input.capacity() <= 4 * 1024 * 1024 && tape.0.capacity() <= 1024 * 1024 {
         SCRATCH.with(|s| {
             *s.borrow_mut() = Some(Scratch {
                 input,
                 buffers,
                 depth: limits.max_depth,
                 tape,
+                reader,
             })
         });
     }
@@ -159,89 +191,31 @@ fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
 }
 
 /// Every key that an object repeats, as `json.duplicate_key` at the repeated key.
-pub fn duplicate_keys(root: Value<'_, '_>, out: &mut Collected) {
-    if !may_repeat_keys(root) {
+pub fn duplicate_keys(doc: Parsed<'_, '_>, out: &mut Collected) {
+    if !doc.keys_may_repeat || !may_repeat_keys(doc.root) {
         return;
     }
     let mut path = crate::pointer::Path::new();
     let mut fingerprints = Vec::with_capacity(64);
-    scan_duplicates(root, &mut path, &mut fingerprints, out);
+    scan_duplicates(doc.root, &mut path, &mut fingerprints, out);
 }
 
-/// Whether any object of the document has two keys with the same fingerprint. Almost
-/// every document has none, and this answers in one pass over the tape with no path
-/// kept; only when it says yes does the scan that builds pointers run.
+/// Whether any object of the document has two keys with the same fingerprint. The
+/// one-pass reader answers this while reading; for a document simd-json read, this
+/// answers in one pass over the tape with no path kept. Only when it says yes does the
+/// scan that builds pointers run.
 fn may_repeat_keys(root: Value<'_, '_>) -> bool {
-    const FEW: usize = 16;
-    // Objects of up to SLOTS / 2 keys go through an open-addressed table on the stack;
-    // larger ones (rare) sort their fingerprints.
-    const SLOTS: usize = 128;
-    let mut many: Vec<u64> = Vec::new();
-    for object in root.objects() {
-        let crate::node::Type::Object(n) = object.ty() else {
-            continue;
-        };
-        if n <= FEW {
-            let mut fps = [0u64; FEW];
-            for (i, (k, _)) in object.entries().enumerate().take(FEW) {
-                let fp = fingerprint(k);
-                if fps[..i].contains(&fp) {
-                    return true;
-                }
-                fps[i] = fp;
-            }
-        } else if n <= SLOTS / 2 {
-            // Slot value 0 means empty, so a zero fingerprint is tracked apart.
-            let mut slots = [0u64; SLOTS];
-            let mut zero = false;
-            for (k, _) in object.entries() {
-                let fp = fingerprint(k);
-                if fp == 0 {
-                    if zero {
-                        return true;
-                    }
-                    zero = true;
-                    continue;
-                }
-                let mut i = (fp.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 57) as usize;
-                loop {
-                    let slot = &mut slots[i % SLOTS];
-                    if *slot == 0 {
-                        *slot = fp;
-                        break;
-                    }
-                    if *slot == fp {
-                        return true;
-                    }
-                    i += 1;
-                }
-            }
-        } else {
-            many.clear();
-            many.extend(object.entries().map(|(k, _)| fingerprint(k)));
-            many.sort_unstable();
-            if many.windows(2).any(|w| w[0] == w[1]) {
-                return true;
-            }
-        }
-    }
-    false
+    let mut fps: Vec<u64> = Vec::new();
+    root.objects().any(|object| {
+        fps.clear();
+        fps.extend(object.entries().map(|(k, _)| fingerprint(k)));
+        tape::repeats(&mut fps)
+    })
 }
 
-/// A cheap fingerprint of a key (its length and its first and last eight bytes), so
-/// keys are compared byte by byte only when their fingerprints collide.
 #[inline]
 fn fingerprint(key: &str) -> u64 {
-    let b = key.as_bytes();
-    let (head, tail) = if b.len() >= 8 {
-        let word = |s: &[u8]| u64::from_le_bytes(s.try_into().unwrap_or([0; 8]));
-        (word(&b[..8]), word(&b[b.len() - 8..]))
-    } else {
-        let mut w = [0u8; 8];
-        w[..b.len()].copy_from_slice(b);
-        (u64::from_le_bytes(w), 0)
-    };
-    head ^ tail.rotate_left(29) ^ (b.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    tape::fingerprint(key.as_bytes())
 }
 
 /// `fingerprints` is one stack shared by every level: each object pushes its keys'
@@ -359,7 +333,7 @@ mod tests {
         with_document(
             br#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#,
             &Limits::default(),
-            |root| duplicate_keys(root, &mut out),
+            |doc| duplicate_keys(doc, &mut out),
         )
         .unwrap();
         let fields: Vec<_> = out.kept.iter().map(|v| v.field.as_str()).collect();

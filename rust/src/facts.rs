@@ -156,7 +156,8 @@ mod tests {
     #[test]
     fn reads_facts_and_stamps_the_owner() {
         let doc = br#"{"apiVersion":"forge/v2","metadata":{"name":"n","project":"lab","owner":"mallory"},"spec":{"recipe":{"name":"nemo-rl/grpo","version":"1"},"source":{"exp":"experiments/x/"},"resources":{"pools":[{"name":"a","nodes":2,"gpus_per_node":8},{"name":"b"}]}}}"#;
-        with_document(doc, &Limits::default(), |root| {
+        with_document(doc, &Limits::default(), |doc| {
+            let root = doc.root;
             let f = facts(root, None);
             assert_eq!(
                 (
@@ -177,7 +178,8 @@ mod tests {
         with_document(
             br#"{"apiVersion":"forge/v2","metadata":{"name":"n"},"x":1.5}"#,
             &Limits::default(),
-            |root| {
+            |doc| {
+                let root = doc.root;
                 let stamped: serde_json::Value =
                     serde_json::from_slice(&stamp_owner(root, "bob")).unwrap();
                 assert_eq!(stamped["metadata"]["owner"], "bob");

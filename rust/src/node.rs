@@ -140,7 +140,9 @@ impl<'t, 'i> Value<'t, 'i> {
     /// the first; the rules only need one of them.
     #[inline]
     pub fn get(&self, key: &str) -> Option<Value<'t, 'i>> {
-        self.entries().find(|(k, _)| *k == key).map(|(_, v)| v)
+        self.entries()
+            .find(|(k, _)| crate::text::same(k, key))
+            .map(|(_, v)| v)
     }
 
     pub fn get_str(&self, key: &str) -> Option<&'i str> {

@@ -388,6 +388,9 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
         return type_error(v, "an object", ctx);
     }
     let mut seen: u64 = 0;
+    // Documents mostly list fields in the table's order: the field after the last one
+    // found is tried first.
+    let mut next = 0;
     for (key, value) in v.entries() {
         if let Some(p) = obj.keys {
             if let Err(why) = (p.test)(key) {
@@ -396,7 +399,17 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
                 });
             }
         }
-        match obj.fields.iter().position(|f| f.name == key) {
+        let found = match obj.fields.get(next) {
+            Some(f) if crate::text::same(f.name, key) => Some(next),
+            _ => obj
+                .fields
+                .iter()
+                .position(|f| crate::text::same(f.name, key)),
+        };
+        if let Some(i) = found {
+            next = i + 1;
+        }
+        match found {
             Some(i) => {
                 seen |= 1 << i;
                 ctx.path.push_key(key);

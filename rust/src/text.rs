@@ -4,6 +4,26 @@
 //!
 //! A leaf of the crate: imports nothing from it.
 
+/// String equality for the short names documents are made of (keys, field names):
+/// lengths first, then at most two word compares, with no call for the common case.
+#[inline(always)]
+pub fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or([0; 8]));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap_or([0; 4]));
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
+}
+
 /// Python's `str.isspace`, which is what `\s` and `\S` mean to the published schemas'
 /// consumers (the `jsonschema` package uses Python's `re`).
 pub fn py_isspace(c: char) -> bool {

@@ -42,12 +42,12 @@ impl Validator {
     /// Checks one document (JSON or YAML bytes); `kind` overrides detection.
     pub fn check(&self, input: &[u8], kind: Option<Kind>, admission: &Admission) -> Report {
         let enforcement = &self.config.enforcement;
-        let result = document::with_document(input, &self.config.limits, |root| {
+        let result = document::with_document(input, &self.config.limits, |doc| {
             let mut ctx = Ctx::with_limits(self.config.report);
-            let kind = self.apply_rules(root, kind, admission, &mut ctx);
+            let kind = self.apply_rules(doc, kind, admission, &mut ctx);
             // The project only when a project sets its own severities.
-            let project =
-                (!enforcement.projects.is_empty()).then(|| crate::facts::facts(root, kind).project);
+            let project = (!enforcement.projects.is_empty())
+                .then(|| crate::facts::facts(doc.root, kind).project);
             (kind, ctx.out, project)
         });
         match result {
@@ -72,10 +72,10 @@ impl Validator {
         kind: Option<Kind>,
         owner: Option<&str>,
     ) -> Option<(crate::facts::Facts, Option<Vec<u8>>)> {
-        document::with_document(input, &self.config.limits, |root| {
+        document::with_document(input, &self.config.limits, |doc| {
             (
-                crate::facts::facts(root, kind),
-                owner.map(|o| crate::facts::stamp_owner(root, o)),
+                crate::facts::facts(doc.root, kind),
+                owner.map(|o| crate::facts::stamp_owner(doc.root, o)),
             )
         })
         .ok()
@@ -253,12 +253,13 @@ impl Validator {
     /// Every document rule: duplicate keys, then the kind's rules. Returns the kind.
     fn apply_rules<'i>(
         &self,
-        root: crate::node::Value<'_, 'i>,
+        doc: document::Parsed<'_, 'i>,
         kind: Option<Kind>,
         admission: &Admission,
         ctx: &mut Ctx<'i>,
     ) -> Option<Kind> {
-        document::duplicate_keys(root, &mut ctx.out);
+        document::duplicate_keys(doc, &mut ctx.out);
+        let root = doc.root;
         let kind = kind.or_else(|| Kind::detect(root));
         match kind {
             Some(k) => kinds::check(k, root, &self.config, admission, ctx),
@@ -274,11 +275,11 @@ impl Validator {
         kind: Option<Kind>,
         admission: &Admission,
     ) -> (Option<Kind>, Collected, Vec<Declared>) {
-        let result = document::with_document(input, &self.config.limits, |root| {
+        let result = document::with_document(input, &self.config.limits, |doc| {
             let mut ctx = Ctx::with_limits(self.config.report);
-            let kind = self.apply_rules(root, kind, admission, &mut ctx);
+            let kind = self.apply_rules(doc, kind, admission, &mut ctx);
             let declared = if kind == Some(Kind::SpecBundle) {
-                files::declared(root)
+                files::declared(doc.root)
             } else {
                 Vec::new()
             };
