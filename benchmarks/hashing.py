@@ -64,10 +64,13 @@ def bundle(files: list[tuple[str, str]]) -> dict:
     }
 
 
-def verify_times(doc_path: Path, target: Path, mode: str, threads: int, repeats: int, cached: bool = False, clock: str = "wall") -> float:
+def verify_times(doc_path: Path, target: Path, mode: str, threads: int, repeats: int, cached: bool = False, clock: str = "wall", mapped: bool = True) -> float:
     """The median seconds of `repeats` checks: wall-clock, or with clock="cpu" the
-    process's CPU time (user + system, every thread)."""
+    process's CPU time (user + system, every thread). `mapped=False` reads every file
+    (JOBGATE_MAPPED_HASHING=0), for the read path's own rate."""
     env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
+    if not mapped:
+        env["JOBGATE_MAPPED_HASHING"] = "0"
     args = [str(doc_path), str(target), mode, str(repeats), "cached" if cached else "fresh"]
     out = subprocess.run([sys.executable, "-c", VERIFY, *args], env=env, capture_output=True, text=True, check=True).stdout
     return statistics.median(json.loads(out)[clock])
@@ -99,20 +102,25 @@ def run(quick: bool) -> dict:
         # system (the copy out of the page cache is jobgate's cost). Wall-clock time
         # would count the slices a neighbour takes on a shared machine against jobgate
         # only. Rounds alternate the two and the ratio is the median of the per-round
-        # ratios. openssl hashes 16 KiB blocks already in cache; jobgate reads the file
-        # from the page cache (written just now), so the ratio is the read path's cost.
-        mine, theirs, wall = [], [], []
+        # ratios. openssl hashes 16 KiB blocks already in cache; jobgate hashes the file
+        # from the page cache (written just now), mapped, so the ratio is the cost of
+        # getting the bytes to the hash. The read path (every file read, the mapping
+        # off) is timed in the same rounds for comparison.
+        mine, read, theirs, wall = [], [], [], []
         for _ in range(repeats):
             mine.append(size / verify_times(tmp / "big.json", big_root, "root", 1, 3, clock="cpu") / 1e6)
+            read.append(size / verify_times(tmp / "big.json", big_root, "root", 1, 3, clock="cpu", mapped=False) / 1e6)
             wall.append(size / verify_times(tmp / "big.json", big_root, "root", 1, 3) / 1e6)
             theirs.append(openssl_sha256_mb_s(1))
         jobgate_mb_s = statistics.median(mine)
         bench = f"SHA-256, one {size >> 20} MiB file, 1 core (MB per CPU second)"
         rows.append({"bench": bench, "impl": "jobgate (root verification)", "mb_s": jobgate_mb_s})
+        rows.append({"bench": bench, "impl": "jobgate, read path (JOBGATE_MAPPED_HASHING=0)", "mb_s": statistics.median(read)})
         if all(theirs):
             ratio = statistics.median(a / b for a, b in zip(mine, theirs, strict=True))
+            read_ratio = statistics.median(a / b for a, b in zip(read, theirs, strict=True))
             rows.append({"bench": bench, "impl": "openssl speed -evp sha256 (16 KiB)", "mb_s": statistics.median(theirs)})
-            targets.append({"target": "1 core >= 0.95 x openssl speed", "ratio": ratio, "goal": 0.95, "ok": ratio >= 0.95, "how": "median per round: jobgate MB/s / openssl MB/s, both per CPU second"})
+            targets.append({"target": "1 core >= 0.95 x openssl speed", "ratio": ratio, "goal": 0.95, "ok": ratio >= 0.95, "how": f"median per round: jobgate MB/s / openssl MB/s, both per CPU second; the read path alone {read_ratio:.2f}"})
         rows.append({"bench": bench, "impl": "jobgate, wall clock (a neighbour's slices count)", "mb_s": statistics.median(wall)})
 
         # many files: scaling over cores

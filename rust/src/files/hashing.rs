@@ -1,19 +1,22 @@
 //! SHA-256 at hardware speed: the `sha2` crate picks the CPU's SHA extensions at run
-//! time, reads are sized to stay in cache, and many files are hashed in parallel by
-//! the callers. Files are read, not memory-mapped: a file truncated while mapped would
-//! kill the process with SIGBUS, and the gate must survive a hostile producer root.
+//! time, large files are hashed from a mapping (`mapped`, guarded against a producer
+//! truncating them), other bytes are read in pieces sized to stay in cache, and many
+//! files are hashed in parallel by the callers.
 
 use std::cell::RefCell;
+use std::fs::File;
 use std::io::{self, Read};
 
 use sha2::{Digest, Sha256};
+
+use super::mapped;
 
 /// 256 KiB reads: a quarter of a core's L2 here, so the hash still reads what the copy
 /// just wrote, with a quarter of the system calls of 64 KiB. Measured on the benchmark
 /// machine (512 MiB from the page cache, medians of 5): 64 KiB 0.91-0.93x and 256 KiB
 /// 0.93-0.94x of hashing in memory; beyond 512 KiB the copy starts to leave L2. The
-/// copy out of the page cache is what remains (~6%): only a mapping avoids it, and a
-/// mapped file truncated by its producer raises SIGBUS (see the module comment).
+/// copy out of the page cache is what remains (~6%): files of `mapped::THRESHOLD` or
+/// more are hashed from a mapping instead, which avoids it (`sha256_file`).
 pub const READ_SIZE: usize = 256 << 10;
 
 thread_local! {
@@ -52,6 +55,31 @@ pub fn sha256_reader(
         }
         Ok((hex(&hasher.finalize()), size))
     })
+}
+
+/// The SHA-256 and size of an open regular file, up to `limit` bytes (`Err(InvalidData)`
+/// beyond, as `sha256_reader`), with every byte also given to the sink `new_sink`
+/// makes; returns the sink. A large file is hashed from a mapping; one that changed
+/// while mapped (truncated, written, grown) is read instead from its start with a
+/// fresh sink, so it is reported exactly as reading it would report it.
+pub fn sha256_file<S: io::Write>(
+    file: &mut File,
+    limit: u64,
+    new_sink: impl Fn() -> Option<S>,
+) -> io::Result<(String, u64, Option<S>)> {
+    let size = rustix::fs::fstat(&*file).map_or(0, |s| s.st_size as u64);
+    if size >= mapped::THRESHOLD {
+        let mut sink = new_sink();
+        let sha256 = mapped::sha256(file, limit, sink.as_mut().map(|s| s as &mut dyn io::Write));
+        if let Some((sha256, size)) = sha256 {
+            return Ok((hex(&sha256), size, sink));
+        }
+        // The mapping never moved the file's offset: it is still at the start.
+    }
+    let mut sink = new_sink();
+    let (sha256, size) =
+        sha256_reader(file, limit, sink.as_mut().map(|s| s as &mut dyn io::Write))?;
+    Ok((sha256, size, sink))
 }
 
 pub fn sha256_bytes(data: &[u8]) -> String {

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod declared;
 pub mod hashing;
 pub mod imports;
+pub mod mapped;
 pub mod package;
 pub mod package_cache;
 pub mod root;

@@ -17,7 +17,7 @@ use rustix::fs::{openat2, FileType, Mode, OFlags, ResolveFlags, Stat};
 
 use super::cache::{Digest, DigestCache, Key};
 use super::declared::{compare, undeclared_imports, violation, Declared, Found};
-use super::hashing::sha256_reader;
+use super::hashing::sha256_file;
 use super::imports::ImportScanner;
 use crate::paths::normalize;
 use crate::report::Violation;
@@ -222,7 +222,7 @@ fn verify_one(
 
 /// A source over the per-file limit (`limits.max_package_bytes`), refused from its
 /// size; the message reads as the one for a file found too large while reading
-/// (`sha256_reader`'s "more than N bytes").
+/// (`sha256_file`'s "more than N bytes").
 fn too_large(d: &Declared, limit: u64, size: u64) -> Violation {
     violation(
         d.field("source"),
@@ -236,9 +236,9 @@ fn too_large(d: &Declared, limit: u64, size: u64) -> Violation {
 
 /// The digest of a helper and, for a Python one small enough to scan, its sibling imports.
 fn hash_helper(file: &mut File, source: &str, max_file_bytes: u64) -> io::Result<Digest> {
-    let mut scanner = source.ends_with(".py").then(ImportScanner::default);
-    let sink = scanner.as_mut().map(|s| s as &mut dyn io::Write);
-    let (sha256, size) = sha256_reader(file, max_file_bytes, sink)?;
+    let python = source.ends_with(".py");
+    let (sha256, size, scanner) =
+        sha256_file(file, max_file_bytes, || python.then(ImportScanner::default))?;
     let imports = scanner.map(ImportScanner::finish).unwrap_or_default();
     Ok(Digest {
         sha256,

@@ -33,7 +33,7 @@ use rustix::io::Errno;
 
 use super::archive::MemberKind;
 use super::declared::{violation, Declared, Found};
-use super::hashing::sha256_reader;
+use super::hashing::{sha256_file, sha256_reader};
 use super::package;
 use super::root::{not_regular, open_violation, RootDir};
 use crate::limits::PackageLimits;
@@ -492,8 +492,8 @@ fn recheck(target: BorrowedFd<'_>, entry: &ManifestEntry) -> Result<(), String> 
             entry.size
         ));
     }
-    let (sha256, read) =
-        sha256_reader(&mut file, entry.size, None).map_err(|e| format!("cannot be read: {e}"))?;
+    let (sha256, read, _) = sha256_file(&mut file, entry.size, || None::<io::Sink>)
+        .map_err(|e| format!("cannot be read: {e}"))?;
     if read != entry.size {
         return Err(format!(
             "is {read} bytes where its manifest says {}",
