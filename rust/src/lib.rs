@@ -26,6 +26,7 @@ pub mod report;
 pub mod rules;
 pub mod schema;
 pub mod secrets;
+pub mod seen;
 pub mod tape;
 pub mod text;
 pub mod validator;

@@ -8,7 +8,8 @@
 /// A token prefix, the characters its body uses, and the shortest body counted.
 type Prefix = (&'static str, fn(u8) -> bool, usize);
 
-const PREFIXES: &[Prefix] = &[
+/// In the order `token_prefixes` picks them by their first letter.
+const PREFIXES: [Prefix; 5] = [
     ("hf_", |c| c.is_ascii_alphanumeric(), 8),
     ("ghp_", |c| c.is_ascii_alphanumeric(), 8),
     (
@@ -122,31 +123,35 @@ fn is_literal(value: &str) -> bool {
 fn token_prefixes(s: &str) -> Vec<Credential> {
     let b = s.as_bytes();
     let mut out = Vec::new();
-    // One pass over the bytes that can start a prefix, instead of one search per prefix.
+    // One pass over the bytes that can start a prefix, instead of one search per prefix;
+    // each prefix starts with its own letter, so a position has one candidate.
     for (pos, first) in b.iter().enumerate() {
-        if !matches!(first, b'h' | b'g' | b'n' | b's' | b'A')
-            || (pos > 0 && (b[pos - 1].is_ascii_alphanumeric() || b[pos - 1] == b'_'))
+        let (prefix, body_char, min_body) = match first {
+            b'h' => &PREFIXES[0],
+            b'g' => &PREFIXES[1],
+            b'n' => &PREFIXES[2],
+            b's' => &PREFIXES[3],
+            b'A' => &PREFIXES[4],
+            _ => continue,
+        };
+        if (pos > 0 && (b[pos - 1].is_ascii_alphanumeric() || b[pos - 1] == b'_'))
+            || !b[pos..].starts_with(prefix.as_bytes())
         {
             continue;
         }
-        for (prefix, body_char, min_body) in PREFIXES {
-            if !b[pos..].starts_with(prefix.as_bytes()) {
-                continue;
-            }
-            let body = &b[pos + prefix.len()..];
-            let len = body.iter().take_while(|c| body_char(**c)).count();
-            let token = &body[..len];
-            // A lowercase word such as `hf_transfer` or `sk-learn` is a name, not a token.
-            let looks_random = token
-                .iter()
-                .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
-            if len >= *min_body && looks_random {
-                out.push(Credential {
-                    start: pos + prefix.len(),
-                    end: pos + prefix.len() + len,
-                    reason: format!("it holds what looks like a {prefix} access token"),
-                });
-            }
+        let body = &b[pos + prefix.len()..];
+        let len = body.iter().take_while(|c| body_char(**c)).count();
+        let token = &body[..len];
+        // A lowercase word such as `hf_transfer` or `sk-learn` is a name, not a token.
+        let looks_random = token
+            .iter()
+            .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
+        if len >= *min_body && looks_random {
+            out.push(Credential {
+                start: pos + prefix.len(),
+                end: pos + prefix.len() + len,
+                reason: format!("it holds what looks like a {prefix} access token"),
+            });
         }
     }
     out
@@ -155,7 +160,13 @@ fn token_prefixes(s: &str) -> Vec<Credential> {
 fn url_userinfo(s: &str) -> Vec<Credential> {
     let mut out = Vec::new();
     let mut from = 0;
-    while let Some(pos) = s[from..].find("://").map(|p| p + from) {
+    // `://` found by its colon: a byte search, with no substring searcher to set up.
+    let find = |from: usize| {
+        memchr::memchr_iter(b':', &s.as_bytes()[from..])
+            .map(|p| p + from)
+            .find(|&p| s.as_bytes()[p + 1..].starts_with(b"//"))
+    };
+    while let Some(pos) = find(from) {
         from = pos + 3;
         let rest = &s[from..];
         let end = rest

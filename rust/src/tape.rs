@@ -40,14 +40,15 @@ pub fn read<'i>(
     scratch.fingerprints.clear();
     scratch.escaped.clear();
     scratch.decoded.clear();
-    if max_depth > MAX_RECURSION {
-        return None;
-    }
+    // Valid UTF-8 as a whole (checked once, quickly for ASCII), every string between
+    // two ASCII quotes is too: strings are cut from `text` with no check of their own.
+    let text = std::str::from_utf8(text).ok()?;
     let mut r = Reader {
-        b: text,
+        s: text,
+        b: text.as_bytes(),
         i: 0,
         repeats: false,
-        max_depth,
+        max_depth: max_depth.min(MAX_RECURSION),
     };
     r.skip_ws();
     if r.b.get(r.i) != Some(&b'{') {
@@ -56,7 +57,7 @@ pub fn read<'i>(
     r.object(1, tape, scratch)?;
     r.skip_ws();
     // Nothing may follow the top-level object.
-    (r.i == text.len()).then_some(r.repeats)
+    (r.i == r.b.len()).then_some(r.repeats)
 }
 
 /// Points the tape's escaped strings at their decoded text, once reading is done;
@@ -69,15 +70,17 @@ pub fn attach<'i>(tape: &mut [Node<'i>], scratch: &'i Scratch) -> Option<()> {
 }
 
 struct Reader<'i> {
+    s: &'i str,
     b: &'i [u8],
     i: usize,
     repeats: bool,
     max_depth: usize,
 }
 
-/// The reader recurses once per level of nesting; past this depth limit (a
-/// configuration can raise it) simd-json, which does not recurse, reads instead.
-const MAX_RECURSION: usize = 1024;
+/// The reader recurses once per level of nesting (about 200 bytes of stack a level in
+/// a release build, kilobytes in a debug one); a document nested deeper than this is
+/// read by simd-json, which does not recurse, whatever depth the limit allows.
+const MAX_RECURSION: usize = 128;
 
 impl<'i> Reader<'i> {
     #[inline(always)]
@@ -243,20 +246,11 @@ impl<'i> Reader<'i> {
     #[inline(always)]
     fn string(&mut self, at: usize, s: &mut Scratch) -> Option<&'i str> {
         let start = self.i + 1;
-        let (end, stop, high) = scan_string(self.b, start);
+        let (end, stop) = scan_string(self.b, start);
         self.i = end + 1;
         match stop {
-            Stop::Quote => {
-                let raw = &self.b[start..end];
-                let text = if high {
-                    std::str::from_utf8(raw).ok()?
-                } else {
-                    // SAFETY: every byte of `raw` is below 0x80 (`scan_string` saw no
-                    // high bit), and ASCII is valid UTF-8.
-                    unsafe { std::str::from_utf8_unchecked(raw) }
-                };
-                Some(text)
-            }
+            // Both ends are at ASCII bytes, so the slice is on character boundaries.
+            Stop::Quote => self.s.get(start..end),
             Stop::Backslash => self.escaped(start, end, at, s),
             Stop::Other => None,
         }
@@ -317,7 +311,7 @@ impl<'i> Reader<'i> {
                 }
                 _ => break None,
             }
-            let (end, stop, _) = scan_string(self.b, i);
+            let (end, stop) = scan_string(self.b, i);
             match stop {
                 Stop::Quote => {
                     bytes.extend_from_slice(&self.b[i..end]);
@@ -335,77 +329,66 @@ impl<'i> Reader<'i> {
 
     /// A number, read exactly as simd-json reads it, or `None` for the rare forms this
     /// reader leaves to simd-json (many digits, large exponents).
-    #[inline]
+    #[inline(always)]
     fn number(&mut self) -> Option<StaticNode> {
         let b = self.b;
         let mut i = self.i;
         let negative = b[i] == b'-';
-        if negative {
-            i += 1;
-        }
-        let digits_start = i;
+        i += usize::from(negative);
+        let digit = |i: usize| b.get(i).map_or(10, |c| c.wrapping_sub(b'0'));
+        let first = i;
         let mut mantissa: u64 = 0;
-        match b.get(i) {
-            Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                while let Some(&c) = b.get(i) {
-                    if !c.is_ascii_digit() {
-                        break;
-                    }
-                    mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
-                    i += 1;
-                }
+        let mut d = digit(i);
+        if d == 0 {
+            i += 1;
+            d = digit(i);
+        } else {
+            while d < 10 {
+                mantissa = mantissa.wrapping_mul(10) + u64::from(d);
+                i += 1;
+                d = digit(i);
             }
-            _ => return None,
         }
-        let int_digits = i - digits_start;
-        let mut digits = int_digits;
+        let mut digits = i - first;
+        // `d` is now the byte after the integer part, less b'0' (wrapping).
+        if digits == 0 || d < 10 {
+            return None; // no digit, or a leading zero followed by digits
+        }
         let mut exponent: i64 = 0;
         let mut float = false;
-        if b.get(i) == Some(&b'.') {
+        if d == b'.'.wrapping_sub(b'0') {
             float = true;
             i += 1;
-            let frac_start = i;
-            while let Some(&c) = b.get(i) {
-                if !c.is_ascii_digit() {
-                    break;
-                }
-                mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
+            let frac = i;
+            d = digit(i);
+            while d < 10 {
+                mantissa = mantissa.wrapping_mul(10) + u64::from(d);
                 i += 1;
+                d = digit(i);
             }
-            let frac = i - frac_start;
-            if frac == 0 {
+            if i == frac {
                 return None;
             }
-            digits += frac;
-            exponent -= frac as i64;
+            digits += i - frac;
+            exponent = -((i - frac) as i64);
         }
-        if matches!(b.get(i), Some(b'e' | b'E')) {
+        if d == b'e'.wrapping_sub(b'0') || d == b'E'.wrapping_sub(b'0') {
             float = true;
             i += 1;
-            let negative_exp = match b.get(i) {
-                Some(b'-') => {
-                    i += 1;
-                    true
-                }
-                Some(b'+') => {
-                    i += 1;
-                    false
-                }
-                _ => false,
-            };
-            let exp_start = i;
+            let sign = b.get(i).copied();
+            let negative_exp = sign == Some(b'-');
+            i += usize::from(matches!(sign, Some(b'-' | b'+')));
+            let start = i;
             let mut e: i64 = 0;
-            while let Some(&c) = b.get(i) {
-                if !c.is_ascii_digit() {
-                    break;
-                }
+            d = digit(i);
+            while d < 10 {
                 if e < 10_000 {
-                    e = e * 10 + i64::from(c - b'0');
+                    e = e * 10 + i64::from(d);
                 }
                 i += 1;
+                d = digit(i);
             }
-            if i == exp_start {
+            if i == start {
                 return None;
             }
             exponent += if negative_exp { -e } else { e };
@@ -461,10 +444,9 @@ enum Stop {
 }
 
 /// From `i` (inside a string), the index of the first quote, backslash or control
-/// character, which one it is, and whether a byte with the high bit set came before it.
+/// character, and which one it is.
 #[inline(always)]
-fn scan_string(b: &[u8], mut i: usize) -> (usize, Stop, bool) {
-    let mut high = false;
+fn scan_string(b: &[u8], mut i: usize) -> (usize, Stop) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
@@ -483,26 +465,21 @@ fn scan_string(b: &[u8], mut i: usize) -> (usize, Stop, bool) {
                     control,
                 );
                 let mask = _mm_movemask_epi8(stop) as u32;
-                let high_bits = _mm_movemask_epi8(v) as u32;
                 if mask != 0 {
-                    let at = mask.trailing_zeros();
-                    high |= high_bits & ((1u32 << at) - 1) != 0;
-                    let j = i + at as usize;
-                    return (j, stop_at(b[j]), high);
+                    let j = i + mask.trailing_zeros() as usize;
+                    return (j, stop_at(b[j]));
                 }
-                high |= high_bits != 0;
                 i += 16;
             }
         }
     }
     while let Some(&c) = b.get(i) {
-        match c {
-            b'"' | b'\\' | 0..=0x1f => return (i, stop_at(c), high),
-            _ => high |= c >= 0x80,
+        if matches!(c, b'"' | b'\\' | 0..=0x1f) {
+            return (i, stop_at(c));
         }
         i += 1;
     }
-    (i, Stop::Other, high)
+    (i, Stop::Other)
 }
 
 #[inline(always)]
@@ -692,8 +669,12 @@ mod tests {
         assert!(fast(b"{\"a\": \"\xc3\"}", 64).is_none());
         assert!(fast(b"{\"a\": \"\\n\xff\"}", 64).is_none());
         assert!(fast("{\"é\": 1}".as_bytes(), 64).is_some());
-        // A depth limit beyond what this reader recurses to: simd-json reads.
-        assert!(fast(b"{}", MAX_RECURSION + 1).is_none());
+        // Deeper than this reader recurses: simd-json reads, whatever the limit.
+        let deep = MAX_RECURSION + 1;
+        let doc = format!("{}1{}", "{\"a\":".repeat(deep), "}".repeat(deep));
+        assert!(fast(doc.as_bytes(), 1024).is_none());
+        assert!(reference(doc.as_bytes(), 1024).is_some());
+        assert!(fast(b"{\"a\": {}}", 1024).is_some());
     }
 
     #[test]

@@ -24,6 +24,22 @@ pub fn same(a: &str, b: &str) -> bool {
     }
 }
 
+/// `s.split_once(c)` for an ASCII `c`, by a byte search: no character searcher to set
+/// up, which matters for the many short strings a document holds.
+#[inline]
+pub fn split_once_byte(s: &str, c: u8) -> Option<(&str, &str)> {
+    debug_assert!(c.is_ascii());
+    let at = memchr::memchr(c, s.as_bytes())?;
+    // An ASCII byte is a whole character, so both sides are on character boundaries.
+    Some((s.get(..at)?, s.get(at + 1..)?))
+}
+
+/// `s.contains(c)` for an ASCII `c`, by a byte search.
+#[inline]
+pub fn has_byte(s: &str, c: u8) -> bool {
+    memchr::memchr(c, s.as_bytes()).is_some()
+}
+
 /// Python's `str.isspace`, which is what `\s` and `\S` mean to the published schemas'
 /// consumers (the `jsonschema` package uses Python's `re`).
 pub fn py_isspace(c: char) -> bool {
@@ -31,8 +47,13 @@ pub fn py_isspace(c: char) -> bool {
 }
 
 /// Python's `str.strip()`.
+#[inline]
 pub fn py_trim(s: &str) -> &str {
-    s.trim_matches(py_isspace)
+    // Printable ASCII at both ends (the usual case) is never whitespace.
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(&a), Some(&z)) if (0x21..0x7f).contains(&a) && (0x21..0x7f).contains(&z) => s,
+        _ => s.trim_matches(py_isspace),
+    }
 }
 
 /// `^[A-Za-z0-9][A-Za-z0-9._-]*$`: one safe path segment, not `.` or `..`.

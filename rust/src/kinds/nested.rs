@@ -115,7 +115,7 @@ pub fn unknown_placeholder(name: &str) -> String {
 
 /// `tao.placeholder.unknown` for each unknown placeholder of `s`, at the current path.
 fn placeholders_here(s: &str, ctx: &mut Ctx<'_>) {
-    if !s.contains('{') {
+    if !crate::text::has_byte(s, b'{') {
         return;
     }
     for name in unknown_placeholders(s) {

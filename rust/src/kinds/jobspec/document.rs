@@ -2,13 +2,14 @@
 //! plugins and evaluation gates. The rules that read the deployment's configuration
 //! or the admission are in `deployment`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::node::{few, quote, Type, Value};
 use crate::pointer::pointer;
 use crate::rules::Rule;
 use crate::schema::{Ctx, COUNT_MAX};
-use crate::text::{is_safe_segment, py_trim};
+use crate::seen::Seen;
+use crate::text::{has_byte, is_safe_segment, py_trim, split_once_byte};
 
 use super::patterns::{is_data_ref, is_host_path, str_of, Version};
 
@@ -30,7 +31,7 @@ pub fn pools_declared(pools: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) -> bool {
 pub struct Pools<'i> {
     // Sets, not lists: thousands of pools and roles must cost linear time.
     names: Vec<&'i str>,
-    named: HashSet<&'i str>,
+    named: Seen<&'i str>,
     pub gpus: Option<u64>,
 }
 
@@ -38,7 +39,7 @@ impl<'i> Pools<'i> {
     pub fn new() -> Self {
         Pools {
             names: Vec::new(),
-            named: HashSet::new(),
+            named: Seen::new(),
             gpus: Some(0),
         }
     }
@@ -74,7 +75,7 @@ impl<'i> Pools<'i> {
             let Some(target) = target.as_str() else {
                 continue;
             };
-            if !self.named.contains(target) {
+            if !self.named.contains(&target) {
                 ctx.at(
                     pointer(&["spec", "resources", "roles", role]),
                     Rule::ForgeResourcesRolePool,
@@ -118,22 +119,22 @@ pub fn data(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     if let Some(volumes) = data.get("volumes") {
         for (i, v) in volumes.items().enumerate() {
             let Some(s) = v.as_str() else { continue };
-            let field = pointer(&["spec", "data", "volumes", &i.to_string()]);
+            let field = || pointer(&["spec", "data", "volumes", &i.to_string()]);
             let s = py_trim(s);
             if is_host_path(s) {
-                ctx.at(field, Rule::ForgeDataHostPath, format!("{} is a host path or URL; name the volume as <owner>/<name> so the access check applies", quote(s)));
+                ctx.at(field(), Rule::ForgeDataHostPath, format!("{} is a host path or URL; name the volume as <owner>/<name> so the access check applies", quote(s)));
             } else if !is_data_ref(s, Version::Forbidden) {
                 ctx.at(
-                    field,
+                    field(),
                     Rule::ForgeDataRef,
                     format!(
                         "{} is not a volume reference <owner>/<name> (a volume has no version)",
                         quote(s)
                     ),
                 );
-            } else if let Some((owner, leaf)) = s.split_once('/') {
+            } else if let Some((owner, leaf)) = split_once_byte(s, b'/') {
                 if let Some((other, _)) = leaves.iter().find(|(o, l)| *l == leaf && *o != owner) {
-                    ctx.at(field, Rule::ForgeDataRef, format!("volumes {other}/{leaf} and {owner}/{leaf} would mount at the same path"));
+                    ctx.at(field(), Rule::ForgeDataRef, format!("volumes {other}/{leaf} and {owner}/{leaf} would mount at the same path"));
                 }
                 leaves.push((owner, leaf));
             }
@@ -183,19 +184,18 @@ pub fn plugins(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     let Some(plugins) = spec.get("plugins") else {
         return;
     };
-    let mut ids: HashSet<(&str, &str)> = HashSet::new();
+    let mut ids: Seen<(&str, &str)> = Seen::new();
     // The first owner seen for each leaf name.
     let mut leaves: HashMap<&str, &str> = HashMap::new();
     for (i, p) in plugins.items().enumerate() {
         let Some(id) = p.get_str("id") else { continue };
-        let field = pointer(&["spec", "plugins", &i.to_string(), "id"]);
+        let field = || pointer(&["spec", "plugins", &i.to_string(), "id"]);
         let id = py_trim(id);
-        let Some((owner, name)) = id
-            .split_once('/')
-            .filter(|(o, n)| is_safe_segment(o) && is_safe_segment(n))
+        let Some((owner, name)) =
+            split_once_byte(id, b'/').filter(|(o, n)| is_safe_segment(o) && is_safe_segment(n))
         else {
             ctx.at(
-                field,
+                field(),
                 Rule::ForgePluginsId,
                 format!("{} is not a plugin id <owner>/<name>", quote(id)),
             );
@@ -203,12 +203,12 @@ pub fn plugins(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         };
         if ids.contains(&(owner, name)) {
             ctx.at(
-                field,
+                field(),
                 Rule::ForgePluginsDuplicate,
                 format!("plugin {} is listed twice", quote(id)),
             );
         } else if let Some(other) = leaves.get(name).filter(|o| **o != owner) {
-            ctx.at(field, Rule::ForgePluginsLeafCollision, format!("plugins {other}/{name} and {id} would both unpack to forge_plugins/{name}; they cannot be combined"));
+            ctx.at(field(), Rule::ForgePluginsLeafCollision, format!("plugins {other}/{name} and {id} would both unpack to forge_plugins/{name}; they cannot be combined"));
         }
         ids.insert((owner, name));
         leaves.entry(name).or_insert(owner);
@@ -229,7 +229,7 @@ pub fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
                 .collect()
         })
         .unwrap_or_default();
-    let suite_set: HashSet<&str> = suites.iter().copied().collect();
+    let suite_set: Seen<&str> = suites.iter().copied().collect();
     let Some(gates) = eval.get("gates") else {
         return;
     };
@@ -252,7 +252,7 @@ pub fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         }
         if let Some(metric) = g.get_str("metric") {
             let benchmark = py_trim(metric).split('/').next().unwrap_or("");
-            if metric.contains('/') && !suites.is_empty() && !suite_set.contains(benchmark) {
+            if has_byte(metric, b'/') && !suites.is_empty() && !suite_set.contains(&benchmark) {
                 ctx.at(
                     pointer(&["spec", "evaluation", "gates", &i.to_string(), "metric"]),
                     Rule::ForgeEvaluationGate,

@@ -5,7 +5,7 @@
 use crate::node::Value;
 use crate::rules::Rule;
 use crate::schema::{Pattern, Test};
-use crate::text::{is_safe_segment, py_trim, safe_segment};
+use crate::text::{has_byte, is_safe_segment, py_trim, safe_segment, split_once_byte};
 
 const fn pattern(rule: Rule, test: Test) -> Pattern {
     Pattern { rule, test }
@@ -62,7 +62,7 @@ fn project(s: &str) -> Result<(), String> {
 }
 
 fn recipe_name(s: &str) -> Result<(), String> {
-    match s.split_once('/') {
+    match split_once_byte(s, b'/') {
         Some((a, b)) if is_safe_segment(a) && is_safe_segment(b) => Ok(()),
         _ => Err("is not <framework>/<method>, two safe segments such as nemo-rl/grpo".into()),
     }
@@ -93,7 +93,7 @@ fn entrypoint(s: &str) -> Result<(), String> {
 
 /// `run/<run_id>/<kind>` with an optional `@step=<N>`.
 pub fn is_init_from(s: &str) -> bool {
-    let (body, step) = match s.split_once('@') {
+    let (body, step) = match split_once_byte(s, b'@') {
         Some((body, q)) => match q.strip_prefix("step=") {
             Some(n) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => (body, true),
             _ => return false,
@@ -101,8 +101,11 @@ pub fn is_init_from(s: &str) -> bool {
         None => (s, false),
     };
     let _ = step;
-    let parts: Vec<&str> = body.split('/').collect();
-    parts.len() == 3 && parts[0] == "run" && is_safe_segment(parts[1]) && is_safe_segment(parts[2])
+    let mut parts = body.split('/');
+    parts.next() == Some("run")
+        && parts.next().is_some_and(is_safe_segment)
+        && parts.next().is_some_and(is_safe_segment)
+        && parts.next().is_none()
 }
 
 fn init_from(s: &str) -> Result<(), String> {
@@ -122,7 +125,7 @@ fn plugin_digest(s: &str) -> Result<(), String> {
 }
 
 fn gate_metric(s: &str) -> Result<(), String> {
-    if s.contains('/') {
+    if has_byte(s, b'/') {
         Ok(())
     } else {
         Err("is not <benchmark>/<metric key>, such as gsm8k/exact_match,strict-match".into())
@@ -131,7 +134,7 @@ fn gate_metric(s: &str) -> Result<(), String> {
 
 /// `<owner>/<name>[@version]`, each a safe segment.
 pub fn is_data_ref(s: &str, version: Version) -> bool {
-    let (id, ver) = match s.split_once('@') {
+    let (id, ver) = match split_once_byte(s, b'@') {
         Some((id, v)) => (id, Some(v)),
         None => (s, None),
     };
@@ -141,7 +144,7 @@ pub fn is_data_ref(s: &str, version: Version) -> bool {
         (_, None) => true,
     };
     version_ok
-        && matches!(id.split_once('/'), Some((o, n)) if is_safe_segment(o) && is_safe_segment(n))
+        && matches!(split_once_byte(id, b'/'), Some((o, n)) if is_safe_segment(o) && is_safe_segment(n))
 }
 
 #[derive(Clone, Copy, PartialEq)]

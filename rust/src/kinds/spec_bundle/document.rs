@@ -226,7 +226,7 @@ pub fn commands(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
 
 /// Placeholders and credentials in one command string; `field` is rendered only on a hit.
 fn strings_rules(s: &str, field: impl Fn() -> String, ctx: &mut Ctx<'_>) {
-    if s.contains('{') {
+    if crate::text::has_byte(s, b'{') {
         for name in unknown_placeholders(s) {
             ctx.at(
                 field(),
@@ -264,7 +264,7 @@ pub fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         for (name, value) in env.entries() {
             let Some(s) = value.as_str() else { continue };
             let field = || pointer(&["execution", "environment", name]);
-            if s.contains('{') {
+            if crate::text::has_byte(s, b'{') {
                 for p in unknown_placeholders(s) {
                     ctx.at(field(), Rule::TaoPlaceholderUnknown, unknown_placeholder(p));
                 }

@@ -71,18 +71,44 @@ pub enum Step<'a> {
 
 /// The steps of a spec pointer, or `None` when it is not one. Allocates nothing: the
 /// pointer is checked once, then walked step by step.
-pub fn parse_spec_key(s: &str) -> Option<impl Iterator<Item = Step<'_>> + Clone> {
-    if !is_spec_key(s) {
-        return None;
+pub fn parse_spec_key(s: &str) -> Option<Steps<'_>> {
+    is_spec_key(s).then_some(Steps { rest: s })
+}
+
+/// The steps of a spec pointer already checked by `is_spec_key`: a name, then its
+/// `[digits]` indexes, then `.` and the next name.
+#[derive(Clone)]
+pub struct Steps<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for Steps<'a> {
+    type Item = Step<'a>;
+
+    fn next(&mut self) -> Option<Step<'a>> {
+        let b = self.rest.as_bytes();
+        match b.first()? {
+            b'[' => {
+                let close = memchr::memchr(b']', b)?;
+                // Too many digits for an index: an index past any array's end.
+                let i = self.rest[1..close].parse().unwrap_or(usize::MAX);
+                self.rest = &self.rest[close + 1..];
+                if self.rest.starts_with('.') {
+                    self.rest = &self.rest[1..];
+                }
+                Some(Step::Index(i))
+            }
+            _ => {
+                let end = memchr::memchr2(b'.', b'[', b).unwrap_or(b.len());
+                let name = &self.rest[..end];
+                self.rest = &self.rest[end..];
+                if self.rest.starts_with('.') {
+                    self.rest = &self.rest[1..];
+                }
+                Some(Step::Key(name))
+            }
+        }
     }
-    Some(s.split('.').flat_map(|part| {
-        let name_end = part.find('[').unwrap_or(part.len());
-        let indexes = part[name_end..]
-            .split(']')
-            .filter(|x| !x.is_empty())
-            .map(|x| Step::Index(x[1..].parse().unwrap_or(usize::MAX)));
-        std::iter::once(Step::Key(&part[..name_end])).chain(indexes)
-    }))
 }
 
 /// `name([digits])*` segments joined by `.`; names hold no `.`, `[`, `]` or whitespace.
