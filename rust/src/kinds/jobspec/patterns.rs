@@ -101,11 +101,13 @@ pub fn is_init_from(s: &str) -> bool {
         None => (s, false),
     };
     let _ = step;
-    let mut parts = body.split('/');
-    parts.next() == Some("run")
-        && parts.next().is_some_and(is_safe_segment)
-        && parts.next().is_some_and(is_safe_segment)
-        && parts.next().is_none()
+    match split_once_byte(body, b'/') {
+        Some(("run", rest)) => matches!(
+            split_once_byte(rest, b'/'),
+            Some((run_id, kind)) if is_safe_segment(run_id) && is_safe_segment(kind)
+        ),
+        _ => false,
+    }
 }
 
 fn init_from(s: &str) -> Result<(), String> {
@@ -160,8 +162,15 @@ pub fn is_host_path(s: &str) -> bool {
         || s.starts_with("./")
         || s.starts_with("../")
         || s.starts_with('~')
-        || s.contains("://")
+        || has_scheme(s)
         || s.starts_with("file:")
+}
+
+/// Whether `s` holds `://`, found by its colon: a byte search, with no substring
+/// searcher to set up for each of a document's short strings.
+fn has_scheme(s: &str) -> bool {
+    let b = s.as_bytes();
+    memchr::memchr_iter(b':', b).any(|at| b[at + 1..].starts_with(b"//"))
 }
 
 #[cfg(test)]
