@@ -2,10 +2,13 @@
 //! it cannot be read (`json.syntax`, `limits.size`, `limits.depth`, worded in
 //! `refusal`); and `json.duplicate_key`, the one rule every kind shares.
 //!
-//! JSON goes straight to simd-json's tape; YAML is first re-encoded as JSON text
-//! (see `yaml`). Parsing does not recurse on the input, and the depth limit is
-//! enforced while parsing, so the walkers that do recurse (the duplicate-key scan
-//! here, the rules of `kinds`) never go deeper than the configured limit.
+//! JSON is read onto simd-json's tape by the one-pass reader of `tape`, and by
+//! simd-json itself when that reader does not vouch for a document (simd-json's
+//! answer is then the reference, and its errors word `json.syntax`); YAML is first
+//! re-encoded as JSON text (see `yaml`). Neither parser recurses past a fixed bound
+//! (`tape` hands deeper documents to simd-json, which does not recurse), and the
+//! depth limit is enforced while parsing, so the walkers that do recurse (the
+//! duplicate-key scan here, the rules of `kinds`) never go deeper than the limit.
 
 use simd_json::{Buffers, ErrorType, Tape};
 

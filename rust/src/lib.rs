@@ -3,8 +3,9 @@
 //! in `python` and is built only with the `python` feature.
 //!
 //! The modules form no import circle (`module_graph` tests it): the vocabulary at the
-//! bottom (`rules`, `limits`, `text`, `node`, `pointer`, `kind`, `admission`, `paths`,
-//! `secrets`, `config`, `locate`) imports nothing above it; `report`, `refusal` and `schema`
+//! bottom (`rules`, `limits`, `text`, `seen`, `tape`, `node`, `pointer`, `kind`,
+//! `admission`, `paths`, `secrets`, `config`, `locate`) imports nothing above it;
+//! `report`, `refusal` and `schema`
 //! build on it; the parser (`document`, `yaml`), the rules of each kind (`kinds`), the
 //! file checks (`files`) and `facts` on those; `validator` ties them together, and
 //! `wire` and `python` face the outside.

@@ -1,6 +1,7 @@
 //! A read-only view of one value inside a parsed document.
 //!
-//! Documents are parsed into simd-json's flat tape; a `Value` is a slice of that tape
+//! Documents are parsed into simd-json's flat tape (written by `tape`, or by simd-json
+//! itself for what `tape` leaves to it); a `Value` is a slice of that tape
 //! starting at the value's node. Navigation allocates nothing, which is what keeps a
 //! full check cheaper than building Python objects for the same bytes.
 
