@@ -111,17 +111,26 @@ impl<'a> Iterator for Steps<'a> {
     }
 }
 
+/// The bytes a spec key's name may hold: not `.`, `[`, `]`, nor an ASCII space as
+/// Python's `str.isspace` reads one (`\t\n\x0b\x0c\r`, `\x1c`-`\x1f`, space).
+const NAME_BYTE: [bool; 256] = {
+    let mut table = [true; 256];
+    let stops = b".[]\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f ";
+    let mut i = 0;
+    while i < stops.len() {
+        table[stops[i] as usize] = false;
+        i += 1;
+    }
+    table
+};
+
 /// `name([digits])*` segments joined by `.`; names hold no `.`, `[`, `]` or whitespace.
 fn is_spec_key(s: &str) -> bool {
     let b = s.as_bytes();
     let mut i = 0;
     loop {
         let start = i;
-        while i < b.len()
-            && !matches!(b[i], b'.' | b'[' | b']')
-            && !b[i].is_ascii_whitespace()
-            && !matches!(b[i], 0x0b | 0x1c..=0x1f)
-        {
+        while i < b.len() && NAME_BYTE[b[i] as usize] {
             i += 1;
         }
         // Every ASCII space stops the loop above, so only a non-ASCII name is decoded
