@@ -34,7 +34,7 @@ from jobgate.server.wire import fingerprint
 from jobgate.store import open_store
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobspec_pb2
 from tests.files.helpers import packaged, tar_package
-from tests.helpers import DEMO_CONFIG, error_detail, free_port, mutate, sample
+from tests.helpers import DEMO_CONFIG, error_detail, example, free_port, mutate, sample
 from tests.server.helpers import ACCOUNTS, TOKEN, Running, bearer
 from tests.store.helpers import config_on
 
@@ -252,6 +252,16 @@ def test_a_key_reused_by_another_request_is_refused_and_admits_nothing(served):
     stream = served.admission.AdmitStream(iter([admission_pb2.AdmitStreamRequest(request_id="r", document=document(OTHER, "taken"))]), metadata=ALICE, timeout=60)
     assert key_reused(refusal(list, stream))["field"] == "document.idempotency_key"
     assert held(served.store) == before
+
+
+def test_a_key_reused_by_a_document_that_launches_nothing_is_already_exists(served):
+    # Refused before any store is reached (a job_record launches nothing): the key is
+    # still looked up, and its first admission named.
+    first = admit(served, JOBSPEC, "launched")
+    record = example("job_record.at_open.valid.json")
+    assert key_reused(refusal(admit, served, record, "launched"))["job_id"] == first.job_id
+    assert invalid_field(refusal(admit, served, record, "unused")) == "document"
+    assert held(served.store) == ([first.job_id], GPUS)
 
 
 def test_a_package_is_part_of_the_request(served, tmp_path):

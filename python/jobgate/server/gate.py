@@ -20,6 +20,7 @@ import queue
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ log = logging.getLogger("jobgate.server")
 
 # How a package sent with a request is named in reports (it has no path of its own).
 PACKAGE_NAME = "<package>"
+# The longest a commit group waits for admissions expected to join it (seconds).
+MAX_PATIENCE = 0.01
 # Test-only: set to N, the server process kills itself (SIGKILL) right after the commit
 # that opens its Nth record, before any reply leaves: how the tests crash a server
 # between commit and reply. Never set in a deployment.
@@ -98,8 +101,11 @@ NOT_LAUNCHABLE = ("job_record", "best_rec")
 class GroupCommitter:
     """Opens the records of concurrent admissions in shared transactions: while one
     group commits (and waits for its fsync), the next one gathers, so a disk flush is
-    paid per group, not per job. Within a group admissions run in arrival order, each
-    seeing the GPUs of those before it.
+    paid per group, not per job. When fewer are queued than were about at the last
+    commit (its group and those that queued meanwhile), a group waits for the rest a
+    little: no longer than that commit took, nor MAX_PATIENCE; a lone caller never
+    waits. Within a group admissions run in arrival order, each seeing the GPUs of
+    those before it.
 
     No admission can fail another: each is made storable before it joins a group
     (`storable`), and when a group's commit fails all the same, its members are
@@ -108,6 +114,8 @@ class GroupCommitter:
 
     def __init__(self, store: JobStore, max_group: int = 256) -> None:
         self.store, self.max_group = store, max_group
+        # Admissions about at the last commit, and how long it took (`_run`).
+        self._expected, self._patience = 1, 0.0
         self._queue: queue.Queue = queue.Queue()
         self._kill_after, self._opened = int(os.environ.get(KILL_AFTER_COMMITS) or 0), 0
         # Nothing is queued after the end marker: every admission queued is committed.
@@ -132,16 +140,36 @@ class GroupCommitter:
             if first is None:
                 return
             group = [first]
-            while len(group) < self.max_group:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._queue.put(None)
-                    break
-                group.append(item)
+            if self._gather(group, block=False) and len(group) < self._expected:
+                # Fewer than were about the last time: the admissions answered by the
+                # last group are likely on their way back. Waiting a little for them
+                # (never longer than a commit took) shares one commit among more.
+                deadline = time.monotonic() + self._patience
+                while len(group) < self._expected and self._gather(group, block=True, until=deadline):
+                    pass
+            started = time.monotonic()
             self._commit(group)
+            # How many were about: this group and those that queued while it committed.
+            self._expected = min(len(group) + self._queue.qsize(), self.max_group)
+            self._patience = min(time.monotonic() - started, MAX_PATIENCE)
+
+    def _gather(self, group: list, *, block: bool, until: float = 0.0) -> bool:
+        """Adds what is queued to `group` (with `block`, waiting until `until` for the
+        first of it); False once nothing more should join (closing, waited enough)."""
+        while len(group) < self.max_group:
+            try:
+                if block:
+                    item = self._queue.get(timeout=max(until - time.monotonic(), 0.0))
+                    block = False
+                else:
+                    item = self._queue.get_nowait()
+            except queue.Empty:
+                return not block
+            if item is None:
+                self._queue.put(None)
+                return False
+            group.append(item)
+        return False
 
     def _commit(self, group: list) -> None:
         try:
@@ -264,7 +292,8 @@ class Gate:
 
     def recall(self, account: str, keys: Collection[str]) -> dict[str, Remembered]:
         """What each of `account`'s idempotency keys recalls within the window (keys
-        that recall nothing are left out): a retry is answered without a check."""
+        that recall nothing are left out): AdmitBatch answers a retried batch without
+        a check; a single admission's key is recalled in its commit group instead."""
         if self.store is None or not keys:
             return {}
         return self.store.recall(account, keys, self.config.jobs.idempotency_window)
@@ -290,7 +319,31 @@ class Gate:
         With `key` (an idempotency key) and the request's `fingerprint`, a real
         admission opens a record only if the key recalls none; a key already used by
         the same request gives that admission back (`replayed`), by another request
-        raises KeyReused. Dry runs ignore the key."""
+        raises KeyReused. Dry runs ignore the key. The store recalls the key in the
+        transaction that would open the record; an admission that does not get that
+        far (a document that no longer reads as launchable, say) recalls it first
+        when it fails, so that a retry is answered as the first admission was."""
+        try:
+            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
+        except (KeyReused, StoreUnavailable, StoreFull):
+            raise
+        except Exception:
+            earlier = self._recalled(account, key) if key and not dry_run else None
+            if earlier is None:
+                raise
+            return self.replay(earlier, key, fingerprint)
+
+    def _recalled(self, account: str, key: str) -> Remembered | None:
+        """What `key` recalls, for an admission that failed before the store: None when
+        nothing, or when the store cannot say (the admission's own failure stands)."""
+        try:
+            return self.recall(account, [key]).get(key)
+        except (StoreUnavailable, StoreFull):
+            return None
+
+    def _admit_document(
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, facts, grant: Grant | None, key: str, fingerprint: bytes
+    ) -> Admission:
         if not package:
             admission = self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
         else:
@@ -321,6 +374,10 @@ class Gate:
                 return self.validator.check(data, kind, package=package, owner=account, projects=projects, release_gil=True)
             return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, release_gil=True)
 
+        if not dry_run and key and self.store is not None and facts is None:
+            earlier = self.recall(account, [key]).get(key)  # no record to open: the key may recall one
+            if earlier is not None:
+                return self.replay(earlier, key, fingerprint)
         if dry_run or self.store is None or facts is None:
             in_use = self.store.gpus_in_use(facts.project) if (self.store is not None and quota is not None) else None
             return Admission(check(in_use), gpus_in_use=in_use if quota is not None else None)
@@ -372,14 +429,15 @@ class Gate:
                 return early_shown[0] if early_shown else shown_bytes(report_box[-1])
 
             idempotency = IdempotencyKey(account, key, fingerprint, self.config.jobs.idempotency_window, shown)
-        outcome = self.committer.admit(self._new_job(facts, account, grant, idempotency), decide)
+        # Without a quota, `decide` does not read the usage: the store may decide at once.
+        outcome = self.committer.admit(self._new_job(facts, account, grant, idempotency, reads_usage=quota is not None), decide)
         if isinstance(outcome, Remembered):  # the key was used meanwhile (a concurrent retry, another replica)
             return self.replay(outcome, key, fingerprint)
         if failure:
             raise failure[0]
         return Admission(report_box[-1], outcome or "", gpus_in_use=used[-1] if used and quota is not None else None)
 
-    def _new_job(self, facts, account: str, grant: Grant | None, idempotency: IdempotencyKey | None = None) -> NewJob:
+    def _new_job(self, facts, account: str, grant: Grant | None, idempotency: IdempotencyKey | None = None, reads_usage: bool = True) -> NewJob:
         jobs = self.config.jobs
         # A JobSpec names its project (the core held it to the grant); a spec-bundle
         # names none and goes to its account's home project.
@@ -398,4 +456,5 @@ class Gate:
             document=facts.stamped,
             upload_excludes=list(facts.upload_excludes),
             idempotency=idempotency,
+            reads_usage=reads_usage,
         )

@@ -149,20 +149,14 @@ class AdmissionService:
         return admission
 
     def _admit_document(self, context: grpc.ServicerContext, rpc: str, field: str, document: admission_pb2.Document, caller: Caller, *, dry_run: bool) -> tuple[Admission, bytes, str | None]:
-        """Admit and AdmitStream: one document, its key recalled first (a retry is
-        answered without checking the document again). Returns the admission, and the
-        bytes and kind checked."""
+        """Admit and AdmitStream: one document. Its key is recalled by the store in the
+        transaction that would open its record (no round trip of its own): a retry gets
+        the first admission's response, a key reused by another request is refused
+        (`Gate.admit`). Returns the admission, and the bytes and kind checked."""
         data, kind = document_bytes(document, context, field)
         key = "" if dry_run else idempotency_key(document, context, field)
-        if not key:
-            admission = self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package)
-        else:
-            digest = fingerprint(document)
-            earlier = self.gate.recall(caller.name, [key]).get(key)
-            if earlier is not None:
-                admission = self._replay(context, rpc, field, caller, earlier, key, digest)
-            else:
-                admission = self._admit(context, rpc, field, data, kind, caller, dry_run=False, package=document.package, key=key, fingerprint=digest)
+        digest = fingerprint(document) if key else b""
+        admission = self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package, key=key, fingerprint=digest)
         return typed_as_typed(document, admission), data, kind
 
     def _replay(self, context: grpc.ServicerContext, rpc: str, field: str, caller: Caller, earlier: Remembered, key: str, digest: bytes) -> Admission:

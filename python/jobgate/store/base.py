@@ -112,6 +112,10 @@ class NewJob:
     # When set, the record is opened only if the key recalls nothing; else the store
     # returns what it recalls (`Remembered`) and opens nothing.
     idempotency: IdempotencyKey | None = None
+    # Whether the admission's `decide` reads the project's usage (a quota applies).
+    # When it does not, it is called with 0 and a store may decide before it reads
+    # anything: PostgreSQL then commits a group of such admissions in one round trip.
+    reads_usage: bool = True
 
 
 def job_suffix(prefix: str, number: int) -> str:

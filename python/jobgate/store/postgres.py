@@ -8,15 +8,19 @@ included."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import logging
+import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import blake3
+import orjson
 import psycopg
 
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
@@ -110,6 +114,125 @@ _IDS_PER_QUERY = 500
 KEY_LOCKS = 0x6A67_6964  # "jgid"
 
 
+# A commit group's statements take their rows as one JSON text each (orjson builds it;
+# bytes travel as hex or base64), so that a group costs the driver a few parameters
+# whatever its size. The first takes the advisory locks of its projects, then of its
+# idempotency keys (a row with `k`), in the order given.
+_LOCKS = (
+    f"SELECT CASE WHEN t.k IS NULL THEN pg_advisory_xact_lock(hashtext('jobgate.quota:' || t.p)) ELSE pg_advisory_xact_lock({KEY_LOCKS}, t.k) END "
+    "FROM ROWS FROM (json_to_recordset($1::json) AS (p text, k int4)) WITH ORDINALITY AS t(p, k, i) ORDER BY t.i"
+)
+# The second, a statement of its own so that its snapshot sees every replica that held
+# a lock before this one: the group's job numbers, its projects' usage and what its
+# keys recall within their windows, as one JSON object (each key looked up by its
+# index, however many the table holds).
+_READ = (
+    "SELECT json_build_object("
+    "'ids', ARRAY(SELECT nextval('job_id_seq') FROM generate_series(1, $1::int)), "
+    "'usage', (SELECT json_agg(json_build_array(project, gpus)) FROM project_usage WHERE project = ANY(ARRAY(SELECT json_array_elements_text($2::json)))), "
+    "'recalled', (SELECT json_agg(json_build_array(k.account, k.key, ik.job_id, encode(ik.fingerprint, 'hex'), encode(ik.report, 'hex'))) "
+    "FROM json_to_recordset($3::json) AS k(account text, key text, since float8), "
+    "LATERAL (SELECT * FROM idempotency_keys WHERE account = k.account AND key = decode(k.key, 'hex') AND created >= k.since LIMIT 1) AS ik))::text"
+)
+# The last: every write of the group in one statement (foreign keys are checked at its
+# end, when the jobs are in). A key is written unless its row is still within its
+# window (an expired row is replaced: the key starts afresh), and a record is opened
+# only with its key, or without one: records in admission order (their seq), first
+# transitions, the usage charged per project. A row without an id (a refused
+# admission's) only looks its key up. Returns, as JSON, what each key not written
+# recalls: under the key's lock, the statement's snapshot holds every admission made
+# with it before. After `_READ` recalled the group's keys, every key is written.
+_OPEN = (
+    "WITH given AS MATERIALIZED (SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS "
+    "(id text, project text, owner text, gpus int8, ts text, record text, document text, account text, key text, fingerprint text, report text, created float8, since float8)) "
+    "WITH ORDINALITY AS t(id, project, owner, gpus, ts, record, document, account, key, fingerprint, report, created, since, i)), "
+    "keys_written AS (INSERT INTO idempotency_keys AS ik (account, key, fingerprint, job_id, report, created) "
+    "SELECT account, decode(key, 'hex'), decode(fingerprint, 'hex'), id, decode(report, 'base64'), created FROM given WHERE id IS NOT NULL AND key IS NOT NULL ORDER BY i "
+    "ON CONFLICT (account, key) DO UPDATE SET fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created "
+    "WHERE ik.created < (SELECT g.since FROM given AS g WHERE g.id = excluded.job_id) RETURNING job_id), "
+    "opened AS (SELECT * FROM given WHERE key IS NULL OR id IN (SELECT job_id FROM keys_written)), "
+    "records AS (INSERT INTO jobs (id, project, owner, gpus, state, record, document) "
+    "SELECT id, project, owner, gpus, 'PENDING', record::json, decode(document, 'base64') FROM opened ORDER BY i), "
+    "first_transitions AS (INSERT INTO transitions (job_id, n, ts, state, message, source) "
+    "SELECT id, 1, ts, 'PENDING', convert_to('record opened at admission', 'UTF8'), 'agent' FROM opened ORDER BY i), "
+    "charged AS (INSERT INTO project_usage (project, gpus) SELECT project, sum(gpus) FROM opened GROUP BY project ORDER BY project "
+    "ON CONFLICT (project) DO UPDATE SET gpus = project_usage.gpus + excluded.gpus) "
+    "SELECT (SELECT json_agg(json_build_array(g.account, g.key, ik.job_id, encode(ik.fingerprint, 'hex'), encode(ik.report, 'hex'))) "
+    "FROM given AS g, LATERAL (SELECT * FROM idempotency_keys WHERE account = g.account AND key = decode(g.key, 'hex') AND created >= g.since LIMIT 1) AS ik "
+    "WHERE g.key IS NOT NULL AND (g.id IS NULL OR g.id NOT IN (SELECT job_id FROM keys_written)))::text"
+)
+# Prepared once per connection (`admit_many`): planned once, not per group.
+_PREPARE = "; ".join(f"PREPARE {name} ({types}) AS {sql}" for name, types, sql in (("jobgate_locks", "json", _LOCKS), ("jobgate_read", "int, json, json", _READ), ("jobgate_open", "json", _OPEN)))
+# Job numbers a store takes from the sequence ahead of need, so that a group that
+# reads nothing else need not read one (a number is still never given twice).
+_NUMBERS_AHEAD = 256
+
+
+class _Group:
+    """A commit group's admissions as they are decided, and the rows `_OPEN` takes."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        # Per member: None (refused), what its key recalled, ("opened", job id, key),
+        # ("refused", key) when what the key recalls is learnt with the writes, or
+        # ("same", key) for the outcome of the member before it that opened with its key.
+        self.outcomes: list[Any] = []
+        # The keys the group writes, as they will recall their admission.
+        self.opened: dict[tuple[str, bytes], Remembered] = {}
+
+    def open(self, job: NewJob, job_id: str, slot: tuple[str, bytes] | None) -> None:
+        ts = now()
+        row: dict[str, Any] = {
+            "id": job_id,
+            "project": job.project,
+            "owner": job.owner,
+            "gpus": job.gpus,
+            "ts": ts,
+            "record": json.dumps(opened_record(job, job_id, ts)),
+            "document": base64.b64encode(job.document).decode("ascii"),
+        }
+        key = job.idempotency
+        if key is not None and slot is not None:
+            report, created = key.report(), time.time()
+            row.update(account=key.account, key=slot[1].hex(), fingerprint=key.fingerprint.hex(), report=base64.b64encode(report).decode("ascii"), created=created, since=created - key.window)
+            self.opened[slot] = Remembered(job_id, key.fingerprint, report)
+        self.rows.append(row)
+        self.outcomes.append(("opened", job_id, slot))
+
+    def refuse(self, slot: tuple[str, bytes] | None, window: float = 0.0) -> None:
+        """A member refused: nothing is written for it; with `slot`, the writes still
+        look its key up (a retry of an admission the key recalls is answered with it)."""
+        if slot is None:
+            self.outcomes.append(None)
+        else:
+            self.rows.append({"account": slot[0], "key": slot[1].hex(), "since": time.time() - window})
+            self.outcomes.append(("refused", slot))
+
+    def outcome(self, recalled: dict[tuple[str, bytes], Remembered]) -> list[str | Remembered | None]:
+        """Each member's outcome, `recalled` holding what the keys `_OPEN` did not
+        write recall."""
+        out: list[str | Remembered | None] = []
+        for outcome in self.outcomes:
+            if outcome is None or isinstance(outcome, Remembered):
+                out.append(outcome)
+            elif outcome[0] == "opened":
+                out.append(recalled.get(outcome[2], outcome[1]) if outcome[2] is not None else outcome[1])
+            elif outcome[0] == "refused":
+                out.append(recalled.get(outcome[1]))
+            else:
+                out.append(recalled.get(outcome[1]) or self.opened[outcome[1]])
+        return out
+
+
+def _selected(cursor: psycopg.ClientCursor) -> Any:
+    """The value of the last statement of a message that returns rows."""
+    value = cursor.fetchone() if cursor.description is not None else None
+    while cursor.nextset():
+        if cursor.description is not None:
+            value = cursor.fetchone()
+    return value[0] if value else None
+
+
 def key_lock(key: IdempotencyKey) -> int:
     """The advisory lock number of an account's key (two keys sharing one merely wait
     for each other)."""
@@ -136,6 +259,26 @@ def _translated(method):
     return inner
 
 
+@contextmanager
+def _by_hand(db: psycopg.Connection) -> Iterator[psycopg.ClientCursor]:
+    """A cursor whose statements travel several to a message (the parameters bound
+    here, the statements prepared on the server), the transaction begun and committed
+    by them: a commit group in one or two messages, each one round trip. Whatever goes
+    wrong, the transaction is rolled back and the connection returned as it was lent
+    (not in autocommit)."""
+    db.autocommit = True
+    try:
+        yield psycopg.ClientCursor(db)
+    finally:
+        if not db.closed:
+            try:
+                if db.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    db.execute("ROLLBACK")
+                db.autocommit = False
+            except psycopg.Error:
+                db.close()  # neither rolled back nor usable: the pool drops it
+
+
 def _text(*values: str) -> bool:
     """Whether PostgreSQL TEXT can hold the values: no stored id or name has a NUL, so
     a lookup by one that does finds nothing rather than failing."""
@@ -155,6 +298,10 @@ class PostgresStore:
         self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
         self._pool: ConnectionPool[psycopg.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: not db.closed, close=psycopg.Connection.close)
         self._pruning = Pruning()
+        # Connections holding the statements of a commit group (`_PREPARE`).
+        self._prepared: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
+        self._numbers: list[int] = []
+        self._numbers_lock = threading.Lock()
         self._migrate()
 
     def _connect(self) -> psycopg.Connection:
@@ -200,40 +347,69 @@ class PostgresStore:
         advisory lock of every project involved, then of every idempotency key, each
         kind taken in sorted order: every transaction locks in one order (no deadlock).
 
-        A group costs two round trips whatever its size: the locks, the keys recalled,
-        the projects' usage and the ids go in one pipeline (each statement begins after
-        the one before it ends, so the reads see every replica that held a lock before
-        this one), the decisions are made here, and every write and the commit go in a
-        second. Within the group, usage and keys are carried forward as the sequential
-        reads would have seen them."""
+        A group whose admissions read no usage (no quota applies) and for which job
+        numbers are at hand costs one round trip: they are decided here, then one
+        message begins the transaction, takes the locks, writes every record with its
+        key unless the key recalls an admission (what it recalls comes back instead),
+        and commits. Any other group costs two: the locks, then one read of the keys
+        recalled, the projects' usage and job numbers (a statement of its own, so that
+        its snapshot sees every replica that held a lock before this one); then the
+        decisions here, and the writes and the commit. Within the group, usage and keys
+        are carried forward as sequential admissions would have seen them."""
         jobs = [(storable(job), decide) for job, decide in items]
-        keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and _text(job.idempotency.account)]
-        with self._pool.connection() as db, db.pipeline(), db.transaction():
-            projects = sorted({job.project for job, _ in jobs})
-            db.execute("SELECT pg_advisory_xact_lock(hashtext('jobgate.quota:' || p)) FROM unnest(%s::text[]) WITH ORDINALITY AS t(p, i) ORDER BY i", (projects,))
-            locks = sorted({key_lock(job.idempotency) for job, _ in jobs if job.idempotency is not None})
-            if locks:
-                db.execute("SELECT pg_advisory_xact_lock(%s, k) FROM (SELECT unnest(%s::int4[]) AS k ORDER BY k) AS keys", (KEY_LOCKS, locks))
-            recalled = None
-            if keyed:
-                recalled = db.execute(
-                    "SELECT k.account, k.key, ik.job_id, ik.fingerprint, ik.report FROM unnest(%s::text[], %s::bytea[], %s::float8[]) AS k(account, key, since) "
-                    "JOIN idempotency_keys ik ON ik.account = k.account AND ik.key = k.key AND ik.created >= k.since",
-                    ([k.account for k in keyed], [key_bytes(k.key) for k in keyed], [time.time() - k.window for k in keyed]),
-                )
-            usage_rows = db.execute("SELECT project, gpus FROM project_usage WHERE project = ANY(%s)", (projects,))
-            numbers = db.execute("SELECT nextval('job_id_seq') FROM generate_series(1, %s)", (len(jobs),))
-            # Fetching ends the first round trip.
-            remembered = {(account, bytes(key)): Remembered(job_id, bytes(fingerprint), bytes(report)) for account, key, job_id, fingerprint, report in (recalled.fetchall() if recalled else [])}
-            usage = {project: int(gpus) for project, gpus in usage_rows.fetchall()}
-            ids = [int(n) for (n,) in numbers.fetchall()]
-            opened: list[str | Remembered | None] = []
-            for (job, decide), number in zip(jobs, ids, strict=True):
-                opened.append(self._open(db, job, decide, number, usage, remembered))
+        numbers = None if any(job.reads_usage for job, _ in jobs) else self._numbers_at_hand(len(jobs))
+        projects = sorted({job.project for job, _ in jobs})
+        locks = sorted({key_lock(job.idempotency) for job, _ in jobs if job.idempotency is not None})
+        locked = orjson.dumps([{"p": p} for p in projects] + [{"k": k} for k in locks]).decode()
+        group = _Group()
+        with self._pool.connection() as db, _by_hand(db) as cursor:
+            if db not in self._prepared:
+                cursor.execute(_PREPARE)
+                self._prepared.add(db)
+            if numbers is not None:
+                for (job, decide), number in zip(jobs, numbers, strict=True):
+                    self._open(db, job, decide, number, None, {}, group)
+                if not group.rows:
+                    return group.outcome({})  # every one refused, and no key to look up
+                cursor.execute("BEGIN; EXECUTE jobgate_locks(%s); EXECUTE jobgate_open(%s); COMMIT", (locked, orjson.dumps(group.rows).decode()))
+            else:
+                keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and _text(job.idempotency.account)]
+                since = time.time()
+                recall = orjson.dumps([{"account": k.account, "key": key_bytes(k.key).hex(), "since": since - k.window} for k in keyed]).decode()
+                ahead = max(0, _NUMBERS_AHEAD - len(self._numbers))
+                cursor.execute("BEGIN; EXECUTE jobgate_locks(%s); EXECUTE jobgate_read(%s, %s, %s)", (locked, len(jobs) + ahead, orjson.dumps(projects).decode(), recall))
+                read = orjson.loads(_selected(cursor))
+                numbers, spare = read["ids"][: len(jobs)], read["ids"][len(jobs) :]
+                usage = {project: int(gpus) for project, gpus in read["usage"] or ()}
+                remembered = {
+                    (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
+                    for account, key, job_id, fingerprint, report in read["recalled"] or ()
+                }
+                for (job, decide), number in zip(jobs, numbers, strict=True):
+                    self._open(db, job, decide, number, usage, remembered, group)
+                # The other round trip: every write, and the commit (durable when it returns).
+                cursor.execute("EXECUTE jobgate_open(%s); COMMIT" if group.rows else "COMMIT", (orjson.dumps(group.rows).decode(),) if group.rows else None)
+                self._keep_numbers(spare)
+            recalled = {
+                (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
+                for account, key, job_id, fingerprint, report in orjson.loads(_selected(cursor) or "null") or ()
+            }
         window = self._pruning.due([job for job, _ in items])
         if window is not None:
             self._prune(window)
-        return opened
+        return group.outcome(recalled)
+
+    def _numbers_at_hand(self, n: int) -> list[int] | None:
+        """`n` job numbers taken ahead from the sequence, or None when fewer are left."""
+        with self._numbers_lock:
+            if len(self._numbers) < n:
+                return None
+            taken, self._numbers = self._numbers[:n], self._numbers[n:]
+            return taken
+
+    def _keep_numbers(self, numbers: list[int]) -> None:
+        with self._numbers_lock:
+            self._numbers.extend(numbers)
 
     def _open(
         self,
@@ -241,40 +417,27 @@ class PostgresStore:
         job: NewJob,
         decide: Callable[[int], bool],
         number: int,
-        usage: dict[str, int],
+        usage: dict[str, int] | None,
         remembered: dict[tuple[str, bytes], Remembered],
-    ) -> str | Remembered | None:
-        """One admission of a group: decided on `usage` and `remembered` as the group
-        has left them (both updated here), its writes queued in the pipeline."""
+        group: _Group,
+    ) -> None:
+        """One admission of a group, decided on `usage` and `remembered` (what the
+        group's read recalled) as the group has left them (`usage` updated here), its
+        rows added to `group`, which writes them on `db` once every member is decided.
+        Without `usage` (no member reads it), `decide` gets 0 and what the member's key
+        recalls is learnt with the writes."""
         key = job.idempotency
         slot = (key.account, key_bytes(key.key)) if key is not None else None
         if slot is not None and slot in remembered:
-            return remembered[slot]
-        if not decide(usage.get(job.project, 0)):
-            return None
-        usage[job.project] = usage.get(job.project, 0) + job.gpus
-        job_id = job_suffix(job.id_prefix, number)
-        ts = now()
-        db.execute(
-            "INSERT INTO project_usage VALUES (%s, %s) ON CONFLICT (project) DO UPDATE SET gpus = project_usage.gpus + excluded.gpus",
-            (job.project, job.gpus),
-        )
-        db.execute(
-            "INSERT INTO jobs (id, project, owner, gpus, state, record, document) VALUES (%s, %s, %s, %s, 'PENDING', %s, %s)",
-            (job_id, job.project, job.owner, job.gpus, json.dumps(opened_record(job, job_id, ts)), job.document),
-        )
-        db.execute("INSERT INTO transitions VALUES (%s, 1, %s, 'PENDING', %s, 'agent')", (job_id, ts, b"record opened at admission"))
-        if key is not None and slot is not None:
-            report = key.report()
-            # An expired row for the key is replaced: the key starts afresh.
-            db.execute(
-                "INSERT INTO idempotency_keys VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (account, key) DO UPDATE SET "
-                "fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created",
-                (key.account, slot[1], key.fingerprint, job_id, report, time.time()),
-            )
-            if _text(key.account):
-                remembered[slot] = Remembered(job_id, key.fingerprint, report)
-        return job_id
+            group.outcomes.append(remembered[slot])
+        elif slot is not None and slot in group.opened:
+            group.outcomes.append(("same", slot))
+        elif not decide(usage.get(job.project, 0) if usage is not None else 0):
+            group.refuse(slot if usage is None else None, key.window if key is not None else 0.0)
+        else:
+            if usage is not None:
+                usage[job.project] = usage.get(job.project, 0) + job.gpus
+            group.open(job, job_suffix(job.id_prefix, number), slot)
 
     def _recall(self, db: psycopg.Connection, account: str, keys: list[str], window: float) -> dict[str, Remembered]:
         if not _text(account):

@@ -1,0 +1,168 @@
+"""Commit groups on each store: the members of one group decide as sequential
+admissions would (an idempotency key raced within a group opens one record, a key used
+before recalls its admission whether or not its retry would pass now, a refused
+member leaves its key to the next), the PostgreSQL store's one-round-trip groups (no
+member reads the usage) among them; job numbers taken ahead are never given twice;
+and the committer waits a little, and only, for the admissions it expects back."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from jobgate.server import gate as gate_module
+from jobgate.server.gate import Gate, GroupCommitter, KeyReused
+from jobgate.store import IdempotencyKey, NewJob, Remembered
+from tests.helpers import sample
+
+JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
+REPORT = b'{"verdict": "pass"}'
+
+
+def job(key: str = "", *, fingerprint: bytes = b"f" * 32, reads_usage: bool = True, window: float = 3600.0, gpus: int = 8, project: str = "my-lab") -> NewJob:
+    idempotency = IdempotencyKey("alice", key, fingerprint, window, lambda: REPORT + fingerprint[:1]) if key else None
+    return NewJob(
+        id_prefix="dino-train", project=project, owner="alice", gpus=gpus, image="nvcr.io/nvidia/tao/tao-toolkit:6", network_arch="dino",
+        action="train", platform="local", storage_tier="A", results_root="/results", document=JOBSPEC, idempotency=idempotency, reads_usage=reads_usage,
+    )  # fmt: skip
+
+
+def admitted(*_in_use) -> bool:
+    return True
+
+
+def refused(*_in_use) -> bool:
+    return False
+
+
+def records(store) -> list[str]:
+    return [rec["id"] for rec in store.list(project="my-lab", limit=1000)]
+
+
+@pytest.fixture(params=[True, False], ids=["reads-usage", "usage-free"])
+def reads_usage(request, gate):
+    """Both decision paths: usage read first (a quota applies), or none read (on
+    PostgreSQL, a group in one round trip once job numbers are at hand: one admission
+    elsewhere takes them ahead)."""
+    if not request.param:
+        gate.store.admit_many([(job(reads_usage=False, project="elsewhere"), admitted)])
+    return request.param
+
+
+def test_a_key_raced_within_one_group_opens_one_record(gate, reads_usage):
+    store = gate.store
+    first, same, other = store.admit_many(
+        [(job("raced", reads_usage=reads_usage), admitted), (job("raced", reads_usage=reads_usage), admitted), (job("raced", fingerprint=b"g" * 32, reads_usage=reads_usage), admitted)]
+    )
+    assert isinstance(first, str)
+    # the others recall the first, as sequential admissions would: a retry of the same
+    # request is answered with it (the report it was first shown), another request is
+    # ALREADY_EXISTS naming its job
+    assert same == other == Remembered(first, b"f" * 32, REPORT + b"f")
+    with pytest.raises(KeyReused) as e:
+        Gate.replay(other, "raced", b"g" * 32)
+    assert e.value.job_id == first
+    assert records(store) == [first] and store.gpus_in_use("my-lab") == 8
+    assert store.recall("alice", ["raced"], 3600) == {"raced": same}
+
+
+def test_a_key_used_before_recalls_its_admission_even_when_its_retry_would_be_refused(gate, reads_usage):
+    store = gate.store
+    (first,) = store.admit_many([(job("used", reads_usage=reads_usage), admitted)])
+    again, refused_again, unkeyed = store.admit_many(
+        [(job("used", reads_usage=reads_usage), admitted), (job("used", reads_usage=reads_usage), refused), (job(reads_usage=reads_usage), admitted)]
+    )
+    assert again == refused_again == Remembered(first, b"f" * 32, REPORT + b"f")
+    assert isinstance(unkeyed, str) and unkeyed != first
+    assert records(store) == [first, unkeyed] and store.gpus_in_use("my-lab") == 16
+
+
+def test_a_refused_member_leaves_its_key_to_the_next_in_its_group(gate, reads_usage):
+    store = gate.store
+    refusal, opened, retry = store.admit_many(
+        [(job("left", reads_usage=reads_usage), refused), (job("left", fingerprint=b"g" * 32, reads_usage=reads_usage), admitted), (job("left", reads_usage=reads_usage), refused)]
+    )
+    assert refusal is None and isinstance(opened, str)
+    assert retry == Remembered(opened, b"g" * 32, REPORT + b"g")
+    assert records(store) == [opened] and store.gpus_in_use("my-lab") == 8
+
+
+def test_an_expired_key_starts_afresh_in_a_group(gate, reads_usage):
+    store = gate.store
+    (first,) = store.admit_many([(job("brief", reads_usage=reads_usage, window=0.05), admitted)])
+    time.sleep(0.1)
+    (second,) = store.admit_many([(job("brief", fingerprint=b"g" * 32, reads_usage=reads_usage, window=0.05), admitted)])
+    assert isinstance(second, str) and second != first
+    assert store.recall("alice", ["brief"], 3600)["brief"].job_id == second
+    assert records(store) == [first, second]
+
+
+def test_job_numbers_taken_ahead_are_never_given_twice(fresh_postgres):
+    from jobgate.store.postgres import PostgresStore
+
+    replicas = [PostgresStore(fresh_postgres), PostgresStore(fresh_postgres)]
+    try:
+        ids: list[str] = []
+        for i in range(40):  # usage-free groups take their numbers from those taken ahead
+            ids += replicas[i % 2].admit_many([(job(reads_usage=i % 3 != 0), admitted) for _ in range(1 + i % 4)])
+        numbers = [int(i.removeprefix("dino-train-")[:-6], 16) for i in ids]
+        assert len(set(numbers)) == len(numbers) == sum(1 + i % 4 for i in range(40))
+        assert sorted(records(replicas[0])) == sorted(ids)
+    finally:
+        for r in replicas:
+            r.close()
+
+
+class SlowStore:
+    """A store whose commits take `seconds`, recording each group's size."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.groups = seconds, []
+
+    def admit_many(self, items):
+        self.groups.append(len(items))
+        time.sleep(self.seconds)
+        return [f"job-{len(self.groups)}-{i}" for i in range(len(items))]
+
+
+def test_a_group_waits_a_little_for_the_admissions_it_expects_back(monkeypatch):
+    monkeypatch.setattr(gate_module, "MAX_PATIENCE", 5.0)
+    store = SlowStore(0.3)
+    committer = GroupCommitter(store)
+    try:
+        admit = lambda: committer.admit(job(), admitted)  # noqa: E731
+        leading = threading.Thread(target=admit)
+        leading.start()
+        while not store.groups:
+            time.sleep(0.005)
+        # three queue while the first commits: four were about, so the next group
+        # waits for a fourth (at most as long as the last commit took)
+        others = [threading.Thread(target=admit) for _ in range(3)]
+        for t in others:
+            t.start()
+        leading.join()
+        late = threading.Thread(target=admit)
+        time.sleep(0.1)
+        late.start()
+        for t in [*others, late]:
+            t.join()
+        assert store.groups == [1, 4]
+    finally:
+        committer.close()
+
+
+def test_a_lone_caller_never_waits(monkeypatch):
+    monkeypatch.setattr(gate_module, "MAX_PATIENCE", 5.0)
+    store = SlowStore(0.0)
+    committer = GroupCommitter(store)
+    try:
+        started = time.monotonic()
+        for _ in range(20):
+            committer.admit(job(), admitted)
+        assert store.groups == [1] * 20
+        assert time.monotonic() - started < 2.0
+    finally:
+        committer.close()
