@@ -3,6 +3,7 @@
 //!
 //!     python -m benchmarks.documents /tmp/docs        # writes the documents
 //!     cargo run --release --example profile /tmp/docs/*.json
+//!     scripts/instructions                             # instructions per document
 //!     N=1000 valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out \
 //!         rust/target/release/examples/profile /tmp/docs/jobspec.2048.json "full check"
 //!
