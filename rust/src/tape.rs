@@ -9,7 +9,7 @@
 //!
 //! It reads the common subset of JSON exactly and gives up (`None`) on anything else:
 //! syntax errors, control characters, lone surrogates, numbers outside the exact fast
-//! path, nesting past the limit, invalid UTF-8. The caller then reads the document
+//! path, nesting past the limit (or past `MAX_RECURSION`), invalid UTF-8. The caller then reads the document
 //! with simd-json, whose answer (its tape, or its error and the message made from it)
 //! is the reference; `tests` compare the two tapes on every document they can find.
 
@@ -28,8 +28,8 @@ pub struct Scratch {
 /// holds whether some object may repeat a key (fingerprints collide); `None` means
 /// this reader does not vouch for the document and simd-json must read it.
 ///
-/// `decoded` must outlive the tape: escaped strings are decoded into it and the tape
-/// points there.
+/// Escaped strings are decoded into `scratch`; `attach` then points the tape at them,
+/// so `scratch` outlives the tape.
 pub fn read<'i>(
     text: &'i [u8],
     max_depth: usize,
@@ -41,7 +41,7 @@ pub fn read<'i>(
     scratch.escaped.clear();
     scratch.decoded.clear();
     // Valid UTF-8 as a whole (checked once, quickly for ASCII), every string between
-    // two ASCII quotes is too: strings are cut from `text` with no check of their own.
+    // two ASCII quotes is too: strings are cut from `text` without decoding them again.
     let text = std::str::from_utf8(text).ok()?;
     let mut r = Reader {
         s: text,
