@@ -155,7 +155,7 @@ fn parse_json<R>(
                 if root.is_object() {
                     Ok(f(Parsed {
                         root,
-                        keys_may_repeat: true,
+                        keys_may_repeat: may_repeat_keys(root),
                     }))
                 } else {
                     Err(DecodeError::Syntax(format!(
@@ -195,7 +195,7 @@ fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
 
 /// Every key that an object repeats, as `json.duplicate_key` at the repeated key.
 pub fn duplicate_keys(doc: Parsed<'_, '_>, out: &mut Collected) {
-    if !doc.keys_may_repeat || !may_repeat_keys(doc.root) {
+    if !doc.keys_may_repeat {
         return;
     }
     let mut path = crate::pointer::Path::new();
@@ -203,10 +203,10 @@ pub fn duplicate_keys(doc: Parsed<'_, '_>, out: &mut Collected) {
     scan_duplicates(doc.root, &mut path, &mut fingerprints, out);
 }
 
-/// Whether any object of the document has two keys with the same fingerprint. The
-/// one-pass reader answers this while reading; for a document simd-json read, this
-/// answers in one pass over the tape with no path kept. Only when it says yes does the
-/// scan that builds pointers run.
+/// Whether any object of the document has two keys with the same fingerprint, for a
+/// document simd-json read (the one-pass reader answers this while reading): one pass
+/// over the tape with no path kept. Only when it says yes does the scan that builds
+/// pointers run.
 fn may_repeat_keys(root: Value<'_, '_>) -> bool {
     let mut fps: Vec<u64> = Vec::new();
     root.objects().any(|object| {

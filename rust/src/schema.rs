@@ -105,6 +105,12 @@ pub struct Pattern {
     pub test: Test,
 }
 
+impl Pattern {
+    pub const fn new(rule: Rule, test: Test) -> Pattern {
+        Pattern { rule, test }
+    }
+}
+
 pub type Custom = for<'t, 'i> fn(Value<'t, 'i>, &mut Ctx<'i>);
 
 pub enum Shape {
@@ -469,7 +475,4 @@ fn type_error<'i>(v: Value<'_, 'i>, expected: &str, ctx: &mut Ctx<'i>) {
     );
 }
 
-pub static SAFE_SEGMENT: Pattern = Pattern {
-    rule: Rule::SchemaPattern,
-    test: safe_segment,
-};
+pub static SAFE_SEGMENT: Pattern = Pattern::new(Rule::SchemaPattern, safe_segment);

@@ -160,13 +160,7 @@ fn token_prefixes(s: &str) -> Vec<Credential> {
 fn url_userinfo(s: &str) -> Vec<Credential> {
     let mut out = Vec::new();
     let mut from = 0;
-    // `://` found by its colon: a byte search, with no substring searcher to set up.
-    let find = |from: usize| {
-        memchr::memchr_iter(b':', &s.as_bytes()[from..])
-            .map(|p| p + from)
-            .find(|&p| s.as_bytes()[p + 1..].starts_with(b"//"))
-    };
-    while let Some(pos) = find(from) {
+    while let Some(pos) = crate::text::find_scheme_separator(s, from) {
         from = pos + 3;
         let rest = &s[from..];
         let end = rest

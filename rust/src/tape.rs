@@ -137,20 +137,44 @@ impl<'i> Reader<'i> {
         Some(())
     }
 
-    /// An object at its `{`: its node, then key and value nodes; its keys' fingerprints
-    /// judged for repeats.
-    fn object(&mut self, depth: usize, tape: &mut Vec<Node<'i>>, s: &mut Scratch) -> Option<()> {
+    /// Opens a container at its `{` or `[`: its node (filled in when it closes), and
+    /// the reader past the bracket; `None` past the depth limit.
+    #[inline(always)]
+    fn open(&mut self, depth: usize, tape: &mut Vec<Node<'i>>) -> Option<usize> {
         if depth > self.max_depth {
             return None;
         }
-        let at = tape.len();
         tape.push(Node::Static(StaticNode::Null));
         self.i += 1;
         self.skip_ws();
+        Some(tape.len() - 1)
+    }
+
+    /// After a member: `Some(true)` past a `,` (another member follows), `Some(false)`
+    /// past the closing `close`, `None` at anything else.
+    #[inline(always)]
+    fn more(&mut self, close: u8) -> Option<bool> {
+        self.skip_ws();
+        let c = *self.b.get(self.i)?;
+        self.i += 1;
+        if c == b',' {
+            self.skip_ws();
+            Some(true)
+        } else {
+            (c == close).then_some(false)
+        }
+    }
+
+    /// An object at its `{`: its node, then key and value nodes; its keys' fingerprints
+    /// judged for repeats.
+    fn object(&mut self, depth: usize, tape: &mut Vec<Node<'i>>, s: &mut Scratch) -> Option<()> {
+        let at = self.open(depth, tape)?;
         let keys = s.fingerprints.len();
         let mut len = 0;
         let mut filter = 0u64;
-        if self.b.get(self.i) != Some(&b'}') {
+        if self.b.get(self.i) == Some(&b'}') {
+            self.i += 1;
+        } else {
             loop {
                 if self.b.get(self.i) != Some(&b'"') {
                     return None;
@@ -162,8 +186,8 @@ impl<'i> Reader<'i> {
                     _ => fingerprint(text.as_bytes()),
                 };
                 // Up to FEW keys are judged as they come: a 64-bit filter first, the
-                // fingerprints compared only when it says the key may be there. A
-                // larger object is judged all at once when it closes.
+                // fingerprints compared only when it says the key may be there. A larger
+                // object is judged all at once when it closes.
                 if len < FEW {
                     let bit = 1u64 << (fp >> 58);
                     if filter & bit != 0 && s.fingerprints[keys..].contains(&fp) {
@@ -181,18 +205,11 @@ impl<'i> Reader<'i> {
                 self.skip_ws();
                 self.value(depth, tape, s)?;
                 len += 1;
-                self.skip_ws();
-                match *self.b.get(self.i)? {
-                    b',' => {
-                        self.i += 1;
-                        self.skip_ws();
-                    }
-                    b'}' => break,
-                    _ => return None,
+                if !self.more(b'}')? {
+                    break;
                 }
             }
         }
-        self.i += 1;
         if len > FEW && !self.repeats {
             self.repeats = repeats(&mut s.fingerprints[keys..]);
         }
@@ -203,30 +220,19 @@ impl<'i> Reader<'i> {
     }
 
     fn array(&mut self, depth: usize, tape: &mut Vec<Node<'i>>, s: &mut Scratch) -> Option<()> {
-        if depth > self.max_depth {
-            return None;
-        }
-        let at = tape.len();
-        tape.push(Node::Static(StaticNode::Null));
-        self.i += 1;
-        self.skip_ws();
+        let at = self.open(depth, tape)?;
         let mut len = 0;
-        if self.b.get(self.i) != Some(&b']') {
+        if self.b.get(self.i) == Some(&b']') {
+            self.i += 1;
+        } else {
             loop {
                 self.value(depth, tape, s)?;
                 len += 1;
-                self.skip_ws();
-                match *self.b.get(self.i)? {
-                    b',' => {
-                        self.i += 1;
-                        self.skip_ws();
-                    }
-                    b']' => break,
-                    _ => return None,
+                if !self.more(b']')? {
+                    break;
                 }
             }
         }
-        self.i += 1;
         let count = tape.len() - at - 1;
         tape[at] = Node::Array { len, count };
         Some(())

@@ -34,6 +34,15 @@ pub fn split_once_byte(s: &str, c: u8) -> Option<(&str, &str)> {
     Some((s.get(..at)?, s.get(at + 1..)?))
 }
 
+/// Where the next `://` at or after `from` starts, found by its colon: a byte search,
+/// with no substring searcher to set up for each of a document's short strings.
+pub fn find_scheme_separator(s: &str, from: usize) -> Option<usize> {
+    let b = s.as_bytes();
+    memchr::memchr_iter(b':', b.get(from..)?)
+        .map(|at| at + from)
+        .find(|&at| b[at + 1..].starts_with(b"//"))
+}
+
 /// `s.contains(c)` for an ASCII `c`, by a byte search.
 #[inline]
 pub fn has_byte(s: &str, c: u8) -> bool {

@@ -21,14 +21,8 @@ pub const STATES: [&str; 6] = [
 pub const TERMINAL: [&str; 3] = ["COMPLETE", "ERROR", "CANCELED"];
 pub const SOURCES: [&str; 3] = ["agent", "poller", "backend-hook"];
 
-static ID: Pattern = Pattern {
-    rule: Rule::SchemaPattern,
-    test: safe_segment,
-};
-static PLATFORM: Pattern = Pattern {
-    rule: Rule::SchemaPattern,
-    test: platform_name,
-};
+static ID: Pattern = Pattern::new(Rule::SchemaPattern, safe_segment);
+static PLATFORM: Pattern = Pattern::new(Rule::SchemaPattern, platform_name);
 
 const NULLABLE_STRING: Shape = Shape::Nullable(&STRING);
 

@@ -4,24 +4,22 @@
 
 use crate::node::Value;
 use crate::rules::Rule;
-use crate::schema::{Pattern, Test};
-use crate::text::{has_byte, is_safe_segment, py_trim, safe_segment, split_once_byte};
+use crate::schema::Pattern;
+use crate::text::{
+    find_scheme_separator, has_byte, is_safe_segment, py_trim, safe_segment, split_once_byte,
+};
 
-const fn pattern(rule: Rule, test: Test) -> Pattern {
-    Pattern { rule, test }
-}
-
-pub static NAME: Pattern = pattern(Rule::ForgeName, safe_segment);
-pub static PROJECT: Pattern = pattern(Rule::ForgeProject, project);
-pub static RECIPE_NAME: Pattern = pattern(Rule::ForgeRecipeName, recipe_name);
-pub static EXP: Pattern = pattern(Rule::ForgeSourceExp, exp_path);
-pub static ENTRYPOINT: Pattern = pattern(Rule::ForgeSourceEntrypoint, entrypoint);
-pub static INIT_FROM: Pattern = pattern(Rule::ForgeModelInitFrom, init_from);
-pub static PLUGIN_DIGEST: Pattern = pattern(Rule::ForgePluginsDigest, plugin_digest);
-pub static NOT_BLANK: Pattern = pattern(Rule::SchemaMinLength, not_blank);
-pub static CORE_VERSION: Pattern = pattern(Rule::ForgeProvenanceCoreVersion, not_blank);
-pub static OPTIONAL_SEGMENT: Pattern = pattern(Rule::SchemaPattern, optional_segment);
-pub static GATE_METRIC: Pattern = pattern(Rule::SchemaPattern, gate_metric);
+pub static NAME: Pattern = Pattern::new(Rule::ForgeName, safe_segment);
+pub static PROJECT: Pattern = Pattern::new(Rule::ForgeProject, project);
+pub static RECIPE_NAME: Pattern = Pattern::new(Rule::ForgeRecipeName, recipe_name);
+pub static EXP: Pattern = Pattern::new(Rule::ForgeSourceExp, exp_path);
+pub static ENTRYPOINT: Pattern = Pattern::new(Rule::ForgeSourceEntrypoint, entrypoint);
+pub static INIT_FROM: Pattern = Pattern::new(Rule::ForgeModelInitFrom, init_from);
+pub static PLUGIN_DIGEST: Pattern = Pattern::new(Rule::ForgePluginsDigest, plugin_digest);
+pub static NOT_BLANK: Pattern = Pattern::new(Rule::SchemaMinLength, not_blank);
+pub static CORE_VERSION: Pattern = Pattern::new(Rule::ForgeProvenanceCoreVersion, not_blank);
+pub static OPTIONAL_SEGMENT: Pattern = Pattern::new(Rule::SchemaPattern, optional_segment);
+pub static GATE_METRIC: Pattern = Pattern::new(Rule::SchemaPattern, gate_metric);
 
 /// A string field as the rules read it: stripped as Python strips, and `""` when it is
 /// missing or not a string (a type error the shape already reports).
@@ -162,15 +160,8 @@ pub fn is_host_path(s: &str) -> bool {
         || s.starts_with("./")
         || s.starts_with("../")
         || s.starts_with('~')
-        || has_scheme(s)
+        || find_scheme_separator(s, 0).is_some()
         || s.starts_with("file:")
-}
-
-/// Whether `s` holds `://`, found by its colon: a byte search, with no substring
-/// searcher to set up for each of a document's short strings.
-fn has_scheme(s: &str) -> bool {
-    let b = s.as_bytes();
-    memchr::memchr_iter(b':', b).any(|at| b[at + 1..].starts_with(b"//"))
 }
 
 #[cfg(test)]

@@ -7,26 +7,11 @@ use crate::rules::Rule;
 use crate::schema::Pattern;
 use crate::text::py_isspace;
 
-pub static IMAGE: Pattern = Pattern {
-    rule: Rule::SchemaPattern,
-    test: image_uri,
-};
-pub static SHA256: Pattern = Pattern {
-    rule: Rule::SchemaPattern,
-    test: lowercase_sha256,
-};
-pub static SUPPORTING_PATH: Pattern = Pattern {
-    rule: Rule::TaoSupportingFilePath,
-    test: supporting_path,
-};
-pub static SPEC_KEY: Pattern = Pattern {
-    rule: Rule::TaoSpecKeySyntax,
-    test: spec_key_syntax,
-};
-pub static ENV_NAME: Pattern = Pattern {
-    rule: Rule::SchemaPropertyNames,
-    test: env_name,
-};
+pub static IMAGE: Pattern = Pattern::new(Rule::SchemaPattern, image_uri);
+pub static SHA256: Pattern = Pattern::new(Rule::SchemaPattern, lowercase_sha256);
+pub static SUPPORTING_PATH: Pattern = Pattern::new(Rule::TaoSupportingFilePath, supporting_path);
+pub static SPEC_KEY: Pattern = Pattern::new(Rule::TaoSpecKeySyntax, spec_key_syntax);
+pub static ENV_NAME: Pattern = Pattern::new(Rule::SchemaPropertyNames, env_name);
 
 /// `^\S+/\S+$`: a resolved registry/path:tag, never a versions.yaml key.
 fn image_uri(s: &str) -> Result<(), String> {
