@@ -42,9 +42,8 @@ pub fn read<'i>(
     scratch.decoded.clear();
     // Valid UTF-8 as a whole (checked once, quickly for ASCII), every string between
     // two ASCII quotes is too: strings are cut from `text` without decoding them again.
-    let text = std::str::from_utf8(text).ok()?;
+    let text = simdutf8::basic::from_utf8(text).ok()?;
     let mut r = Reader {
-        s: text,
         b: text.as_bytes(),
         i: 0,
         repeats: false,
@@ -70,7 +69,7 @@ pub fn attach<'i>(tape: &mut [Node<'i>], scratch: &'i Scratch) -> Option<()> {
 }
 
 struct Reader<'i> {
-    s: &'i str,
+    /// The input, valid UTF-8.
     b: &'i [u8],
     i: usize,
     repeats: bool,
@@ -154,8 +153,12 @@ impl<'i> Reader<'i> {
     /// past the closing `close`, `None` at anything else.
     #[inline(always)]
     fn more(&mut self, close: u8) -> Option<bool> {
-        self.skip_ws();
-        let c = *self.b.get(self.i)?;
+        // The comma or the bracket mostly follows the member directly.
+        let mut c = *self.b.get(self.i)?;
+        if c <= b' ' {
+            self.skip_ws();
+            c = *self.b.get(self.i)?;
+        }
         self.i += 1;
         if c == b',' {
             self.skip_ws();
@@ -197,9 +200,12 @@ impl<'i> Reader<'i> {
                 }
                 s.fingerprints.push(fp);
                 tape.push(Node::String(text));
-                self.skip_ws();
+                // The colon mostly follows the key directly.
                 if self.b.get(self.i) != Some(&b':') {
-                    return None;
+                    self.skip_ws();
+                    if self.b.get(self.i) != Some(&b':') {
+                        return None;
+                    }
                 }
                 self.i += 1;
                 self.skip_ws();
@@ -255,8 +261,15 @@ impl<'i> Reader<'i> {
         let (end, stop) = scan_string(self.b, start);
         self.i = end + 1;
         match stop {
-            // Both ends are at ASCII bytes, so the slice is on character boundaries.
-            Stop::Quote => self.s.get(start..end),
+            Stop::Quote => {
+                let text = &self.b[start..end];
+                // SAFETY: `read` checked the whole input as UTF-8, and both ends of
+                // `text` sit next to an ASCII quote. An ASCII byte is never part of a
+                // multi-byte sequence, so both ends are character boundaries and `text`
+                // is valid UTF-8. (`str::get` would check the boundaries again: 6% of
+                // reading a JobSpec.)
+                Some(unsafe { std::str::from_utf8_unchecked(text) })
+            }
             Stop::Backslash => self.escaped(start, end, at, s),
             Stop::Other => None,
         }
