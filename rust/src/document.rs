@@ -182,15 +182,56 @@ fn parse_json<R>(
     result
 }
 
+/// Why `text` is not JSON, in words a person can act on: serde_json's account of the
+/// first error (`trailing characters at line 1 column 8`) and the text there. Only a
+/// refused document pays for this second reading; simd-json's error kind is the
+/// fallback should serde_json read the text after all.
 fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
-    let at = e.index();
-    let near: String =
-        String::from_utf8_lossy(&text[at.min(text.len())..(at + 20).min(text.len())]).into_owned();
-    if near.is_empty() {
-        format!("{:?} at the end of the document", e.error())
-    } else {
-        format!("{:?} at byte {at}, near {:?}", e.error(), near)
+    let near = |at: usize| {
+        let at = at.min(text.len());
+        let mut end = (at + 20).min(text.len());
+        while end < text.len() && text[end] & 0xC0 == 0x80 {
+            end += 1; // not inside a character
+        }
+        String::from_utf8_lossy(&text[at..end]).into_owned()
+    };
+    let Err(why) = serde_json::from_slice::<serde_json::Value>(text) else {
+        let at = e.index();
+        return match near(at) {
+            n if n.is_empty() => format!("{:?} at the end of the document", e.error()),
+            n => format!("{:?} at byte {at}, near {n:?}", e.error()),
+        };
+    };
+    if why.is_eof() {
+        return format!("{why}: the document ends before it is complete");
     }
+    let (mut at, mut column) = (byte_offset(text, why.line(), why.column()), why.column());
+    if at > 0 && text.get(at - 1) == Some(&b'-') {
+        // serde_json stops after the sign of `-Infinity`.
+        (at, column) = (at - 1, column - 1);
+    }
+    let near = near(at);
+    let not_a_number = ["NaN", "Infinity", "-Infinity"]
+        .into_iter()
+        .find(|word| near.starts_with(word));
+    match not_a_number {
+        Some(word) => format!(
+            "{word} at line {} column {column} is not a JSON number; write null or a string instead",
+            why.line(),
+        ),
+        None => format!("{why}, near {near:?}"),
+    }
+}
+
+/// The byte offset of serde_json's 1-based `line` and `column` (the column counts
+/// bytes and points at the byte where reading stopped).
+fn byte_offset(text: &[u8], line: usize, column: usize) -> usize {
+    let start = text
+        .split_inclusive(|&b| b == b'\n')
+        .take(line.saturating_sub(1))
+        .map(<[u8]>::len)
+        .sum::<usize>();
+    start + column.saturating_sub(1)
 }
 
 /// Every key that an object repeats, as `json.duplicate_key` at the repeated key.

@@ -160,6 +160,7 @@ pub struct Report {
 impl Report {
     pub fn new(kind: Option<Kind>, mut violations: Vec<Violation>) -> Report {
         sort(&mut violations);
+        drop_repeats(&mut violations);
         Report {
             kind,
             violations,
@@ -246,6 +247,17 @@ impl Report {
         let places = locate::locate(source, &targets);
         for (v, at) in self.violations.iter_mut().zip(places) {
             v.at = Some(at);
+        }
+    }
+
+    /// Places a refusal (a report of one violation about the whole document, made
+    /// before the document could be read) where the document starts, as `locate`
+    /// places every whole-document violation; where reading failed, its message says.
+    /// An input refused for its size is left unplaced, unread: as a file refused before
+    /// it is read whole is, so that both report alike.
+    pub fn locate_refusal(&mut self, source: &[u8]) {
+        if !self.violations.iter().any(|v| v.rule == Rule::LimitsSize) {
+            self.locate(source);
         }
     }
 
@@ -338,6 +350,30 @@ fn sort(violations: &mut [Violation]) {
             .cmp(&b.field)
             .then_with(|| a.rule.id().cmp(b.rule.id()))
     });
+}
+
+/// Keeps one of each set of equal violations (sorted, so equal ones share a run of one
+/// field and rule). A pointer cannot tell the occurrences of a repeated key apart, so
+/// without this every rule about such a key would say the same thing once per
+/// occurrence.
+fn drop_repeats(violations: &mut Vec<Violation>) {
+    if violations.len() < 2 {
+        return;
+    }
+    let mut kept: Vec<Violation> = Vec::with_capacity(violations.len());
+    let mut run = 0; // where the run of the current field and rule starts in `kept`
+    for v in violations.drain(..) {
+        if kept
+            .last()
+            .is_some_and(|last| last.field != v.field || last.rule != v.rule)
+        {
+            run = kept.len();
+        }
+        if !kept[run..].contains(&v) {
+            kept.push(v);
+        }
+    }
+    *violations = kept;
 }
 
 #[cfg(test)]

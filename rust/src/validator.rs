@@ -59,8 +59,11 @@ impl Validator {
                 report.locate(input);
                 report
             }
-            // Refused before it was read as a document: there is no place to point to.
-            Err(violation) => Report::new(kind, vec![violation]),
+            Err(violation) => {
+                let mut report = Report::new(kind, vec![violation]);
+                report.locate_refusal(input);
+                report
+            }
         }
     }
 

@@ -42,6 +42,16 @@ def test_text_output_is_for_people(capsys):
     assert lines[-1] == "1 document: 0 passed, 1 failed (1 errors, 0 warnings)"
 
 
+def test_a_whole_document_violation_is_named_so_in_text(capsys, tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(b'{"a": 1}{"b": 2}')
+    code, out = run_cli(capsys, ["check", str(broken)])
+    assert code == 1
+    # Placed at the document's first value; `/` would be the pointer of the key "".
+    assert out.splitlines()[1].startswith(f"{broken}:1:1: error json.syntax not valid JSON: trailing characters at line 1 column 9")
+    assert out.splitlines()[1].endswith("(at the whole document)")
+
+
 def test_json_output_shape(capsys):
     _, out = run_cli(capsys, ["check", str(VALID), str(INVALID), "--format", "json"])
     data = json.loads(out)

@@ -71,6 +71,13 @@ def test_duplicate_keys_are_reported_at_each_repeat(validator):
     assert dupes == ["/network_arch", "/spec/x/y"]
 
 
+def test_a_repeated_key_is_reported_once_per_rule(validator):
+    """A pointer cannot tell a key's occurrences apart: one violation of each rule."""
+    report = validator.check(b'{"a": 1, "a": 1, "a": 2, "mode": "args"}', kind="spec_bundle")
+    at_a = [r for r, f in rules_of(report) if f == "/a"]
+    assert at_a == ["json.duplicate_key", "schema.additionalProperties"]
+
+
 def test_yaml_duplicate_keys_too(validator):
     report = validator.check("apiVersion: forge/v2\nkind: TrainingJob\nkind: TrainingJob\n")
     assert ("json.duplicate_key", "/kind") in rules_of(report)
@@ -125,6 +132,69 @@ def test_dict_values_json_cannot_hold_are_json_syntax(validator):
     report = validator.check({"apiVersion": "forge/v2", "when": {1, 2}})
     assert rules_of(report) == [("json.syntax", "")]
     assert "JSON" in report.violations[0].message
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b'{"a":1}{"b":2}', 'not valid JSON: trailing characters at line 1 column 8, near "{\\"b\\":2}"'),
+        (b'{"a": NaN}', "not valid JSON: NaN at line 1 column 7 is not a JSON number; write null or a string instead"),
+        (b'{"a":\n -Infinity}', "not valid JSON: -Infinity at line 2 column 2 is not a JSON number; write null or a string instead"),
+        (b'{"a":1,', "not valid JSON: EOF while parsing a value at line 1 column 7: the document ends before it is complete"),
+        (b'{"a" 1}', 'not valid JSON: expected `:` at line 1 column 6, near "1}"'),
+    ],
+)
+def test_a_syntax_error_says_where_and_what(validator, data, message):
+    report = validator.check(data)
+    assert [(v.rule, v.field, v.message) for v in report.violations] == [("json.syntax", "", message)]
+
+
+@pytest.mark.parametrize(
+    "data, line, column",
+    [
+        (b'{"a":1}{"b":2}', 1, 1),
+        (b"\n\n  [1, 2]", 3, 3),
+        (b"", 1, 1),
+        (b'\n{"x": ' + b'{"a":' * 70 + b"1" + b"}" * 71, 2, 1),
+        (b"# a comment\nkind: [1\n", 2, 1),
+        (b"# a comment\nflag: yes\n", 2, 1),
+    ],
+)
+def test_a_refused_text_document_is_placed_where_it_starts(validator, data, line, column):
+    """Refusals are about the whole document (field ""), placed at its first value as
+    every whole-document violation of a text document is (SPEC section 2)."""
+    (v,) = validator.check(data).violations
+    assert (v.field, v.line, v.column) == ("", line, column)
+
+
+@pytest.mark.parametrize("value, number", [(".NaN", "NaN"), (".inf", "infinity"), ("-.Inf", "minus infinity")])
+def test_yaml_non_finite_numbers_are_named(validator, value, number):
+    (v,) = validator.check(f"network_arch: dino\nlr: {value}\n").violations
+    assert (v.rule, v.message) == ("json.syntax", f'the YAML value "{value}" is the number {number}, which is not a JSON number; quote it ("{value}") for a string, or write null')
+
+
+def test_an_oversized_document_is_left_unplaced_unread(validator):
+    (v,) = validator.check(b"\n" * (2 * 1024 * 1024)).violations
+    assert (v.rule, v.line, v.column) == ("limits.size", None, None)
+
+
+def test_a_dict_holding_nan_is_refused_as_its_text_is(validator):
+    doc = json.loads(BUNDLE_BYTES)
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        doc["spec"]["lr"] = bad
+        for report in (validator.check(doc), validator.check_many([doc])[0]):
+            assert [(v.rule, v.field, v.line) for v in report.violations] == [("json.syntax", "", None)]
+            assert "NaN or infinite" in report.violations[0].message
+        assert rules_of(validator.check(json.dumps(doc))) == [("json.syntax", "")]
+    doc["spec"]["lr"] = None  # a null the document really holds is read as null
+    assert validator.check(doc) == validator.check(json.dumps(doc))
+
+
+def test_a_str_with_a_lone_surrogate_is_refused_not_raised(validator):
+    text = '{"mode": "args", "x": "\ud800"}'
+    for report in (validator.check(text), validator.check_many([text])[0]):
+        assert rules_of(report) == [("json.syntax", "")]
+        assert report.violations[0].message.startswith("the document is not valid UTF-8: ")
 
 
 def test_non_document_types_raise_type_error(validator):

@@ -75,8 +75,14 @@ def _report_lines(source: str, report: Report, paint) -> list[str]:
     lines = [f"{source}: {verdict} ({report.kind}){tail}"]
     for v in report.violations:
         sev = paint(v.severity, "31" if v.severity == "error" else "33")
-        lines.append(f"{place(source, v)}: {sev} {v.rule} {v.message} (at {v.field or '/'})")
+        lines.append(f"{place(source, v)}: {sev} {v.rule} {v.message} (at {shown_field(v.field)})")
     return lines
+
+
+def shown_field(field: str) -> str:
+    """A violation's field for people: its JSON Pointer, or `the whole document` for
+    `""` (the pointer `/` would name the key `""`)."""
+    return field or "the whole document"
 
 
 def place(source: str, v) -> str:
@@ -134,9 +140,9 @@ def junit(results: Sequence[tuple[str, Report]]) -> str:
         for v in report.violations:
             out.append(f"    <testcase name={xml_attr(f'{place(source, v)} {v.rule}')} classname={xml_attr(f'{report.kind}.{v.rule}')}>")
             if v.severity == "error":  # a warning, or a rule turned off, passes
-                out.append(f"      <failure message={xml_attr(v.message)} type={xml_attr(v.rule)}>{xml_text(f'{v.field or chr(47)}: {v.message}')}</failure>")
+                out.append(f"      <failure message={xml_attr(v.message)} type={xml_attr(v.rule)}>{xml_text(f'{shown_field(v.field)}: {v.message}')}</failure>")
             else:
-                out.append(f"      <system-out>{xml_text(f'warning {v.field or chr(47)}: {v.message}')}</system-out>")
+                out.append(f"      <system-out>{xml_text(f'warning {shown_field(v.field)}: {v.message}')}</system-out>")
             out.append("    </testcase>")
     out += ["  </testsuite>", "</testsuites>"]
     return "\n".join(out)
@@ -234,7 +240,7 @@ def github(results: Sequence[tuple[str, Report]]) -> str:
                 props += [f"line={v.line}", f"col={v.column}"]
             props.append(f"title={_github_value(v.rule, True)}")
             level = {"error": "error", "warning": "warning"}.get(v.severity, "notice")
-            lines.append(f"::{level} {','.join(props)}::{_github_value(f'{v.message} (at {v.field or chr(47)})')}")
+            lines.append(f"::{level} {','.join(props)}::{_github_value(f'{v.message} (at {shown_field(v.field)})')}")
     lines.append(_summary_line(summary(results)))
     return "\n".join(lines)
 

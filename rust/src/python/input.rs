@@ -37,8 +37,15 @@ impl<'py> Document<'py> {
             return Ok(Document::Bytes(b.clone()));
         }
         if let Ok(s) = obj.cast::<PyString>() {
-            s.to_str()?;
-            return Ok(Document::Str(s.clone()));
+            // A str with a lone surrogate has no UTF-8 form: refused as bytes that are
+            // not UTF-8 are, with a report rather than an exception.
+            return Ok(match s.to_str() {
+                Ok(_) => Document::Str(s.clone()),
+                Err(e) => Document::Unreadable(format!(
+                    "the document is not valid UTF-8: {}",
+                    e.value(obj.py())
+                )),
+            });
         }
         if let Ok(b) = obj.cast::<PyByteArray>() {
             return Ok(Document::Owned(b.to_vec()));
@@ -95,7 +102,8 @@ impl<'py> Document<'py> {
 }
 
 /// A parsed document back to JSON text: orjson for speed, the standard library for
-/// what orjson refuses (integers beyond 64 bits). `Err` names what JSON cannot hold.
+/// what orjson refuses (integers beyond 64 bits) or may have rewritten (NaN).
+/// `Err` names what JSON cannot hold.
 fn dumps(obj: &Bound<'_, PyAny>) -> Result<Vec<u8>, String> {
     static ORJSON: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     static STDLIB: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -112,8 +120,13 @@ fn dumps(obj: &Bound<'_, PyAny>) -> Result<Vec<u8>, String> {
     let fast = import(&ORJSON, "orjson")
         .and_then(|f| f.call1((obj,)))
         .and_then(|b| Ok(b.cast::<PyBytes>()?.as_bytes().to_vec()));
+    // orjson writes NaN and the infinities as `null`, which would check a document
+    // the same text could not be; only output holding a `null` may hide one, and the
+    // standard library (which refuses them) writes that again.
     if let Ok(bytes) = fast {
-        return Ok(bytes);
+        if memchr::memmem::find(&bytes, b"null").is_none() {
+            return Ok(bytes);
+        }
     }
     let kwargs = PyDict::new(py);
     let slow = kwargs
@@ -121,7 +134,14 @@ fn dumps(obj: &Bound<'_, PyAny>) -> Result<Vec<u8>, String> {
         .and_then(|_| import(&STDLIB, "json"))
         .and_then(|f| f.call((obj,), Some(&kwargs)))
         .and_then(|s| Ok(s.cast::<PyString>()?.to_str()?.as_bytes().to_vec()));
-    slow.map_err(|e| format!("the document cannot be written as JSON: {}", e.value(py)))
+    slow.map_err(|e| {
+        let why = e.value(py).to_string();
+        if why.starts_with("Out of range float values") {
+            "the document holds a float that is NaN or infinite, which is not a JSON number; write null or a string instead".into()
+        } else {
+            format!("the document cannot be written as JSON: {why}")
+        }
+    })
 }
 
 /// A kind named by the caller; `None` is detected from the document.

@@ -417,6 +417,20 @@ fn write_scalar(
         return Ok(true);
     }
     let core = resolve_plain(text);
+    if let Some(Plain::Float(f)) = &core {
+        if !f.is_finite() {
+            // Both readers build it (NaN, unequal to itself, would otherwise read as a
+            // disagreement), but JSON cannot hold it.
+            let number = match *f {
+                f if f.is_nan() => "NaN",
+                f if f > 0.0 => "infinity",
+                _ => "minus infinity",
+            };
+            return Err(DecodeError::Syntax(format!(
+                "the YAML value {text:?} is the number {number}, which is not a JSON number; quote it (\"{text}\") for a string, or write null"
+            )));
+        }
+    }
     let pyyaml = yaml11::resolve(text);
     if !agree(core.as_ref(), &pyyaml) {
         let core_reading = match &core {
