@@ -137,6 +137,8 @@ CASES = [
     # TAO best_rec
     C("tao.best_rec.not_best", BEST, {"/best/score": 0.004}, [("tao.best_rec.not_best", "/best/score")]),
     C("tao.best_rec.not_best", BEST, {"/best/rec_id": "rec_001"}, [("tao.best_rec.not_best", "/best/score")]),
+    # The winner listed with a null score is listed with another score.
+    C("tao.best_rec.not_best", BEST, {"/all_recs/2/score": None}, [("tao.best_rec.not_best", "/best/score")]),
 ]
 
 # Rules that need files on disk or a package: their cases are in tests/files/.

@@ -121,13 +121,20 @@ fn not_best(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     let rec_id = best.get_str("rec_id");
     let better = |s: f64| if maximize { s > score } else { s < score };
     let mut top: Option<(f64, Option<&str>)> = None;
-    let mut winner_listed_otherwise: Option<f64> = None;
+    // The winner's score as all_recs lists it, when that differs (null is another
+    // score too: the recommendation would then have no result at all).
+    let mut winner_listed_otherwise: Option<String> = None;
     for rec in recs.items() {
-        let Some(s) = rec.get("score").and_then(|s| s.as_f64()) else {
+        let listed = rec.get("score");
+        let winner = rec_id.is_some() && rec.get_str("rec_id") == rec_id;
+        if winner && listed.is_some_and(|v| v.is_null()) {
+            winner_listed_otherwise.get_or_insert_with(|| "null".into());
+        }
+        let Some(s) = listed.and_then(|s| s.as_f64()) else {
             continue;
         };
-        if rec_id.is_some() && rec.get_str("rec_id") == rec_id && s != score {
-            winner_listed_otherwise.get_or_insert(s);
+        if winner && s != score {
+            winner_listed_otherwise.get_or_insert_with(|| s.to_string());
         }
         if better(s) && top.is_none_or(|(t, _)| if maximize { s > t } else { s < t }) {
             top = Some((s, rec.get_str("rec_id")));
