@@ -35,7 +35,7 @@ impl Kind {
     }
 
     /// Detection from the top-level keys, first match wins (SPEC §1). One pass over
-    /// the keys, however many of them there are.
+    /// the keys, however many of them there are, and no further than `apiVersion`.
     pub fn detect(root: Value<'_, '_>) -> Option<Kind> {
         const JOBSPEC: u8 = 1;
         const JOB_RECORD: u8 = 2;
@@ -50,6 +50,10 @@ impl Kind {
                 "mode" | "command" | "network_arch" => SPEC_BUNDLE,
                 _ => 0,
             };
+            // A JobSpec wins over every other kind: the keys left cannot change that.
+            if found & JOBSPEC != 0 {
+                return Some(Kind::JobSpec);
+            }
         }
         if found & JOBSPEC != 0 {
             Some(Kind::JobSpec)

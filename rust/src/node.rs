@@ -110,11 +110,10 @@ impl<'t, 'i> Value<'t, 'i> {
 
     pub fn entries(&self) -> Entries<'t, 'i> {
         match self.tape[0] {
-            Node::Object { len, count } => Entries {
+            Node::Object { count, .. } => Entries {
                 rest: &self.tape[1..=count],
-                left: len,
             },
-            _ => Entries { rest: &[], left: 0 },
+            _ => Entries { rest: &[] },
         }
     }
 
@@ -129,23 +128,63 @@ impl<'t, 'i> Value<'t, 'i> {
 
     pub fn items(&self) -> Items<'t, 'i> {
         match self.tape[0] {
-            Node::Array { len, count } => Items {
+            Node::Array { count, .. } => Items {
                 rest: &self.tape[1..=count],
-                left: len,
             },
-            _ => Items { rest: &[], left: 0 },
+            _ => Items { rest: &[] },
         }
     }
 
     /// The value of `key`. With duplicate keys (always a `json.duplicate_key` error),
     /// the first; the rules only need one of them.
-    #[inline]
+    ///
+    /// Always inlined: the rules look keys up by literal names, and with the name known
+    /// at the call, each compare is a length test and a word or two.
+    #[inline(always)]
     pub fn get(&self, key: &str) -> Option<Value<'t, 'i>> {
-        self.entries()
-            .find(|(k, _)| crate::text::same(k, key))
-            .map(|(_, v)| v)
+        self.find(|k| crate::text::same(k, key))
     }
 
+    /// The values of several keys, found in one pass over the object: for each key, what
+    /// `get` would return. For the rules that read many fields of one object.
+    #[inline(always)]
+    pub fn get_each<const N: usize>(&self, keys: [&str; N]) -> [Option<Value<'t, 'i>>; N] {
+        let mut found = [None; N];
+        let mut missing = N;
+        for (k, v) in self.entries() {
+            for (slot, key) in found.iter_mut().zip(keys) {
+                if slot.is_none() && crate::text::same(k, key) {
+                    *slot = Some(v);
+                    missing -= 1;
+                }
+            }
+            if missing == 0 {
+                break;
+            }
+        }
+        found
+    }
+
+    /// The value of the first entry whose key passes `is_key`: a plain loop over the
+    /// tape, cheaper than the `entries` iterator's bookkeeping.
+    #[inline(always)]
+    fn find(&self, is_key: impl Fn(&str) -> bool) -> Option<Value<'t, 'i>> {
+        let Node::Object { count, .. } = self.tape[0] else {
+            return None;
+        };
+        // The object's entries fill its `count` nodes exactly: key, value, key, ...
+        let mut rest = &self.tape[1..=count];
+        while let [key, tail @ ..] = rest {
+            let value = Value { tape: tail };
+            if is_key(key_of(key)) {
+                return Some(value);
+            }
+            rest = &tail[value.span()..];
+        }
+        None
+    }
+
+    #[inline(always)]
     pub fn get_str(&self, key: &str) -> Option<&'i str> {
         self.get(key).and_then(|v| v.as_str())
     }
@@ -155,6 +194,7 @@ impl<'t, 'i> Value<'t, 'i> {
     }
 
     /// Follows literal keys; `None` as soon as one is missing or not an object.
+    #[inline(always)]
     pub fn at(&self, keys: &[&str]) -> Option<Value<'t, 'i>> {
         let mut v = *self;
         for key in keys {
@@ -229,20 +269,24 @@ impl<'t, 'i> Value<'t, 'i> {
 /// A list for a message: the first few items, then how many more, so a message stays
 /// short however long the list in the document is.
 pub fn few<S: AsRef<str>>(items: &[S]) -> String {
-    const SHOWN: usize = 5;
-    if items.is_empty() {
+    few_of(items.iter().map(AsRef::as_ref), items.len())
+}
+
+/// `few` of a list of `len` items given by its first ones (at least the `SHOWN` that
+/// `few` names, when there are as many), for a list that is not kept whole.
+pub fn few_of<'a>(first: impl Iterator<Item = &'a str>, len: usize) -> String {
+    if len == 0 {
         return "none".into();
     }
-    let shown: Vec<String> = items
-        .iter()
-        .take(SHOWN)
-        .map(|s| quote(s.as_ref()))
-        .collect();
-    match items.len().saturating_sub(SHOWN) {
+    let shown: Vec<String> = first.take(SHOWN).map(quote).collect();
+    match len.saturating_sub(SHOWN) {
         0 => shown.join(", "),
         more => format!("{} and {more} more", shown.join(", ")),
     }
 }
+
+/// How many items of a list a message names.
+pub const SHOWN: usize = 5;
 
 pub fn quote(s: &str) -> String {
     const MAX: usize = 80;
@@ -254,9 +298,19 @@ pub fn quote(s: &str) -> String {
     format!("{}...\"", &quoted[..quoted.len() - 1])
 }
 
+/// The key at a key node of an object (always a string on the tape).
+#[inline]
+fn key_of<'i>(node: &Node<'i>) -> &'i str {
+    match *node {
+        Node::String(s) => s,
+        _ => "",
+    }
+}
+
+/// The entries of an object: its `count` nodes hold exactly its keys and values, in
+/// turn, so the iteration ends where they end.
 pub struct Entries<'t, 'i> {
     rest: &'t [Node<'i>],
-    left: usize,
 }
 
 impl<'t, 'i> Iterator for Entries<'t, 'i> {
@@ -264,25 +318,18 @@ impl<'t, 'i> Iterator for Entries<'t, 'i> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
+        let [key, tail @ ..] = self.rest else {
             return None;
-        }
-        self.left -= 1;
-        let key = match self.rest[0] {
-            Node::String(s) => s,
-            _ => "",
         };
-        let value = Value {
-            tape: &self.rest[1..],
-        };
-        self.rest = &self.rest[1 + value.span()..];
-        Some((key, value))
+        let value = Value { tape: tail };
+        self.rest = &tail[value.span()..];
+        Some((key_of(key), value))
     }
 }
 
+/// The items of an array: its `count` nodes hold exactly its items.
 pub struct Items<'t, 'i> {
     rest: &'t [Node<'i>],
-    left: usize,
 }
 
 impl<'t, 'i> Iterator for Items<'t, 'i> {
@@ -290,12 +337,67 @@ impl<'t, 'i> Iterator for Items<'t, 'i> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
+        if self.rest.is_empty() {
             return None;
         }
-        self.left -= 1;
         let value = Value { tape: self.rest };
         self.rest = &self.rest[value.span()..];
         Some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::with_document;
+    use crate::limits::Limits;
+
+    /// Where a found value starts on the tape: the same node, the same value.
+    fn at<'i>(v: Option<Value<'_, 'i>>) -> Option<*const Node<'i>> {
+        v.map(|v| v.tape.as_ptr())
+    }
+
+    /// Every object and array of `doc`: its entries and items are exactly `len`, and
+    /// `get` and `get_each` find the first entry of each key, as a search of the
+    /// entries does, for keys present, repeated, empty, non-ASCII and absent.
+    fn check_lookups(doc: &str) {
+        with_document(doc.as_bytes(), &Limits::default(), |d| {
+            for (j, node) in d.root.tape.iter().enumerate() {
+                let v = Value {
+                    tape: &d.root.tape[j..],
+                };
+                match *node {
+                    Node::Array { len, .. } => assert_eq!(v.items().count(), len, "{doc}"),
+                    Node::Object { len, .. } => {
+                        assert_eq!(v.entries().count(), len, "{doc}");
+                        let mut keys: Vec<&str> = v.entries().map(|(k, _)| k).collect();
+                        keys.extend(["", "absent", "a", "é", "a-longer-key-than-sixteen"]);
+                        for &k in &keys {
+                            let first = v.entries().find(|(key, _)| *key == k).map(|(_, v)| v);
+                            assert_eq!(at(v.get(k)), at(first), "{doc} {k:?}");
+                            let [a, b, c] = v.get_each([k, "a", k]);
+                            assert_eq!(at(a), at(first), "{doc} {k:?}");
+                            assert_eq!(at(c), at(first), "{doc} {k:?}");
+                            assert_eq!(at(b), at(v.get("a")), "{doc} {k:?}");
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn lookups_find_the_first_entry() {
+        for doc in [
+            r#"{}"#,
+            r#"{"a": 1}"#,
+            r#"{"a": 1, "a": {"a": [1, {"b": 2}], "": 3}, "é": null, "a": 4}"#,
+            r#"{"x": [[], {}, [1, [2, [3]]]], "a-longer-key-than-sixteen": {"a": {}}, "b": "a"}"#,
+            r#"{"": "", "a": [{"a": 1, "a": 2}, {"é": [], "é": {}}], "absent2": true}"#,
+        ] {
+            check_lookups(doc);
+        }
     }
 }

@@ -223,33 +223,99 @@ pub const fn array_of(items: &'static Shape) -> Shape {
 
 /// Walks `v` against `shape`, with `ctx.path` pointing at `v`.
 pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
-    match shape {
-        Shape::Any => {}
-        Shape::Nullable(inner) => {
-            if !v.is_null() {
-                walk(v, inner, ctx);
-            }
+    walk_at(v, shape, At::Here, ctx);
+}
+
+/// Where the value being walked sits: at `ctx.path`, or at a child of it that goes on
+/// the path only when it must (a container is walked, a violation is kept). Scalars,
+/// most of a document, are then checked without touching the path.
+#[derive(Clone, Copy)]
+enum At<'i> {
+    Here,
+    Key(&'i str),
+    Index(usize),
+}
+
+impl<'i> Ctx<'i> {
+    #[inline]
+    fn enter(&mut self, at: At<'i>) {
+        match at {
+            At::Here => {}
+            At::Key(key) => self.path.push_key(key),
+            At::Index(i) => self.path.push_index(i),
         }
+    }
+
+    #[inline]
+    fn leave(&mut self, at: At<'i>) {
+        if !matches!(at, At::Here) {
+            self.path.pop();
+        }
+    }
+
+    /// `here`, for the value at `at`.
+    fn report(&mut self, at: At<'i>, rule: Rule, message: String) {
+        self.enter(at);
+        self.here(rule, message);
+        self.leave(at);
+    }
+}
+
+/// Inlined into the loops over entries and items, so that a scalar, the common case,
+/// is checked without a call: only containers pay for one.
+#[inline(always)]
+fn walk_at<'t, 'i>(v: Value<'t, 'i>, mut shape: &Shape, at: At<'i>, ctx: &mut Ctx<'i>) {
+    while let Shape::Nullable(inner) = shape {
+        if v.is_null() {
+            return;
+        }
+        shape = inner;
+    }
+    match shape {
+        Shape::Object(_) | Shape::Array { .. } | Shape::Custom(_) => walk_nested(v, shape, at, ctx),
+        _ => scalar(v, shape, at, ctx),
+    }
+}
+
+/// The shapes that hold other values (or may: `Custom`), walked with `at` on the path.
+#[inline(never)]
+fn walk_nested<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, at: At<'i>, ctx: &mut Ctx<'i>) {
+    ctx.enter(at);
+    match shape {
+        Shape::Object(obj) => walk_object(v, obj, ctx),
+        Shape::Array {
+            items,
+            min_items,
+            min_items_rule,
+            unique,
+        } => walk_array(v, items, *min_items, *min_items_rule, *unique, ctx),
+        Shape::Custom(f) => f(v, ctx),
+        // Not reached (`walk_at` checks scalars itself), and right if it were.
+        _ => scalar(v, shape, At::Here, ctx),
+    }
+    ctx.leave(at);
+}
+
+/// The shapes that hold no other value. The messages of their violations are built
+/// out of line, so the passing path stays a few compares.
+#[inline(always)]
+fn scalar<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, at: At<'i>, ctx: &mut Ctx<'i>) {
+    match shape {
         Shape::Str {
             min_len,
             min_len_rule,
             pattern,
         } => {
             let Some(s) = v.as_str() else {
-                return type_error(v, "a string", ctx);
+                return type_error(v, "a string", at, ctx);
             };
             // A string of at least 4 bytes per required character is long enough
             // without counting its characters.
             if *min_len > 0 && s.len() < 4 * *min_len && s.chars().count() < *min_len {
-                let msg = if *min_len == 1 {
-                    "must not be empty".to_string()
-                } else {
-                    format!("{} is shorter than {min_len} characters", v.describe())
-                };
-                ctx.here(*min_len_rule, msg);
+                too_short(v, *min_len, *min_len_rule, at, ctx);
             } else if let Some(p) = pattern {
                 if let Err(why) = (p.test)(s) {
-                    ctx.here(p.rule, format!("{} {why}", v.describe()));
+                    mismatch(v, p.rule, why, at, ctx);
                 }
             }
         }
@@ -260,142 +326,233 @@ pub fn walk<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, ctx: &mut Ctx<'i>) {
                 v.as_schema_int()
             };
             let Some(n) = n else {
-                return type_error(v, "an integer", ctx);
+                return type_error(v, "an integer", at, ctx);
             };
-            if let Some(min) = min {
-                if n < *min as i128 {
-                    ctx.here(
-                        Rule::SchemaMinimum,
-                        format!("{n} is below the minimum of {min}"),
-                    );
-                }
-            }
-            if let Some(max) = max {
-                if n > *max as i128 {
-                    ctx.here(
-                        Rule::SchemaMaximum,
-                        format!("{n} is above the maximum of {max}"),
-                    );
-                }
+            if min.is_some_and(|min| n < min as i128) || max.is_some_and(|max| n > max as i128) {
+                int_out_of_range(n, *min, *max, at, ctx);
             }
         }
         Shape::Number { min, max } => {
             let Some(n) = v.as_f64() else {
-                return type_error(v, "a number", ctx);
+                return type_error(v, "a number", at, ctx);
             };
-            if min.is_some_and(|m| n < m) {
-                ctx.here(
-                    Rule::SchemaMinimum,
-                    format!(
-                        "{} is below the minimum of {}",
-                        v.describe(),
-                        min.unwrap_or_default()
-                    ),
-                );
-            }
-            if max.is_some_and(|m| n > m) {
-                ctx.here(
-                    Rule::SchemaMaximum,
-                    format!(
-                        "{} is above the maximum of {}",
-                        v.describe(),
-                        max.unwrap_or_default()
-                    ),
-                );
+            if min.is_some_and(|m| n < m) || max.is_some_and(|m| n > m) {
+                number_out_of_range(v, n, *min, *max, at, ctx);
             }
         }
         Shape::Bool => {
             if v.as_bool().is_none() {
-                type_error(v, "a boolean", ctx);
+                type_error(v, "a boolean", at, ctx);
             }
         }
         Shape::Enum { values, nullable } => {
             let ok = match v.ty() {
-                Type::Str(s) => values.contains(&s),
+                Type::Str(s) => values.iter().any(|value| crate::text::same(value, s)),
                 Type::Null => *nullable,
                 _ => false,
             };
             if !ok {
-                let mut accepted: Vec<String> =
-                    values.iter().map(|s| crate::node::quote(s)).collect();
-                if *nullable {
-                    accepted.insert(0, "null".into());
-                }
-                ctx.here(
-                    Rule::SchemaEnum,
-                    format!("{} is not one of {}", v.describe(), accepted.join(", ")),
-                );
+                not_one_of(v, values, *nullable, at, ctx);
             }
         }
         Shape::ConstInt(c) => {
             if v.as_schema_int() != Some(*c as i128) {
-                ctx.here(
-                    Rule::SchemaConst,
-                    format!("must be {c}, got {}", v.describe()),
-                );
+                not_const(v, &c.to_string(), at, ctx);
             }
         }
         Shape::ConstTrue => {
             if v.as_bool() != Some(true) {
-                ctx.here(
-                    Rule::SchemaConst,
-                    format!("must be true, got {}", v.describe()),
-                );
+                not_const(v, "true", at, ctx);
             }
         }
-        Shape::Array {
-            items,
-            min_items,
+        Shape::Any
+        | Shape::Nullable(_)
+        | Shape::Array { .. }
+        | Shape::Object(_)
+        | Shape::Custom(_) => {}
+    }
+}
+
+#[cold]
+fn too_short<'i>(v: Value<'_, 'i>, min_len: usize, rule: Rule, at: At<'i>, ctx: &mut Ctx<'i>) {
+    let msg = if min_len == 1 {
+        "must not be empty".to_string()
+    } else {
+        format!("{} is shorter than {min_len} characters", v.describe())
+    };
+    ctx.report(at, rule, msg);
+}
+
+#[cold]
+fn mismatch<'i>(v: Value<'_, 'i>, rule: Rule, why: String, at: At<'i>, ctx: &mut Ctx<'i>) {
+    ctx.report(at, rule, format!("{} {why}", v.describe()));
+}
+
+/// `minimum` and `maximum` of an integer, each reported when it fails.
+#[cold]
+fn int_out_of_range<'i>(
+    n: i128,
+    min: Option<i64>,
+    max: Option<i64>,
+    at: At<'i>,
+    ctx: &mut Ctx<'i>,
+) {
+    if let Some(min) = min {
+        if n < min as i128 {
+            ctx.report(
+                at,
+                Rule::SchemaMinimum,
+                format!("{n} is below the minimum of {min}"),
+            );
+        }
+    }
+    if let Some(max) = max {
+        if n > max as i128 {
+            ctx.report(
+                at,
+                Rule::SchemaMaximum,
+                format!("{n} is above the maximum of {max}"),
+            );
+        }
+    }
+}
+
+/// `minimum` and `maximum` of a number, each reported when it fails.
+#[cold]
+fn number_out_of_range<'i>(
+    v: Value<'_, 'i>,
+    n: f64,
+    min: Option<f64>,
+    max: Option<f64>,
+    at: At<'i>,
+    ctx: &mut Ctx<'i>,
+) {
+    if min.is_some_and(|m| n < m) {
+        ctx.report(
+            at,
+            Rule::SchemaMinimum,
+            format!(
+                "{} is below the minimum of {}",
+                v.describe(),
+                min.unwrap_or_default()
+            ),
+        );
+    }
+    if max.is_some_and(|m| n > m) {
+        ctx.report(
+            at,
+            Rule::SchemaMaximum,
+            format!(
+                "{} is above the maximum of {}",
+                v.describe(),
+                max.unwrap_or_default()
+            ),
+        );
+    }
+}
+
+#[cold]
+fn not_one_of<'i>(
+    v: Value<'_, 'i>,
+    values: &[&str],
+    nullable: bool,
+    at: At<'i>,
+    ctx: &mut Ctx<'i>,
+) {
+    let mut accepted: Vec<String> = values.iter().map(|s| crate::node::quote(s)).collect();
+    if nullable {
+        accepted.insert(0, "null".into());
+    }
+    ctx.report(
+        at,
+        Rule::SchemaEnum,
+        format!("{} is not one of {}", v.describe(), accepted.join(", ")),
+    );
+}
+
+#[cold]
+fn not_const<'i>(v: Value<'_, 'i>, expected: &str, at: At<'i>, ctx: &mut Ctx<'i>) {
+    ctx.report(
+        at,
+        Rule::SchemaConst,
+        format!("must be {expected}, got {}", v.describe()),
+    );
+}
+
+fn walk_array<'t, 'i>(
+    v: Value<'t, 'i>,
+    items: &Shape,
+    min_items: usize,
+    min_items_rule: Rule,
+    unique: bool,
+    ctx: &mut Ctx<'i>,
+) {
+    let Type::Array(len) = v.ty() else {
+        return type_error(v, "an array", At::Here, ctx);
+    };
+    if len < min_items {
+        ctx.here(
             min_items_rule,
-            unique,
-        } => {
-            let Type::Array(len) = v.ty() else {
-                return type_error(v, "an array", ctx);
-            };
-            if len < *min_items {
-                ctx.here(
-                    *min_items_rule,
-                    format!(
-                        "needs at least {min_items} item{}, got {len}",
-                        if *min_items == 1 { "" } else { "s" }
-                    ),
-                );
-            }
-            for (i, item) in v.items().enumerate() {
-                ctx.path.push_index(i);
-                walk(item, items, ctx);
-                ctx.path.pop();
-            }
-            if *unique {
-                let all: Vec<_> = v.items().collect();
-                'outer: for (i, a) in all.iter().enumerate() {
-                    for b in &all[..i] {
-                        if a.deep_eq(b) {
-                            ctx.here(
-                                Rule::SchemaUniqueItems,
-                                format!(
-                                    "{} appears more than once; items must be unique",
-                                    a.describe()
-                                ),
-                            );
-                            break 'outer;
-                        }
-                    }
+            format!(
+                "needs at least {min_items} item{}, got {len}",
+                if min_items == 1 { "" } else { "s" }
+            ),
+        );
+    }
+    for (i, item) in v.items().enumerate() {
+        walk_at(item, items, At::Index(i), ctx);
+    }
+    if unique {
+        // Each item against those before it, the first repeat reported.
+        'outer: for (i, a) in v.items().enumerate() {
+            for b in v.items().take(i) {
+                if a.deep_eq(&b) {
+                    ctx.here(
+                        Rule::SchemaUniqueItems,
+                        format!(
+                            "{} appears more than once; items must be unique",
+                            a.describe()
+                        ),
+                    );
+                    break 'outer;
                 }
             }
         }
-        Shape::Object(obj) => walk_object(v, obj, ctx),
-        Shape::Custom(f) => f(v, ctx),
+    }
+}
+
+impl ObjectShape {
+    /// The index of the field named `key`. Documents mostly list fields in the table's
+    /// order, leaving optional ones out: the search starts at `from`, the field after
+    /// the last one found, and wraps around. (A table names each field once.)
+    #[inline]
+    fn field(&self, key: &str, from: usize) -> Option<usize> {
+        let (before, after) = self.fields.split_at(from);
+        let named = |f: &Field| crate::text::same(f.name, key);
+        match after.iter().position(named) {
+            Some(i) => Some(from + i),
+            None => before.iter().position(named),
+        }
+    }
+
+    /// Whether any entry could be reported or walked: not for a free map
+    /// (`hyperparams`), whose entries are then not even visited.
+    #[inline]
+    fn checks_entries(&self) -> bool {
+        !(self.fields.is_empty()
+            && self.keys.is_none()
+            && matches!(self.additional, Additional::Allow))
     }
 }
 
 fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     if !v.is_object() {
-        return type_error(v, "an object", ctx);
+        return type_error(v, "an object", At::Here, ctx);
+    }
+    if !obj.checks_entries() {
+        return;
     }
     let mut seen: u64 = 0;
-    // Documents mostly list fields in the table's order: the field after the last one
-    // found is tried first.
     let mut next = 0;
     for (key, value) in v.entries() {
         if let Some(p) = obj.keys {
@@ -405,50 +562,16 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
                 });
             }
         }
-        let found = match obj.fields.get(next) {
-            Some(f) if crate::text::same(f.name, key) => Some(next),
-            _ => obj
-                .fields
-                .iter()
-                .position(|f| crate::text::same(f.name, key)),
-        };
-        if let Some(i) = found {
-            next = i + 1;
-        }
-        match found {
+        match obj.field(key, next) {
             Some(i) => {
+                next = i + 1;
                 seen |= 1 << i;
-                ctx.path.push_key(key);
-                walk(value, &obj.fields[i].shape, ctx);
-                ctx.path.pop();
+                walk_at(value, &obj.fields[i].shape, At::Key(key), ctx);
             }
             None => match obj.additional {
-                Additional::Forbid | Additional::Warn => {
-                    let rule = Rule::SchemaAdditionalProperties;
-                    let severity = match obj.additional {
-                        Additional::Warn => Severity::Warning,
-                        _ => rule.severity(),
-                    };
-                    let what = if severity == Severity::Warning {
-                        "is not a known field and is ignored"
-                    } else {
-                        "is not allowed here"
-                    };
-                    ctx.at_key_with_severity(key, rule, severity, || {
-                        let known: Vec<&str> = obj.fields.iter().map(|f| f.name).collect();
-                        format!(
-                            "the field {} {what}; known fields: {}",
-                            crate::node::quote(key),
-                            known.join(", ")
-                        )
-                    });
-                }
+                Additional::Forbid | Additional::Warn => unknown_field(key, obj, ctx),
                 Additional::Allow => {}
-                Additional::Values(shape) => {
-                    ctx.path.push_key(key);
-                    walk(value, shape, ctx);
-                    ctx.path.pop();
-                }
+                Additional::Values(shape) => walk_at(value, shape, At::Key(key), ctx),
             },
         }
     }
@@ -464,8 +587,32 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     }
 }
 
-fn type_error<'i>(v: Value<'_, 'i>, expected: &str, ctx: &mut Ctx<'i>) {
-    ctx.here(
+#[cold]
+fn unknown_field<'i>(key: &str, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
+    let rule = Rule::SchemaAdditionalProperties;
+    let severity = match obj.additional {
+        Additional::Warn => Severity::Warning,
+        _ => rule.severity(),
+    };
+    let what = if severity == Severity::Warning {
+        "is not a known field and is ignored"
+    } else {
+        "is not allowed here"
+    };
+    ctx.at_key_with_severity(key, rule, severity, || {
+        let known: Vec<&str> = obj.fields.iter().map(|f| f.name).collect();
+        format!(
+            "the field {} {what}; known fields: {}",
+            crate::node::quote(key),
+            known.join(", ")
+        )
+    });
+}
+
+#[cold]
+fn type_error<'i>(v: Value<'_, 'i>, expected: &str, at: At<'i>, ctx: &mut Ctx<'i>) {
+    ctx.report(
+        at,
         Rule::SchemaType,
         format!(
             "expected {expected}, got {} ({})",

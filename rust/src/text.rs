@@ -24,12 +24,24 @@ pub fn same(a: &str, b: &str) -> bool {
     }
 }
 
+/// Where the first `c` is in `b`. Most strings a document holds are short, and for
+/// them a plain loop beats setting up a vector search; long ones get `memchr`.
+#[inline]
+pub fn find_byte(b: &[u8], c: u8) -> Option<usize> {
+    const SHORT: usize = 16;
+    if b.len() <= SHORT {
+        b.iter().position(|&x| x == c)
+    } else {
+        memchr::memchr(c, b)
+    }
+}
+
 /// `s.split_once(c)` for an ASCII `c`, by a byte search: no character searcher to set
 /// up, which matters for the many short strings a document holds.
 #[inline]
 pub fn split_once_byte(s: &str, c: u8) -> Option<(&str, &str)> {
     debug_assert!(c.is_ascii());
-    let at = memchr::memchr(c, s.as_bytes())?;
+    let at = find_byte(s.as_bytes(), c)?;
     // An ASCII byte is a whole character, so both sides are on character boundaries.
     Some((s.get(..at)?, s.get(at + 1..)?))
 }
@@ -38,15 +50,20 @@ pub fn split_once_byte(s: &str, c: u8) -> Option<(&str, &str)> {
 /// with no substring searcher to set up for each of a document's short strings.
 pub fn find_scheme_separator(s: &str, from: usize) -> Option<usize> {
     let b = s.as_bytes();
-    memchr::memchr_iter(b':', b.get(from..)?)
-        .map(|at| at + from)
-        .find(|&at| b[at + 1..].starts_with(b"//"))
+    let mut at = from;
+    loop {
+        at += find_byte(b.get(at..)?, b':')?;
+        if b[at + 1..].starts_with(b"//") {
+            return Some(at);
+        }
+        at += 1;
+    }
 }
 
 /// `s.contains(c)` for an ASCII `c`, by a byte search.
 #[inline]
 pub fn has_byte(s: &str, c: u8) -> bool {
-    memchr::memchr(c, s.as_bytes()).is_some()
+    find_byte(s.as_bytes(), c).is_some()
 }
 
 /// Python's `str.isspace`, which is what `\s` and `\S` mean to the published schemas'
@@ -65,13 +82,75 @@ pub fn py_trim(s: &str) -> &str {
     }
 }
 
+/// `py_trim(s).is_empty()`: a first byte that is printable ASCII answers at once.
+#[inline]
+pub fn py_is_blank(s: &str) -> bool {
+    match s.as_bytes().first() {
+        None => true,
+        Some(&a) if (0x21..0x7f).contains(&a) => false,
+        _ => py_trim(s).is_empty(),
+    }
+}
+
+/// Byte classes of safe names: `SAFE` for `[A-Za-z0-9._-]`, `LEAD` for the letters and
+/// digits a segment may start with. One table load per byte instead of a chain of
+/// range tests; non-ASCII bytes are in neither class.
+const SAFE: u8 = 1;
+const LEAD: u8 = 2;
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        if b.is_ascii_alphanumeric() {
+            t[c] = SAFE | LEAD;
+        } else if matches!(b, b'.' | b'_' | b'-') {
+            t[c] = SAFE;
+        }
+        c += 1;
+    }
+    t
+};
+
+/// How many bytes at the start of `b` are in `[A-Za-z0-9._-]`.
+#[inline]
+pub fn safe_run(b: &[u8]) -> usize {
+    b.iter()
+        .position(|&c| CLASS[c as usize] & SAFE == 0)
+        .unwrap_or(b.len())
+}
+
+/// The length of the safe segment `b` starts with (`[A-Za-z0-9][A-Za-z0-9._-]*`), up
+/// to the first byte that cannot be in one; 0 when `b` does not start with one. The
+/// patterns made of segments (`a/b`, `a/b@v`) read a string in one pass with it.
+#[inline]
+pub fn segment_len(b: &[u8]) -> usize {
+    match b.first() {
+        Some(&c) if CLASS[c as usize] & LEAD != 0 => 1 + safe_run(&b[1..]),
+        _ => 0,
+    }
+}
+
 /// `^[A-Za-z0-9][A-Za-z0-9._-]*$`: one safe path segment, not `.` or `..`.
+#[inline]
 pub fn is_safe_segment(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+    is_safe_segment_bytes(s.as_bytes())
+}
+
+/// `is_safe_segment` of a byte slice (a piece of a `str` cut at ASCII bytes).
+#[inline]
+pub fn is_safe_segment_bytes(b: &[u8]) -> bool {
+    let n = segment_len(b);
+    n > 0 && n == b.len()
+}
+
+/// What follows the safe segment `b` starts with and the ASCII `sep` right after it;
+/// `None` when `b` does not start so. A safe segment holds no separator, so this is
+/// `b.split_once(sep)` with a safe left side, read in one pass.
+#[inline]
+pub fn after_segment(b: &[u8], sep: u8) -> Option<&[u8]> {
+    let n = segment_len(b);
+    (n > 0 && b.get(n) == Some(&sep)).then(|| &b[n + 1..])
 }
 
 /// `is_safe_segment` as a pattern test: `Err` says what a safe name is.
@@ -80,6 +159,63 @@ pub fn safe_segment(s: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err("is not a safe name: it must start with a letter or digit and hold only letters, digits, '.', '_' and '-'".into())
+    }
+}
+
+/// Strings to compare a rewritten string test with its reference on: the seeds, each
+/// mutated many times over (characters inserted, removed and replaced from an alphabet
+/// of separators, whitespace and non-ASCII), and random strings of the same alphabet.
+#[cfg(test)]
+pub(crate) mod fuzz {
+    const ALPHABET: &[&str] = &[
+        "a", "Z", "0", "9", ".", "..", "_", "-", "/", "//", "@", "~", ":", "://", "step=", "run",
+        "sha256:", " ", "\t", "\n", "\u{1c}", "\u{1f}", "\u{a0}", "\u{3000}", "é", "字", "🙂",
+        "\u{0}", "\u{7f}", "{", "file:", "run/", "x",
+    ];
+
+    /// A small deterministic generator (xorshift): the same strings on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    pub fn strings(seeds: &[&str], n: usize) -> Vec<String> {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut out: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();
+        for piece in ALPHABET {
+            out.push(piece.to_string());
+        }
+        while out.len() < n {
+            let mut s: Vec<char> = if rng.below(4) == 0 || seeds.is_empty() {
+                Vec::new()
+            } else {
+                seeds[rng.below(seeds.len())].chars().collect()
+            };
+            for _ in 0..=rng.below(4) {
+                let piece: Vec<char> = ALPHABET[rng.below(ALPHABET.len())].chars().collect();
+                let at = rng.below(s.len() + 1);
+                match rng.below(3) {
+                    0 => {
+                        s.splice(at..at, piece);
+                    }
+                    1 if at < s.len() => {
+                        s.remove(at);
+                    }
+                    _ if at < s.len() => {
+                        s.splice(at..at + 1, piece);
+                    }
+                    _ => s.extend(piece),
+                }
+            }
+            out.push(s.into_iter().collect());
+        }
+        out
     }
 }
 
@@ -102,5 +238,60 @@ mod tests {
         assert!(!is_safe_segment("-x"));
         assert!(!is_safe_segment(""));
         assert!(!is_safe_segment("a/b"));
+    }
+
+    /// The byte tests as they were, before the class table and the short-string search.
+    mod reference {
+        pub fn is_safe_segment(s: &str) -> bool {
+            let b = s.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+        }
+
+        pub fn find_scheme_separator(s: &str, from: usize) -> Option<usize> {
+            let b = s.as_bytes();
+            memchr::memchr_iter(b':', b.get(from..)?)
+                .map(|at| at + from)
+                .find(|&at| b[at + 1..].starts_with(b"//"))
+        }
+    }
+
+    #[test]
+    fn byte_tests_agree_with_the_reference() {
+        let long = "a".repeat(40) + "/" + &"b".repeat(40) + "://x";
+        let seeds = [
+            "run-1.a_b",
+            "s3://bucket/x",
+            "a:b://c",
+            "nemo-rl/grpo",
+            long.as_str(),
+        ];
+        for s in fuzz::strings(&seeds, 40_000) {
+            let s = s.as_str();
+            assert_eq!(is_safe_segment(s), reference::is_safe_segment(s), "{s:?}");
+            assert_eq!(py_is_blank(s), py_trim(s).is_empty(), "{s:?}");
+            let b = s.as_bytes();
+            for c in [b'/', b'@', b':', b'{'] {
+                assert_eq!(split_once_byte(s, c), s.split_once(c as char), "{s:?}");
+                assert_eq!(has_byte(s, c), s.contains(c as char), "{s:?}");
+                assert_eq!(find_byte(b, c), memchr::memchr(c, b), "{s:?}");
+            }
+            let n = segment_len(b);
+            assert!(n <= b.len());
+            assert_eq!(
+                n > 0 && n == b.len(),
+                reference::is_safe_segment(s),
+                "{s:?}"
+            );
+            for from in 0..=b.len() + 1 {
+                assert_eq!(
+                    find_scheme_separator(s, from),
+                    reference::find_scheme_separator(s, from),
+                    "{s:?} from {from}"
+                );
+            }
+        }
     }
 }

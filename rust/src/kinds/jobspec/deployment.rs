@@ -16,8 +16,9 @@ use super::patterns::str_of;
 
 /// `forge.project.forbidden`: a JobSpec is admitted only into a project the account
 /// is granted.
-pub fn project_grant(root: Value<'_, '_>, admission: &Admission, ctx: &mut Ctx<'_>) {
-    let project = str_of(root.at(&["metadata", "project"]));
+/// `project` is `metadata.project`.
+pub fn project_grant(project: Option<Value<'_, '_>>, admission: &Admission, ctx: &mut Ctx<'_>) {
+    let project = str_of(project);
     if !admission.may_submit_to(project) {
         let granted = admission.projects.as_deref().unwrap_or_default();
         ctx.at(
@@ -51,9 +52,9 @@ pub fn series(i: usize, pool: Value<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<
 }
 
 /// `forge.quota.job` and `forge.quota.project` for a job asking for `total` GPUs over
-/// all its pools.
+/// all its pools; `project` is `metadata.project`.
 pub fn quotas(
-    root: Value<'_, '_>,
+    project_field: Option<Value<'_, '_>>,
     total: u64,
     config: &CoreConfig,
     admission: &Admission,
@@ -68,13 +69,10 @@ pub fn quotas(
             ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaJob, format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
         }
     }
-    let project = root
-        .at(&["metadata", "project"])
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
+    let project = project_field.and_then(|v| v.as_str()).unwrap_or("");
     if let Some((quota, in_use)) = admission.quota_for(project) {
         if in_use.saturating_add(total) > quota {
-            let project = str_of(root.at(&["metadata", "project"]));
+            let project = str_of(project_field);
             ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaProject, format!("project {} holds {in_use} GPUs in unfinished jobs; {total} more would exceed its quota of {quota}", quote(project)));
         }
     }
@@ -102,10 +100,16 @@ fn registry_allowed(host: &str, allow: &[String]) -> bool {
 
 /// The catalog's terms for the recipe the JobSpec names: a custom job's image, the
 /// registry, the handshake (`forge.handshake.*`), the core version range and
-/// observability.
-pub fn framework(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<'_>) {
-    let recipe = spec.get("recipe").filter(|r| r.is_object());
-    let fw = spec.get("framework").filter(|f| f.is_object());
+/// observability. `recipe` and `framework` are `spec`'s.
+pub fn framework(
+    recipe: Option<Value<'_, '_>>,
+    framework: Option<Value<'_, '_>>,
+    root: Value<'_, '_>,
+    config: &CoreConfig,
+    ctx: &mut Ctx<'_>,
+) {
+    let recipe = recipe.filter(|r| r.is_object());
+    let fw = framework.filter(|f| f.is_object());
     let recipe_name = str_of(recipe.and_then(|r| r.get("name")));
     let image = str_of(fw.and_then(|f| f.get("image")));
     let entry: Option<&CatalogEntry> = config.catalog.as_ref().and_then(|c| c.get(recipe_name));
@@ -196,12 +200,10 @@ pub fn framework(spec: Value<'_, '_>, root: Value<'_, '_>, config: &CoreConfig, 
     }
 }
 
-/// `forge.owner_overridden`: the owner the client sent is replaced by the account.
-pub fn owner_overridden(root: Value<'_, '_>, admission: &Admission, ctx: &mut Ctx<'_>) {
-    if let (Some(account), Some(sent)) = (
-        &admission.owner,
-        root.at(&["metadata", "owner"]).and_then(|o| o.as_str()),
-    ) {
+/// `forge.owner_overridden`: the owner the client sent (`metadata.owner`) is replaced
+/// by the account.
+pub fn owner_overridden(owner: Option<Value<'_, '_>>, admission: &Admission, ctx: &mut Ctx<'_>) {
+    if let (Some(account), Some(sent)) = (&admission.owner, owner.and_then(|o| o.as_str())) {
         let sent = py_trim(sent);
         if !sent.is_empty() && sent != account {
             ctx.at(

@@ -2,13 +2,11 @@
 //! plugins and evaluation gates. The rules that read the deployment's configuration
 //! or the admission are in `deployment`.
 
-use std::collections::HashMap;
-
-use crate::node::{few, quote, Type, Value};
+use crate::node::{few, few_of, quote, Type, Value};
 use crate::pointer::pointer;
 use crate::rules::Rule;
 use crate::schema::{Ctx, COUNT_MAX};
-use crate::seen::Seen;
+use crate::seen::{FirstSeen, Seen};
 use crate::text::{has_byte, is_safe_segment, py_trim, split_once_byte};
 
 use super::patterns::{is_data_ref, is_host_path, str_of, Version};
@@ -29,8 +27,8 @@ pub fn pools_declared(pools: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) -> bool {
 /// The pools seen so far: their names, for duplicates and roles, and the GPUs they ask
 /// for together (`None` once a count cannot be read; the shape reports it).
 pub struct Pools<'i> {
-    // Sets, not lists: thousands of pools and roles must cost linear time.
-    names: Vec<&'i str>,
+    // A set, not a list: thousands of pools and roles must cost linear time. It keeps
+    // the first names in order, which is all a message names.
     named: Seen<&'i str>,
     pub gpus: Option<u64>,
 }
@@ -38,7 +36,6 @@ pub struct Pools<'i> {
 impl<'i> Pools<'i> {
     pub fn new() -> Self {
         Pools {
-            names: Vec::new(),
             named: Seen::new(),
             gpus: Some(0),
         }
@@ -56,8 +53,6 @@ impl<'i> Pools<'i> {
                         quote(name)
                     ),
                 );
-            } else {
-                self.names.push(name);
             }
         }
         let gpus = count(pool.get("nodes"))
@@ -67,8 +62,8 @@ impl<'i> Pools<'i> {
     }
 
     /// `forge.resources.role_pool`: every role names a declared pool.
-    pub fn roles(&self, resources: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-        let Some(roles) = resources.get("roles") else {
+    pub fn roles(&self, roles: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
+        let Some(roles) = roles else {
             return;
         };
         for (role, target) in roles.entries() {
@@ -83,7 +78,7 @@ impl<'i> Pools<'i> {
                         "role {} names pool {}, which is not declared; declared pools: {}",
                         quote(role),
                         quote(target),
-                        few(&self.names)
+                        few_of(self.named.first(), self.named.len())
                     ),
                 );
             }
@@ -102,28 +97,33 @@ fn count(v: Option<Value<'_, '_>>) -> Option<u64> {
     }
 }
 
-pub fn data(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(data) = spec.get("data").filter(|d| d.is_object()) else {
+/// `spec.data`: volumes and the governed references (datasets, corpus, environment).
+pub fn data(data: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
+    let Some(data) = data.filter(|d| d.is_object()) else {
         return;
     };
-    // Where each governed reference lives under /spec/data, and whether it takes a version.
-    const REFS: [(&[&str], Version); 6] = [
-        (&["train", "dataset"], Version::Optional),
-        (&["validation", "dataset"], Version::Optional),
-        (&["corpus"], Version::Optional),
-        (&["output_dataset"], Version::Required),
-        (&["environment"], Version::Optional),
-        (&["quality", "overlap_with"], Version::Optional),
-    ];
+    let [train, validation, corpus, output_dataset, environment, quality, volumes] =
+        data.get_each([
+            "train",
+            "validation",
+            "corpus",
+            "output_dataset",
+            "environment",
+            "quality",
+            "volumes",
+        ]);
     let mut leaves: Vec<(&str, &str)> = Vec::new();
-    if let Some(volumes) = data.get("volumes") {
+    if let Some(volumes) = volumes {
         for (i, v) in volumes.items().enumerate() {
             let Some(s) = v.as_str() else { continue };
             let field = || pointer(&["spec", "data", "volumes", &i.to_string()]);
             let s = py_trim(s);
-            if is_host_path(s) {
+            // A reference is never a host path, so the common case is settled by the
+            // reference's pattern alone.
+            let is_ref = is_data_ref(s, Version::Forbidden);
+            if !is_ref && is_host_path(s) {
                 ctx.at(field(), Rule::ForgeDataHostPath, format!("{} is a host path or URL; name the volume as <owner>/<name> so the access check applies", quote(s)));
-            } else if !is_data_ref(s, Version::Forbidden) {
+            } else if !is_ref {
                 ctx.at(
                     field(),
                     Rule::ForgeDataRef,
@@ -140,18 +140,41 @@ pub fn data(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             }
         }
     }
-    for (keys, version) in REFS {
-        let Some(raw) = data.at(keys).and_then(|v| v.as_str()) else {
+    let quality = quality.filter(|q| q.is_object());
+    // Each governed reference, where it lives under /spec/data, and whether it takes a version.
+    let refs = [
+        (
+            train.and_then(|t| t.get("dataset")),
+            "train/dataset",
+            Version::Optional,
+        ),
+        (
+            validation.and_then(|v| v.get("dataset")),
+            "validation/dataset",
+            Version::Optional,
+        ),
+        (corpus, "corpus", Version::Optional),
+        (output_dataset, "output_dataset", Version::Required),
+        (environment, "environment", Version::Optional),
+        (
+            quality.and_then(|q| q.get("overlap_with")),
+            "quality/overlap_with",
+            Version::Optional,
+        ),
+    ];
+    for (value, at, version) in refs {
+        let Some(raw) = value.and_then(|v| v.as_str()) else {
             continue;
         };
         let s = py_trim(raw);
         if s.is_empty() {
             continue;
         }
-        let field = || format!("/spec/data/{}", keys.join("/"));
-        if is_host_path(s) {
+        let field = || format!("/spec/data/{at}");
+        let is_ref = is_data_ref(s, version);
+        if !is_ref && is_host_path(s) {
             ctx.at(field(), Rule::ForgeDataHostPath, format!("{} is a host path or URL; a dataset or corpus is named <owner>/<name>[@version] so the platform can check access and mount it", quote(s)));
-        } else if !is_data_ref(s, version) {
+        } else if !is_ref {
             let shape = if version == Version::Required {
                 "<owner>/<name>@<version>"
             } else {
@@ -167,9 +190,9 @@ pub fn data(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             );
         }
     }
-    if let Some(q) = data.get("quality").filter(|q| q.is_object()) {
-        let has = |k: &str| q.get(k).is_some_and(|v| !v.is_null());
-        if has("max_overlap_ratio") && str_of(q.get("overlap_with")).is_empty() {
+    if let Some(q) = quality {
+        let [max_overlap_ratio, overlap_with] = q.get_each(["max_overlap_ratio", "overlap_with"]);
+        if max_overlap_ratio.is_some_and(|v| !v.is_null()) && str_of(overlap_with).is_empty() {
             ctx.at(
                 pointer(&["spec", "data", "quality", "overlap_with"]),
                 Rule::SchemaDependentRequired,
@@ -180,13 +203,13 @@ pub fn data(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     }
 }
 
-pub fn plugins(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(plugins) = spec.get("plugins") else {
+pub fn plugins(plugins: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
+    let Some(plugins) = plugins else {
         return;
     };
     let mut ids: Seen<(&str, &str)> = Seen::new();
     // The first owner seen for each leaf name.
-    let mut leaves: HashMap<&str, &str> = HashMap::new();
+    let mut leaves: FirstSeen<&str, &str> = FirstSeen::new();
     for (i, p) in plugins.items().enumerate() {
         let Some(id) = p.get_str("id") else { continue };
         let field = || pointer(&["spec", "plugins", &i.to_string(), "id"]);
@@ -207,16 +230,16 @@ pub fn plugins(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
                 Rule::ForgePluginsDuplicate,
                 format!("plugin {} is listed twice", quote(id)),
             );
-        } else if let Some(other) = leaves.get(name).filter(|o| **o != owner) {
+        } else if let Some(other) = leaves.get(&name).filter(|o| *o != owner) {
             ctx.at(field(), Rule::ForgePluginsLeafCollision, format!("plugins {other}/{name} and {id} would both unpack to forge_plugins/{name}; they cannot be combined"));
         }
         ids.insert((owner, name));
-        leaves.entry(name).or_insert(owner);
+        leaves.keep_first(name, owner);
     }
 }
 
-pub fn evaluation(spec: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(eval) = spec.get("evaluation").filter(|e| e.is_object()) else {
+pub fn evaluation(evaluation: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
+    let Some(eval) = evaluation.filter(|e| e.is_object()) else {
         return;
     };
     let suites: Vec<&str> = eval

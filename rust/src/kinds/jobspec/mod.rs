@@ -24,6 +24,10 @@ use crate::schema::Ctx;
 
 /// Every rule of a JobSpec, in the order they report (a report cut at
 /// `limits.max_violations` keeps the first found).
+///
+/// The fields the rules read are found here, each object's in one pass, and each rule
+/// is handed the fields it judges: `get` on any of them finds what these find (the
+/// first of duplicate keys).
 pub fn check<'t, 'i>(
     root: Value<'t, 'i>,
     config: &CoreConfig,
@@ -31,38 +35,47 @@ pub fn check<'t, 'i>(
     ctx: &mut Ctx<'i>,
 ) {
     shape::walk(root, ctx);
-    deployment::project_grant(root, admission, ctx);
-    if let Some(spec) = root.get("spec").filter(|s| s.is_object()) {
-        resources(spec, root, config, admission, ctx);
-        document::data(spec, ctx);
-        document::plugins(spec, ctx);
-        document::evaluation(spec, ctx);
-        deployment::framework(spec, root, config, ctx);
+    let [metadata, spec] = root.get_each(["metadata", "spec"]);
+    let [project, owner] = metadata.map_or([None; 2], |m| m.get_each(["project", "owner"]));
+    deployment::project_grant(project, admission, ctx);
+    if let Some(spec) = spec.filter(|s| s.is_object()) {
+        let [recipe, framework, resources, data, plugins, evaluation] = spec.get_each([
+            "recipe",
+            "framework",
+            "resources",
+            "data",
+            "plugins",
+            "evaluation",
+        ]);
+        if let Some(resources) = resources.filter(|r| r.is_object()) {
+            self::resources(resources, project, config, admission, ctx);
+        }
+        document::data(data, ctx);
+        document::plugins(plugins, ctx);
+        document::evaluation(evaluation, ctx);
+        deployment::framework(recipe, framework, root, config, ctx);
     }
-    deployment::owner_overridden(root, admission, ctx);
+    deployment::owner_overridden(owner, admission, ctx);
 }
 
 /// `spec.resources`, pool by pool: each pool meets the document's rules and then the
 /// deployment's offer, so the report lists them in the order they were found.
 fn resources(
-    spec: Value<'_, '_>,
-    root: Value<'_, '_>,
+    resources: Value<'_, '_>,
+    project: Option<Value<'_, '_>>,
     config: &CoreConfig,
     admission: &Admission,
     ctx: &mut Ctx<'_>,
 ) {
-    let Some(resources) = spec.get("resources").filter(|r| r.is_object()) else {
-        return;
-    };
-    let pools = resources.get("pools");
+    let [pools, roles] = resources.get_each(["pools", "roles"]);
     let empty = document::pools_declared(pools, ctx);
     let mut seen = document::Pools::new();
     for (i, pool) in pools.map(|p| p.items()).into_iter().flatten().enumerate() {
         seen.add(i, pool, ctx);
         deployment::series(i, pool, config, ctx);
     }
-    seen.roles(resources, ctx);
+    seen.roles(roles, ctx);
     if let Some(total) = seen.gpus.filter(|_| !empty) {
-        deployment::quotas(root, total, config, admission, ctx);
+        deployment::quotas(project, total, config, admission, ctx);
     }
 }

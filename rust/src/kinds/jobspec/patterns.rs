@@ -6,7 +6,8 @@ use crate::node::Value;
 use crate::rules::Rule;
 use crate::schema::Pattern;
 use crate::text::{
-    find_scheme_separator, has_byte, is_safe_segment, py_trim, safe_segment, split_once_byte,
+    after_segment, find_scheme_separator, has_byte, is_safe_segment_bytes, py_is_blank, py_trim,
+    safe_run, safe_segment, segment_len,
 };
 
 pub static NAME: Pattern = Pattern::new(Rule::ForgeName, safe_segment);
@@ -28,7 +29,7 @@ pub fn str_of<'i>(v: Option<Value<'_, 'i>>) -> &'i str {
 }
 
 fn not_blank(s: &str) -> Result<(), String> {
-    if py_trim(s).is_empty() {
+    if py_is_blank(s) {
         Err("is blank".into())
     } else {
         Ok(())
@@ -44,11 +45,7 @@ fn optional_segment(s: &str) -> Result<(), String> {
 }
 
 fn project(s: &str) -> Result<(), String> {
-    let ok = s.is_empty()
-        || (s != "."
-            && s != ".."
-            && s.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-')));
+    let ok = s.is_empty() || (s != "." && s != ".." && safe_run(s.as_bytes()) == s.len());
     if ok {
         Ok(())
     } else {
@@ -60,21 +57,34 @@ fn project(s: &str) -> Result<(), String> {
 }
 
 fn recipe_name(s: &str) -> Result<(), String> {
-    match split_once_byte(s, b'/') {
-        Some((a, b)) if is_safe_segment(a) && is_safe_segment(b) => Ok(()),
+    match after_segment(s.as_bytes(), b'/') {
+        Some(rest) if is_safe_segment_bytes(rest) => Ok(()),
         _ => Err("is not <framework>/<method>, two safe segments such as nemo-rl/grpo".into()),
     }
 }
 
 fn exp_path(s: &str) -> Result<(), String> {
-    if s.starts_with('/') {
+    let b = s.as_bytes();
+    if b.first() == Some(&b'/') {
         return Err("is absolute; give the experiment relative to the repository, such as experiments/my-grpo".into());
     }
-    let trimmed = s.trim_end_matches('/');
-    if trimmed.is_empty() {
+    // Trailing slashes do not count; `/` is one byte, so trimming bytes trims characters.
+    let end = b.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1);
+    if end == 0 {
         return Err("is empty; name the experiment directory, such as experiments/my-grpo".into());
     }
-    if trimmed.split('/').all(is_safe_segment) {
+    // Segment by segment: each safe, each but the last followed by one `/`.
+    let mut rest = &b[..end];
+    let ok = loop {
+        let n = segment_len(rest);
+        match rest.get(n) {
+            _ if n == 0 => break false,
+            None => break true,
+            Some(b'/') => rest = &rest[n + 1..],
+            Some(_) => break false,
+        }
+    };
+    if ok {
         Ok(())
     } else {
         Err("has an unsafe segment: each must start with a letter or digit and hold only letters, digits, '.', '_' and '-'".into())
@@ -82,7 +92,7 @@ fn exp_path(s: &str) -> Result<(), String> {
 }
 
 fn entrypoint(s: &str) -> Result<(), String> {
-    if py_trim(s).is_empty() {
+    if py_is_blank(s) {
         Ok(())
     } else {
         Err("overrides the recipe's entrypoint; leave it empty, or use the custom/custom recipe to run your own command".into())
@@ -91,25 +101,30 @@ fn entrypoint(s: &str) -> Result<(), String> {
 
 /// `run/<run_id>/<kind>` with an optional `@step=<N>`.
 pub fn is_init_from(s: &str) -> bool {
-    let (body, step) = match split_once_byte(s, b'@') {
-        Some((body, q)) => match q.strip_prefix("step=") {
-            Some(n) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => (body, true),
-            _ => return false,
-        },
-        None => (s, false),
+    let Some(rest) = s.as_bytes().strip_prefix(b"run/") else {
+        return false;
     };
-    let _ = step;
-    match split_once_byte(body, b'/') {
-        Some(("run", rest)) => matches!(
-            split_once_byte(rest, b'/'),
-            Some((run_id, kind)) if is_safe_segment(run_id) && is_safe_segment(kind)
-        ),
+    // The segments end at the first byte that cannot be in one, which must be the
+    // `/` between them, then the end or the `@` of the step.
+    let Some(kind) = after_segment(rest, b'/') else {
+        return false;
+    };
+    let n = segment_len(kind);
+    if n == 0 {
+        return false;
+    }
+    match &kind[n..] {
+        [] => true,
+        [b'@', step @ ..] => match step.strip_prefix(b"step=") {
+            Some(digits) => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
+            None => false,
+        },
         _ => false,
     }
 }
 
 fn init_from(s: &str) -> Result<(), String> {
-    if py_trim(s).is_empty() || is_init_from(s) {
+    if py_is_blank(s) || is_init_from(s) {
         Ok(())
     } else {
         Err("is not an artifact reference: run/<run_id>/<kind>, optionally @step=<N>".into())
@@ -134,17 +149,19 @@ fn gate_metric(s: &str) -> Result<(), String> {
 
 /// `<owner>/<name>[@version]`, each a safe segment.
 pub fn is_data_ref(s: &str, version: Version) -> bool {
-    let (id, ver) = match split_once_byte(s, b'@') {
-        Some((id, v)) => (id, Some(v)),
-        None => (s, None),
+    // A safe segment holds neither `/` nor `@`: the name ends at the end or at the `@`.
+    let Some(name) = after_segment(s.as_bytes(), b'/') else {
+        return false;
     };
-    let version_ok = match (version, ver) {
-        (Version::Forbidden, Some(_)) | (Version::Required, None) => false,
-        (_, Some(v)) => is_safe_segment(v),
-        (_, None) => true,
-    };
-    version_ok
-        && matches!(split_once_byte(id, b'/'), Some((o, n)) if is_safe_segment(o) && is_safe_segment(n))
+    let n = segment_len(name);
+    if n == 0 {
+        return false;
+    }
+    match &name[n..] {
+        [] => version != Version::Required,
+        [b'@', v @ ..] => version != Version::Forbidden && is_safe_segment_bytes(v),
+        _ => false,
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -167,6 +184,7 @@ pub fn is_host_path(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::fuzz;
 
     #[test]
     fn init_from_references() {
@@ -193,5 +211,150 @@ mod tests {
         assert!(!is_data_ref("alice", Version::Optional));
         assert!(is_host_path("/data/x"));
         assert!(is_host_path("s3://bucket/x"));
+    }
+
+    /// The patterns as they were written before they were read in one pass: the
+    /// reference the one-pass forms must agree with on every string.
+    mod reference {
+        use crate::text::py_trim;
+
+        fn is_safe_segment(s: &str) -> bool {
+            let b = s.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+        }
+
+        pub fn project(s: &str) -> bool {
+            s.is_empty()
+                || (s != "."
+                    && s != ".."
+                    && s.bytes()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-')))
+        }
+
+        pub fn recipe_name(s: &str) -> bool {
+            matches!(s.split_once('/'), Some((a, b)) if is_safe_segment(a) && is_safe_segment(b))
+        }
+
+        /// 0: accepted, 1: absolute, 2: empty, 3: an unsafe segment.
+        pub fn exp_path(s: &str) -> u8 {
+            if s.starts_with('/') {
+                return 1;
+            }
+            let trimmed = s.trim_end_matches('/');
+            if trimmed.is_empty() {
+                return 2;
+            }
+            if trimmed.split('/').all(is_safe_segment) {
+                0
+            } else {
+                3
+            }
+        }
+
+        pub fn is_init_from(s: &str) -> bool {
+            let body = match s.split_once('@') {
+                Some((body, q)) => match q.strip_prefix("step=") {
+                    Some(n) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => body,
+                    _ => return false,
+                },
+                None => s,
+            };
+            match body.split_once('/') {
+                Some(("run", rest)) => matches!(
+                    rest.split_once('/'),
+                    Some((run_id, kind)) if is_safe_segment(run_id) && is_safe_segment(kind)
+                ),
+                _ => false,
+            }
+        }
+
+        pub fn blank(s: &str) -> bool {
+            py_trim(s).is_empty()
+        }
+
+        pub fn is_data_ref(s: &str, version: super::Version) -> bool {
+            use super::Version;
+            let (id, ver) = match s.split_once('@') {
+                Some((id, v)) => (id, Some(v)),
+                None => (s, None),
+            };
+            let version_ok = match (version, ver) {
+                (Version::Forbidden, Some(_)) | (Version::Required, None) => false,
+                (_, Some(v)) => is_safe_segment(v),
+                (_, None) => true,
+            };
+            version_ok
+                && matches!(id.split_once('/'), Some((o, n)) if is_safe_segment(o) && is_safe_segment(n))
+        }
+    }
+
+    #[test]
+    fn one_pass_patterns_agree_with_the_reference() {
+        let seeds = [
+            "experiments/my-grpo",
+            "experiments/my-grpo/",
+            "/abs/x",
+            "a//b",
+            "./a",
+            "nemo-rl/grpo",
+            "custom/custom",
+            "run/sft-0042/checkpoint@step=1200",
+            "run/abc/checkpoint",
+            "run/a/b@step=",
+            "alice/gsm8k-zh@v2",
+            "alice/handbook",
+            "my-lab",
+            ".",
+            "..",
+            "",
+            " ",
+        ];
+        let strings = fuzz::strings(&seeds, 60_000);
+        for s in &strings {
+            let s = s.as_str();
+            assert_eq!(project(s).is_ok(), reference::project(s), "project {s:?}");
+            assert_eq!(
+                recipe_name(s).is_ok(),
+                reference::recipe_name(s),
+                "recipe_name {s:?}"
+            );
+            let exp = match exp_path(s) {
+                Ok(()) => 0,
+                Err(why) if why.starts_with("is absolute") => 1,
+                Err(why) if why.starts_with("is empty") => 2,
+                Err(_) => 3,
+            };
+            assert_eq!(exp, reference::exp_path(s), "exp_path {s:?}");
+            assert_eq!(
+                is_init_from(s),
+                reference::is_init_from(s),
+                "init_from {s:?}"
+            );
+            assert_eq!(
+                not_blank(s).is_err(),
+                reference::blank(s),
+                "not_blank {s:?}"
+            );
+            assert_eq!(
+                entrypoint(s).is_ok(),
+                reference::blank(s),
+                "entrypoint {s:?}"
+            );
+            assert_eq!(
+                init_from(s).is_ok(),
+                reference::blank(s) || reference::is_init_from(s),
+                "init_from {s:?}"
+            );
+            for v in [Version::Optional, Version::Required, Version::Forbidden] {
+                assert_eq!(
+                    is_data_ref(s, v),
+                    reference::is_data_ref(s, v),
+                    "is_data_ref {s:?}"
+                );
+            }
+        }
     }
 }
