@@ -25,8 +25,6 @@ const PREFIXES: [Prefix; 5] = [
     ("AKIA", |c| c.is_ascii_uppercase() || c.is_ascii_digit(), 16),
 ];
 
-const SENSITIVE_NAMES: &[&str] = &["SECRET", "PASSWORD", "TOKEN", "API_KEY"];
-
 /// Where a credential's secret part sits in a string, and why it is one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Credential {
@@ -39,13 +37,65 @@ pub struct Credential {
 
 /// Why `s` holds a credential literal, or `None`.
 pub fn find_credential(s: &str) -> Option<String> {
+    // Most strings hold none of the bytes a credential needs, and one pass over them
+    // says so for every detector at once, before any detector scans.
+    let present = byte_classes(s.as_bytes());
     // Token prefixes say the most, then URL passwords, then assignments.
-    token_prefixes(s)
+    if present & TOKEN_BODY != 0 || s.len() >= SHORTEST_PREFIX + LONG_BODY {
+        if let Some(c) = token_prefixes(s).into_iter().next() {
+            return Some(c.reason);
+        }
+    }
+    if present & SEPARATOR == 0 {
+        return None;
+    }
+    url_userinfo(s)
         .into_iter()
-        .chain(url_userinfo(s))
         .chain(name_assignments(s))
         .next()
         .map(|c| c.reason)
+}
+
+/// A byte a short token's body needs: `looks_like_token` asks for an ASCII digit or
+/// uppercase letter, so a string without one holds no token shorter than `LONG_BODY`.
+const TOKEN_BODY: u8 = 1;
+/// A token body this long counts even in lower case (`hf_` and twenty letters): the
+/// names that share a prefix (`hf_transfer`, `sk-learn-intelex`) are short words,
+/// placeholders written for a token (`hf_xxxxxxxxxxxxxxxxxxxxxxxx`) are not.
+const LONG_BODY: usize = 20;
+/// `hf_` and `sk-`.
+const SHORTEST_PREFIX: usize = 3;
+/// A byte the other detectors need: a URL's userinfo follows the `:` of `://`, and an
+/// assignment is made by `=` or `:`.
+const SEPARATOR: u8 = 2;
+/// A letter every sensitive name holds: each word has a C (SECRET), W (PASSWORD) or K
+/// (TOKEN, KEY), in either case.
+const NAME_LETTER: u8 = 4;
+
+/// The classes of each byte, looked up rather than computed: a few instructions a byte.
+const CLASSES: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut c = 0;
+    while c < 256 {
+        let byte = c as u8;
+        if byte.is_ascii_digit() || byte.is_ascii_uppercase() {
+            table[c] |= TOKEN_BODY;
+        }
+        if byte == b'=' || byte == b':' {
+            table[c] |= SEPARATOR;
+        }
+        if matches!(byte.to_ascii_uppercase(), b'C' | b'W' | b'K') {
+            table[c] |= NAME_LETTER;
+        }
+        c += 1;
+    }
+    table
+};
+
+/// Which of the classes above occur in `b`.
+fn byte_classes(b: &[u8]) -> u8 {
+    b.iter()
+        .fold(0, |present, &c| present | CLASSES[c as usize])
 }
 
 /// `s` with the secret part of every credential replaced by `***`: what a job record
@@ -86,6 +136,10 @@ pub fn sensitive_assignment(name: &str, value: &str) -> Option<String> {
 /// A name that says it holds a credential: a part (split on `_`/`-`) ending in SECRET,
 /// PASSWORD or TOKEN, or API_KEY anywhere. `MAX_TOKENS` and `TOKENIZER` are not.
 fn is_sensitive_name(name: &str) -> bool {
+    // Most names, such as PYTHONUNBUFFERED, hold none of the words' letters.
+    if byte_classes(name.as_bytes()) & NAME_LETTER == 0 {
+        return false;
+    }
     let ends_with = |part: &[u8], word: &str| {
         part.len() >= word.len()
             && part[part.len() - word.len()..].eq_ignore_ascii_case(word.as_bytes())
@@ -93,10 +147,19 @@ fn is_sensitive_name(name: &str) -> bool {
     let parts = name.as_bytes().split(|c| *c == b'_' || *c == b'-');
     let mut previous: &[u8] = b"";
     for part in parts {
-        if SENSITIVE_NAMES[..3].iter().any(|n| ends_with(part, n))
-            || ends_with(part, "APIKEY")
-            || (part.eq_ignore_ascii_case(b"KEY") && ends_with(previous, "API"))
-        {
+        // Each word ends in its own letter, so a part's last byte picks the one word it
+        // can end with (or the two spellings of API key) instead of trying them all.
+        let sensitive = match part.last().map(u8::to_ascii_uppercase) {
+            Some(b'T') => ends_with(part, "SECRET"),
+            Some(b'D') => ends_with(part, "PASSWORD"),
+            Some(b'N') => ends_with(part, "TOKEN"),
+            Some(b'Y') => {
+                ends_with(part, "APIKEY")
+                    || (part.eq_ignore_ascii_case(b"KEY") && ends_with(previous, "API"))
+            }
+            _ => false,
+        };
+        if sensitive {
             return true;
         }
         previous = part;
@@ -118,6 +181,15 @@ fn is_literal(value: &str) -> bool {
         return false;
     }
     true
+}
+
+/// A lowercase word such as `hf_transfer` or `sk-learn` is a name, not a token; a
+/// token has a digit or an upper-case letter, or is long.
+fn looks_like_token(body: &[u8]) -> bool {
+    body.len() >= LONG_BODY
+        || body
+            .iter()
+            .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
 }
 
 fn token_prefixes(s: &str) -> Vec<Credential> {
@@ -142,11 +214,7 @@ fn token_prefixes(s: &str) -> Vec<Credential> {
         let body = &b[pos + prefix.len()..];
         let len = body.iter().take_while(|c| body_char(**c)).count();
         let token = &body[..len];
-        // A lowercase word such as `hf_transfer` or `sk-learn` is a name, not a token.
-        let looks_random = token
-            .iter()
-            .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
-        if len >= *min_body && looks_random {
+        if len >= *min_body && looks_like_token(token) {
             out.push(Credential {
                 start: pos + prefix.len(),
                 end: pos + prefix.len() + len,
@@ -192,7 +260,9 @@ fn name_assignments(s: &str) -> Vec<Credential> {
     if memchr::memchr2(b'=', b':', b).is_none() {
         return out;
     }
-    for (at, sep) in s.match_indices(['=', ':']) {
+    // Both separators are ASCII, so a byte search finds them on character boundaries.
+    for at in memchr::memchr2_iter(b'=', b':', b) {
+        let sep = b[at];
         let start = b[..at]
             .iter()
             .rposition(|c| !(c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-'))
@@ -205,7 +275,7 @@ fn name_assignments(s: &str) -> Vec<Credential> {
             continue;
         }
         let mut value_at = at + 1;
-        if sep == ":" {
+        if sep == b':' {
             let environment_style = name
                 .bytes()
                 .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_');
@@ -236,6 +306,215 @@ fn name_assignments(s: &str) -> Vec<Credential> {
     out
 }
 
+/// The detectors as they were before the byte pre-filters, kept to prove the faster
+/// ones report exactly the same on any string.
+#[cfg(test)]
+mod reference {
+    use super::{Credential, PREFIXES};
+
+    const SENSITIVE_NAMES: &[&str] = &["SECRET", "PASSWORD", "TOKEN", "API_KEY"];
+
+    /// Why `s` holds a credential literal, or `None`.
+    pub fn find_credential(s: &str) -> Option<String> {
+        // Token prefixes say the most, then URL passwords, then assignments.
+        token_prefixes(s)
+            .into_iter()
+            .chain(url_userinfo(s))
+            .chain(name_assignments(s))
+            .next()
+            .map(|c| c.reason)
+    }
+
+    /// `s` with the secret part of every credential replaced by `***`: what a job record
+    /// stores of a message. The same detector as `find_credential`, so what is stored
+    /// passes `tao.record.secret`, and what that rule leaves alone is stored as it is.
+    pub fn redact(s: &str) -> String {
+        let mut found: Vec<Credential> = token_prefixes(s)
+            .into_iter()
+            .chain(url_userinfo(s))
+            .chain(name_assignments(s))
+            .collect();
+        if found.is_empty() {
+            return s.to_string();
+        }
+        found.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
+        let mut out = String::with_capacity(s.len());
+        let mut at = 0;
+        for c in found {
+            if c.start < at {
+                continue; // inside a part already redacted
+            }
+            out.push_str(&s[at..c.start]);
+            out.push_str("***");
+            at = c.end;
+        }
+        out.push_str(&s[at..]);
+        out
+    }
+
+    /// A `NAME=value` pair given apart (an environment entry): sensitive name, literal value.
+    pub fn sensitive_assignment(name: &str, value: &str) -> Option<String> {
+        if is_sensitive_name(name) && is_literal(value) {
+            return Some(format!("{name} is a credential name and its value is a literal; pass it through the platform's secret mechanism"));
+        }
+        find_credential(value)
+    }
+
+    /// A name that says it holds a credential: a part (split on `_`/`-`) ending in SECRET,
+    /// PASSWORD or TOKEN, or API_KEY anywhere. `MAX_TOKENS` and `TOKENIZER` are not.
+    fn is_sensitive_name(name: &str) -> bool {
+        let ends_with = |part: &[u8], word: &str| {
+            part.len() >= word.len()
+                && part[part.len() - word.len()..].eq_ignore_ascii_case(word.as_bytes())
+        };
+        let parts = name.as_bytes().split(|c| *c == b'_' || *c == b'-');
+        let mut previous: &[u8] = b"";
+        for part in parts {
+            if SENSITIVE_NAMES[..3].iter().any(|n| ends_with(part, n))
+                || ends_with(part, "APIKEY")
+                || (part.eq_ignore_ascii_case(b"KEY") && ends_with(previous, "API"))
+            {
+                return true;
+            }
+            previous = part;
+        }
+        false
+    }
+
+    /// A value that is really there: not empty, not a reference or placeholder, not a redaction mark.
+    fn is_literal(value: &str) -> bool {
+        let v = value.trim().trim_matches(|c| c == '"' || c == '\'');
+        if v.is_empty()
+            || v.starts_with('$')
+            || (v.starts_with('{') && v.ends_with('}'))
+            || v.starts_with('<')
+        {
+            return false;
+        }
+        if v.bytes().all(|c| c == b'*') || v.to_ascii_uppercase().contains("REDACTED") {
+            return false;
+        }
+        true
+    }
+
+    fn token_prefixes(s: &str) -> Vec<Credential> {
+        let b = s.as_bytes();
+        let mut out = Vec::new();
+        // One pass over the bytes that can start a prefix, instead of one search per prefix;
+        // each prefix starts with its own letter, so a position has one candidate.
+        for (pos, first) in b.iter().enumerate() {
+            let (prefix, body_char, min_body) = match first {
+                b'h' => &PREFIXES[0],
+                b'g' => &PREFIXES[1],
+                b'n' => &PREFIXES[2],
+                b's' => &PREFIXES[3],
+                b'A' => &PREFIXES[4],
+                _ => continue,
+            };
+            if (pos > 0 && (b[pos - 1].is_ascii_alphanumeric() || b[pos - 1] == b'_'))
+                || !b[pos..].starts_with(prefix.as_bytes())
+            {
+                continue;
+            }
+            let body = &b[pos + prefix.len()..];
+            let len = body.iter().take_while(|c| body_char(**c)).count();
+            let token = &body[..len];
+            // A lowercase word such as `hf_transfer` or `sk-learn` is a name, not a token.
+            let looks_random = len >= super::LONG_BODY
+                || token
+                    .iter()
+                    .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
+            if len >= *min_body && looks_random {
+                out.push(Credential {
+                    start: pos + prefix.len(),
+                    end: pos + prefix.len() + len,
+                    reason: format!("it holds what looks like a {prefix} access token"),
+                });
+            }
+        }
+        out
+    }
+
+    fn url_userinfo(s: &str) -> Vec<Credential> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        while let Some(pos) = crate::text::find_scheme_separator(s, from) {
+            from = pos + 3;
+            let rest = &s[from..];
+            let end = rest
+                .find(|c: char| {
+                    c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"' || c == '\''
+                })
+                .unwrap_or(rest.len());
+            let authority = &rest[..end];
+            if let Some(at) = authority.rfind('@') {
+                if let Some(colon) = authority[..at].find(':') {
+                    if is_literal(&authority[colon + 1..at]) {
+                        out.push(Credential {
+                            start: from + colon + 1,
+                            end: from + at,
+                            reason: "it holds a URL with a password in its userinfo".into(),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `NAME=value`, and `NAME: value` for an environment-style name (`HF_TOKEN: ...`).
+    /// A name that is a path segment (`/lustre/exp/token=v1/run`) assigns nothing.
+    fn name_assignments(s: &str) -> Vec<Credential> {
+        let b = s.as_bytes();
+        let mut out = Vec::new();
+        if memchr::memchr2(b'=', b':', b).is_none() {
+            return out;
+        }
+        for (at, sep) in s.match_indices(['=', ':']) {
+            let start = b[..at]
+                .iter()
+                .rposition(|c| !(c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-'))
+                .map_or(0, |p| p + 1);
+            if start > 0 && b[start - 1] == b'/' {
+                continue;
+            }
+            let name = s[start..at].trim_start_matches('-');
+            if name.is_empty() || !is_sensitive_name(name) {
+                continue;
+            }
+            let mut value_at = at + 1;
+            if sep == ":" {
+                let environment_style = name
+                    .bytes()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_');
+                if !environment_style || !s[value_at..].starts_with(' ') {
+                    continue;
+                }
+                value_at += s[value_at..].len() - s[value_at..].trim_start_matches(' ').len();
+            }
+            let after = &s[value_at..];
+            let (from, value) = match after.chars().next() {
+                Some(q @ ('"' | '\'')) => (value_at + 1, after[1..].split(q).next().unwrap_or("")),
+                _ => (
+                    value_at,
+                    after
+                        .split(|c: char| c.is_whitespace() || c == ';' || c == '&')
+                        .next()
+                        .unwrap_or(""),
+                ),
+            };
+            if is_literal(value) {
+                out.push(Credential {
+                    start: from,
+                    end: from + value.len(),
+                    reason: format!("it sets {name} to a literal value"),
+                });
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +527,10 @@ mod tests {
         assert!(find_credential("key AKIAIOSFODNN7EXAMPLE").is_some());
         assert!(find_credential("nvapi-Abc123XYZ456def").is_some());
         assert!(find_credential("PASSWORD='hunter2' ./run").is_some());
+        // Long lower-case bodies count: what a placeholder for a token looks like.
+        assert!(find_credential("--token hf_abcdefghijklmnopqrstuvwxyz").is_some());
+        assert!(find_credential("sk-xxxxxxxxxxxxxxxxxxxx").is_some());
+        assert!(find_credential("sk-xxxxxxxxxxxxxxxxxxx").is_none()); // 19: a name
     }
 
     #[test]
@@ -307,5 +590,119 @@ mod tests {
         assert!(sensitive_assignment("WANDB_API_KEY", "0123abcd").is_some());
         assert!(sensitive_assignment("HF_TOKEN", "${HF_TOKEN}").is_none());
         assert!(sensitive_assignment("PYTHONUNBUFFERED", "1").is_none());
+    }
+
+    /// A deterministic generator of strings built from the fragments the detectors
+    /// look for, with non-ASCII characters, Python-only spaces, quotes and escapes.
+    pub(crate) fn hostile_strings(count: usize, fragments: &[&str]) -> Vec<String> {
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..count)
+            .map(|_| {
+                let parts = next() % 12;
+                (0..parts)
+                    .map(|_| fragments[(next() % fragments.len() as u64) as usize])
+                    .collect()
+            })
+            .collect()
+    }
+
+    const FRAGMENTS: &[&str] = &[
+        "hf_",
+        "ghp_",
+        "nvapi-",
+        "sk-",
+        "AKIA",
+        "AbCdEf12",
+        "IOSFODNN7EXAMPLE",
+        "abcdefgh",
+        "x",
+        "Z",
+        "7",
+        "_",
+        "-",
+        "=",
+        ":",
+        ": ",
+        "://",
+        "@",
+        "/",
+        "?",
+        "#",
+        " ",
+        "\t",
+        "\u{a0}",
+        "\u{1f}",
+        "\u{2028}",
+        "é",
+        "€",
+        "𝔘",
+        "\0",
+        "\"",
+        "'",
+        ";",
+        "&",
+        "$",
+        "${HF_TOKEN}",
+        "{job_id}",
+        "{",
+        "}",
+        "<",
+        "***",
+        "REDACTED",
+        "redacted",
+        "TOKEN",
+        "token",
+        "HF_TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "password",
+        "API",
+        "KEY",
+        "API_KEY",
+        "api-key",
+        "apikey",
+        "MAX_TOKENS",
+        "TOKENIZER",
+        "user",
+        "s3cret",
+        "https",
+        "example.com",
+        "--",
+        "\\",
+        "\n",
+    ];
+
+    #[test]
+    fn detectors_agree_with_the_reference() {
+        let mut cases = hostile_strings(200_000, FRAGMENTS);
+        cases.extend(["", " ", "=", ":", "A", "hf_AbCdEf123456789"].map(String::from));
+        let mut reasons = std::collections::HashSet::new();
+        for s in &cases {
+            let found = find_credential(s);
+            assert_eq!(found, reference::find_credential(s), "{s:?}");
+            assert_eq!(redact(s), reference::redact(s), "{s:?}");
+            reasons.extend(found);
+        }
+        // The strings reach every detector, not only the pre-filters' early answers.
+        for (prefix, _, _) in PREFIXES {
+            let why = format!("it holds what looks like a {prefix} access token");
+            assert!(reasons.contains(&why), "{why}");
+        }
+        assert!(reasons.contains("it holds a URL with a password in its userinfo"));
+        assert!(reasons.iter().any(|why| why.starts_with("it sets ")));
+        for pair in cases.chunks(2) {
+            let (name, value) = (&pair[0], pair.get(1).map_or("", String::as_str));
+            assert_eq!(
+                sensitive_assignment(name, value),
+                reference::sensitive_assignment(name, value),
+                "{name:?} {value:?}"
+            );
+        }
     }
 }

@@ -65,7 +65,7 @@ static REC: ObjectShape = ObjectShape {
     keys: None,
 };
 
-static BEST_REC: ObjectShape = ObjectShape {
+pub(crate) static BEST_REC: ObjectShape = ObjectShape {
     fields: &[
         req("schema_version", Shape::ConstInt(1)),
         req("experiment_id", NONEMPTY),

@@ -49,7 +49,7 @@ static TRANSITION: ObjectShape = ObjectShape {
     keys: None,
 };
 
-static RECORD: ObjectShape = ObjectShape {
+pub(crate) static RECORD: ObjectShape = ObjectShape {
     fields: &[
         req("schema_version", Shape::ConstInt(1)),
         req("id", str_matching(&ID)),

@@ -34,3 +34,46 @@ pub fn check<'t, 'i>(
         Kind::BestRec => best_rec::check(root, ctx),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::schema::{Additional, ObjectShape, Shape};
+
+    /// The walk finds a field by trying the one after the last found first and wrapping
+    /// around, which is the first match only while no table names a field twice.
+    #[test]
+    fn every_table_names_each_field_once() {
+        fn shape(s: &Shape, tables: &mut usize) {
+            match s {
+                Shape::Nullable(inner) => shape(inner, tables),
+                Shape::Array { items, .. } => shape(items, tables),
+                Shape::Object(obj) => object(obj, tables),
+                _ => {}
+            }
+        }
+        fn object(obj: &ObjectShape, tables: &mut usize) {
+            *tables += 1;
+            for (i, f) in obj.fields.iter().enumerate() {
+                assert!(
+                    obj.fields[..i].iter().all(|g| g.name != f.name),
+                    "{} is named twice",
+                    f.name
+                );
+                shape(&f.shape, tables);
+            }
+            if let Additional::Values(values) = obj.additional {
+                shape(values, tables);
+            }
+        }
+        let mut tables = 0;
+        for root in [
+            &super::jobspec::shape::JOBSPEC,
+            &super::spec_bundle::shape::BUNDLE,
+            &super::best_rec::BEST_REC,
+            &super::job_record::RECORD,
+        ] {
+            object(root, &mut tables);
+        }
+        assert!(tables > 30, "{tables} tables visited");
+    }
+}

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use crate::node::{quote, Type, Value};
 use crate::rules::Rule;
 use crate::schema::Ctx;
+use crate::text::has_byte;
 
 /// The placeholders the platform binds when it renders a command or a config.
 pub const PLACEHOLDERS: [&str; 3] = ["config_path", "job_id", "results_dir"];
@@ -28,7 +29,7 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, placeholders: Pl
     match v.ty() {
         Type::Object(_) => {
             for (key, value) in v.entries() {
-                if key.is_empty() || key.as_bytes().contains(&b'.') {
+                if key.is_empty() || has_byte(key, b'.') {
                     ctx.at_key(key, Rule::TaoDottedKey, || {
                         let hint = if key.is_empty() {
                             "an empty key cannot be mapped into the container's config".to_string()
@@ -61,15 +62,27 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, placeholders: Pl
     }
 }
 
-/// Whether `scan_nested` can find anything in `v`: a container, or a string that may
-/// hold a placeholder when those are checked.
+/// Whether `scan_nested` can find anything in `v`: an object, an array with an item
+/// worth scanning, or a string that may hold a placeholder when those are checked.
+/// An array of plain scalars (the usual list of numbers or names) is thus passed over
+/// without a path pushed for it.
 #[inline]
 fn worth_scanning(v: Value<'_, '_>, placeholders: Placeholders) -> bool {
     match v.ty() {
-        Type::Object(_) | Type::Array(_) => true,
-        Type::Str(s) => placeholders == Placeholders::Checked && s.as_bytes().contains(&b'{'),
+        Type::Object(_) => true,
+        Type::Array(_) => v.items().any(|item| match item.ty() {
+            Type::Object(_) | Type::Array(_) => true,
+            Type::Str(s) => may_hold_placeholder(s, placeholders),
+            _ => false,
+        }),
+        Type::Str(s) => may_hold_placeholder(s, placeholders),
         _ => false,
     }
+}
+
+#[inline]
+fn may_hold_placeholder(s: &str, placeholders: Placeholders) -> bool {
+    placeholders == Placeholders::Checked && has_byte(s, b'{')
 }
 
 fn nest_hint(key: &str) -> String {
@@ -87,12 +100,21 @@ fn nest_hint(key: &str) -> String {
 pub fn unknown_placeholders(s: &str) -> Vec<&str> {
     let b = s.as_bytes();
     let mut found = Vec::new();
-    let mut seen = HashSet::new();
+    // Made only for a string with an unknown placeholder, which few strings have.
+    let mut seen: Option<HashSet<&str>> = None;
     for open in memchr::memchr_iter(b'{', b) {
         if open > 0 && b[open - 1] == b'$' {
             continue;
         }
         let rest = &b[open + 1..];
+        // A known placeholder, spelled whole and closed, is the usual case.
+        let known = |p: &&str| {
+            rest.strip_prefix(p.as_bytes())
+                .is_some_and(|after| after.first() == Some(&b'}'))
+        };
+        if PLACEHOLDERS.iter().any(known) {
+            continue;
+        }
         let len = rest
             .iter()
             .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
@@ -101,7 +123,7 @@ pub fn unknown_placeholders(s: &str) -> Vec<&str> {
             continue;
         }
         let name = &s[open + 1..open + 1 + len];
-        if !PLACEHOLDERS.contains(&name) && seen.insert(name) {
+        if !PLACEHOLDERS.contains(&name) && seen.get_or_insert_with(HashSet::new).insert(name) {
             found.push(name);
         }
     }
@@ -115,7 +137,7 @@ pub fn unknown_placeholder(name: &str) -> String {
 
 /// `tao.placeholder.unknown` for each unknown placeholder of `s`, at the current path.
 fn placeholders_here(s: &str, ctx: &mut Ctx<'_>) {
-    if !crate::text::has_byte(s, b'{') {
+    if !has_byte(s, b'{') {
         return;
     }
     for name in unknown_placeholders(s) {
@@ -137,5 +159,79 @@ mod tests {
             unknown_placeholders("x {foo} ${BAR} {foo} {0} {}"),
             vec!["foo"]
         );
+    }
+
+    /// `unknown_placeholders` before the known placeholders were told by their spelling.
+    fn reference_unknown_placeholders(s: &str) -> Vec<&str> {
+        let b = s.as_bytes();
+        let mut found = Vec::new();
+        let mut seen = HashSet::new();
+        for open in memchr::memchr_iter(b'{', b) {
+            if open > 0 && b[open - 1] == b'$' {
+                continue;
+            }
+            let rest = &b[open + 1..];
+            let len = rest
+                .iter()
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                .count();
+            if len == 0 || rest.get(len) != Some(&b'}') || rest[0].is_ascii_digit() {
+                continue;
+            }
+            let name = &s[open + 1..open + 1 + len];
+            if !PLACEHOLDERS.contains(&name) && seen.insert(name) {
+                found.push(name);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn placeholders_and_bytes_agree_with_the_reference() {
+        let fragments = [
+            "{",
+            "}",
+            "$",
+            "config_path",
+            "job_id",
+            "results_dir",
+            "config_paths",
+            "job",
+            "_",
+            "0",
+            "x",
+            " ",
+            "é",
+            "{config_path}",
+            "{job_id}",
+            "{results_dir}",
+            "{foo}",
+            ".",
+        ];
+        let mut state: u64 = 0xDA94_2042_E4DD_58B5;
+        for _ in 0..200_000 {
+            let mut next = || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            let parts = next() % 24;
+            let s: String = (0..parts)
+                .map(|_| fragments[(next() % fragments.len() as u64) as usize])
+                .collect();
+            assert_eq!(
+                unknown_placeholders(&s),
+                reference_unknown_placeholders(&s),
+                "{s:?}"
+            );
+            for byte in [b'{', b'.', 0xa9] {
+                assert_eq!(
+                    has_byte(&s, byte),
+                    s.as_bytes().contains(&byte),
+                    "{s:?}"
+                );
+            }
+        }
     }
 }

@@ -13,7 +13,7 @@ mod deployment;
 mod document;
 pub mod lock;
 pub mod patterns;
-mod shape;
+pub(crate) mod shape;
 
 pub use shape::{API_VERSION, KIND};
 

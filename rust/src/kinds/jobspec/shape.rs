@@ -264,7 +264,7 @@ static PROVENANCE: ObjectShape = ObjectShape {
     additional: Additional::Warn,
     keys: None,
 };
-static JOBSPEC: ObjectShape = ObjectShape {
+pub(crate) static JOBSPEC: ObjectShape = ObjectShape {
     fields: &[
         Field {
             name: "apiVersion",

@@ -6,14 +6,16 @@ use crate::node::Value;
 use crate::rules::Rule;
 use crate::schema::{Ctx, COUNT_MAX};
 
+use super::fields::Fields;
+
 /// The per-job GPU limit applies to a bundle's `nodes * gpus` as to a JobSpec's pools.
-pub fn job_gpus(root: Value<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<'_>) {
-    let count = |key: &str| {
-        root.at(&["compute_shape", key])
-            .and_then(|v| v.as_schema_int())
+pub(super) fn job_gpus(fields: &Fields<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<'_>) {
+    let count = |v: Option<Value<'_, '_>>| {
+        v.and_then(|v| v.as_schema_int())
             .filter(|n| (0..=COUNT_MAX as i128).contains(n))
     };
-    let (Some(gpus), Some(nodes)) = (count("gpus"), count("nodes")) else {
+    let nodes = fields.compute_shape.and_then(|c| c.get("nodes"));
+    let (Some(gpus), Some(nodes)) = (count(fields.gpus), count(nodes)) else {
         return; // missing or out of range: the schema rules say so
     };
     let total = gpus * nodes;

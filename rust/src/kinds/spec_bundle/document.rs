@@ -10,13 +10,13 @@ use crate::rules::{Rule, Severity};
 use crate::schema::Ctx;
 use crate::secrets;
 
+use super::fields::{Execution, Fields};
 use super::patterns::{parse_spec_key, Step};
 
-pub fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let has = |k: &str| root.get(k).is_some();
-    match root.get_str("mode") {
+pub(super) fn mode_rules(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
+    match Fields::str_of(f.mode) {
         Some("config") => {
-            if !has("spec") {
+            if f.spec.is_none() {
                 ctx.at(
                     pointer(&["spec"]),
                     Rule::TaoModeConfigRequiresSpec,
@@ -24,7 +24,7 @@ pub fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
                         .into(),
                 );
             }
-            if !has("config_format") {
+            if f.config_format.is_none() {
                 ctx.at(
                     pointer(&["config_format"]),
                     Rule::TaoModeConfigRequiresConfigFormat,
@@ -32,31 +32,31 @@ pub fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
                         .into(),
                 );
             }
-            if let Some(command) = root.get_str("command") {
-                if !command.is_empty() && !command.contains("{config_path}") {
+            if let Some(command) = Fields::str_of(f.command) {
+                if !command.is_empty() && !has_config_path(command) {
                     ctx.at(pointer(&["command"]), Rule::TaoModeConfigPathPlaceholder, format!("in mode \"config\" the command {} must pass the rendered config with {{config_path}}", quote(command)));
                 }
             }
-            if has("args") {
+            if f.args.is_some() {
                 ctx.at(pointer(&["args"]), Rule::TaoModeConfigForbidsArgs, "mode \"config\" takes its settings from spec; remove args or use mode \"args\"".into());
             }
         }
         Some("args") => {
-            if !has("args") {
+            if f.args.is_none() {
                 ctx.at(
                     pointer(&["args"]),
                     Rule::TaoModeArgsRequiresArgs,
                     "mode \"args\" needs an args list; add args or use mode \"config\"".into(),
                 );
             }
-            if has("spec") {
+            if f.spec.is_some() {
                 ctx.at(
                     pointer(&["spec"]),
                     Rule::TaoModeArgsForbidsSpec,
                     "mode \"args\" takes no spec; remove spec or use mode \"config\"".into(),
                 );
             }
-            if has("config_format") {
+            if f.config_format.is_some() {
                 ctx.at(
                     pointer(&["config_format"]),
                     Rule::TaoModeArgsForbidsConfigFormat,
@@ -68,13 +68,24 @@ pub fn mode_rules(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     }
 }
 
+/// `command.contains("{config_path}")`, from the few `{` a command holds: no substring
+/// searcher to set up for one short string.
+fn has_config_path(command: &str) -> bool {
+    let b = command.as_bytes();
+    memchr::memchr_iter(b'{', b).any(|at| b[at..].starts_with(b"{config_path}"))
+}
+
 /// Binding of declared inputs and outputs into `spec` (config mode), and the GPU key.
-pub fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let spec = root.get("spec").filter(|s| s.is_object());
-    let config_mode = root.get_str("mode") == Some("config");
+pub(super) fn spec_keys(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
+    let spec = f.spec.filter(|s| s.is_object());
+    let config_mode = Fields::str_of(f.mode) == Some("config");
     if let (true, Some(spec)) = (config_mode, spec) {
-        for (list, is_input) in [("declared_inputs", true), ("declared_outputs", false)] {
-            let Some(items) = root.get(list) else {
+        let lists = [
+            ("declared_inputs", f.declared_inputs, true),
+            ("declared_outputs", f.declared_outputs, false),
+        ];
+        for (list, items, is_input) in lists {
+            let Some(items) = items else {
                 continue;
             };
             for (i, item) in items.items().enumerate() {
@@ -110,11 +121,9 @@ pub fn spec_keys(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             }
         }
     }
-    if let (Some(spec), Some(key)) = (spec, root.get_str("gpu_spec_key")) {
+    if let (Some(spec), Some(key)) = (spec, Fields::str_of(f.gpu_spec_key)) {
         // Only a well-typed GPU count is compared; a bad one is already a schema violation.
-        let gpus = root
-            .at(&["compute_shape", "gpus"])
-            .filter(|g| g.as_schema_int().is_some());
+        let gpus = f.gpus.filter(|g| g.as_schema_int().is_some());
         if let (Some(steps), Some(gpus)) = (parse_spec_key(key), gpus) {
             if let Ok(Some(value)) = bind(spec, steps) {
                 if !value.same_scalar(&gpus) {
@@ -211,11 +220,11 @@ fn bind<'t, 'i, 'k>(
 }
 
 /// Placeholders and credentials in `command` and `args`.
-pub fn commands(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    if let Some(command) = root.get_str("command") {
+pub(super) fn commands(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
+    if let Some(command) = Fields::str_of(f.command) {
         strings_rules(command, || pointer(&["command"]), ctx);
     }
-    if let Some(args) = root.get("args") {
+    if let Some(args) = f.args {
         for (i, arg) in args.items().enumerate() {
             if let Some(s) = arg.as_str() {
                 strings_rules(s, || pointer(&["args", &i.to_string()]), ctx);
@@ -247,12 +256,17 @@ fn strings_rules(s: &str, field: impl Fn() -> String, ctx: &mut Ctx<'_>) {
     }
 }
 
-pub fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
-    let Some(exec) = root.get("execution").filter(|e| e.is_object()) else {
+pub(super) fn execution(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
+    let Some(exec) = f.execution.filter(|e| e.is_object()) else {
         return;
     };
-    for list in ["pre_commands", "post_commands"] {
-        if let Some(cmds) = exec.get(list) {
+    let exec = Execution::of(exec);
+    let lists = [
+        ("pre_commands", exec.pre_commands),
+        ("post_commands", exec.post_commands),
+    ];
+    for (list, cmds) in lists {
+        if let Some(cmds) = cmds {
             for (i, c) in cmds.items().enumerate() {
                 if let Some(s) = c.as_str() {
                     strings_rules(s, || pointer(&["execution", list, &i.to_string()]), ctx);
@@ -260,7 +274,7 @@ pub fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             }
         }
     }
-    if let Some(env) = exec.get("environment") {
+    if let Some(env) = exec.environment {
         for (name, value) in env.entries() {
             let Some(s) = value.as_str() else { continue };
             let field = || pointer(&["execution", "environment", name]);
@@ -274,13 +288,11 @@ pub fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             }
         }
     }
-    if let Some(dist) = exec.get("distributed") {
+    if let Some(dist) = exec.distributed {
         let ppn = dist
             .get("processes_per_node")
             .and_then(|v| v.as_schema_int());
-        let gpus = root
-            .at(&["compute_shape", "gpus"])
-            .and_then(|v| v.as_schema_int());
+        let gpus = f.gpus.and_then(|v| v.as_schema_int());
         if let (Some("torchrun"), Some(ppn), Some(gpus)) = (dist.get_str("launcher"), ppn, gpus) {
             if gpus > 0 && ppn != gpus {
                 ctx.at(
@@ -291,7 +303,9 @@ pub fn execution(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             }
         }
     }
-    if let Some(files) = exec.get("supporting_files") {
+    // A clash takes two entries: fewer are not gathered.
+    let files = exec.supporting_files;
+    if let Some(files) = files.filter(|f| matches!(f.ty(), Type::Array(2..))) {
         let destinations: Vec<(usize, &str)> = files
             .items()
             .enumerate()
@@ -409,5 +423,27 @@ mod tests {
             names.iter().map(String::as_str).enumerate().collect();
         indexed.push((50_000, "d7"));
         assert_eq!(destination_clashes(&indexed).len(), 1);
+    }
+
+    #[test]
+    fn config_path_as_contains_finds_it() {
+        for command in [
+            "",
+            "{",
+            "{config_path",
+            "x {config_path}",
+            "{{config_path}}",
+            "{config_path}",
+            "{job_id} {config_path} y",
+            "config_path}",
+            "{ config_path}",
+            "é{config_path}é",
+        ] {
+            assert_eq!(
+                has_config_path(command),
+                command.contains("{config_path}"),
+                "{command:?}"
+            );
+        }
     }
 }

@@ -5,26 +5,31 @@
 //! - `patterns`: the string patterns (images, digests, paths, spec keys);
 //! - `shape`: the schema, walked first;
 //! - `document`: the rules that read only the document;
-//! - `deployment`: the rules that read the configuration.
+//! - `deployment`: the rules that read the configuration;
+//! - `fields`: the top-level values those rules read, found once.
 //!
 //! Rules that need the files themselves (hashes, symlinks, packages) are in `files`.
 
 mod deployment;
 mod document;
+mod fields;
 pub mod patterns;
-mod shape;
+pub(crate) mod shape;
 
 use crate::config::CoreConfig;
 use crate::node::Value;
 use crate::schema::Ctx;
 
+use fields::Fields;
+
 /// Every rule of a spec-bundle, in the order they report (a report cut at
 /// `limits.max_violations` keeps the first found).
 pub fn check<'t, 'i>(root: Value<'t, 'i>, config: &CoreConfig, ctx: &mut Ctx<'i>) {
     shape::walk(root, ctx);
-    deployment::job_gpus(root, config, ctx);
-    document::mode_rules(root, ctx);
-    document::spec_keys(root, ctx);
-    document::commands(root, ctx);
-    document::execution(root, ctx);
+    let fields = Fields::of(root);
+    deployment::job_gpus(&fields, config, ctx);
+    document::mode_rules(&fields, ctx);
+    document::spec_keys(&fields, ctx);
+    document::commands(&fields, ctx);
+    document::execution(&fields, ctx);
 }

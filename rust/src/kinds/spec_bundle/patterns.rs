@@ -19,7 +19,16 @@ fn image_uri(s: &str) -> Result<(), String> {
     // exactly what the pattern matches ("//0" does: "/" + "/" + "0").
     let b = s.as_bytes();
     let interior_slash = b.len() >= 3 && b[1..b.len() - 1].contains(&b'/');
-    if interior_slash && !s.chars().any(py_isspace) {
+    // An ASCII string, the usual one, is read without decoding its characters: its
+    // spaces by `str.isspace` are `\t\n\x0b\x0c\r`, `\x1c`-`\x1f` and space.
+    let has_space = if s.is_ascii() {
+        b.iter().fold(false, |seen, c| {
+            seen | (b'\t'..=b'\r').contains(c) | (0x1c..=b' ').contains(c)
+        })
+    } else {
+        s.chars().any(py_isspace)
+    };
+    if interior_slash && !has_space {
         Ok(())
     } else {
         Err("is not a resolved container URI (registry/path:tag, no whitespace); resolve the image key first".into())
@@ -27,7 +36,9 @@ fn image_uri(s: &str) -> Result<(), String> {
 }
 
 fn lowercase_sha256(s: &str) -> Result<(), String> {
-    if s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+    // Without a branch per byte, which lets the compiler test many bytes at once.
+    let hex = |c: &u8| matches!(c, b'0'..=b'9' | b'a'..=b'f');
+    if s.len() == 64 && s.as_bytes().iter().fold(true, |all, c| all & hex(c)) {
         Ok(())
     } else {
         Err("is not a SHA-256 digest: 64 lowercase hex characters".into())
@@ -182,5 +193,59 @@ mod tests {
         for bad in ["tao_toolkit.pyt", "/a", "a/", "/", "a /b", ""] {
             assert!(image_uri(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn image_uris_and_digests_agree_with_the_pattern_texts() {
+        let reference_image = |s: &str| {
+            let b = s.as_bytes();
+            b.len() >= 3 && b[1..b.len() - 1].contains(&b'/') && !s.chars().any(py_isspace)
+        };
+        let reference_sha =
+            |s: &str| s.len() == 64 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+        let fragments = [
+            "a",
+            "/",
+            "0",
+            "f",
+            "g",
+            "A",
+            " ",
+            "\t",
+            "\x0b",
+            "\r",
+            "\x1c",
+            "\x1f",
+            "\x7f",
+            "\u{85}",
+            "\u{a0}",
+            "\u{2028}",
+            "é",
+            "𝔘",
+            ":",
+            "0123456789abcdef",
+        ];
+        let mut state: u64 = 0x853C_49E6_748F_EA9B;
+        for _ in 0..100_000 {
+            let mut next = || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            let parts = next() % 10;
+            let s: String = (0..parts)
+                .map(|_| fragments[(next() % fragments.len() as u64) as usize])
+                .collect();
+            assert_eq!(image_uri(&s).is_ok(), reference_image(&s), "{s:?}");
+            assert_eq!(lowercase_sha256(&s).is_ok(), reference_sha(&s), "{s:?}");
+            let digest = s.repeat(64).chars().take(64).collect::<String>();
+            assert_eq!(
+                lowercase_sha256(&digest).is_ok(),
+                reference_sha(&digest),
+                "{digest:?}"
+            );
+        }
+        assert!(lowercase_sha256(&"0a".repeat(32)).is_ok());
     }
 }

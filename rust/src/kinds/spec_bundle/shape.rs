@@ -145,7 +145,7 @@ static EXECUTION: ObjectShape = ObjectShape {
     additional: Additional::Forbid,
     keys: None,
 };
-static BUNDLE: ObjectShape = ObjectShape {
+pub(crate) static BUNDLE: ObjectShape = ObjectShape {
     fields: &[
         req("network_arch", NONEMPTY),
         req("action", NONEMPTY),
