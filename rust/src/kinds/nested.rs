@@ -226,11 +226,7 @@ mod tests {
                 "{s:?}"
             );
             for byte in [b'{', b'.', 0xa9] {
-                assert_eq!(
-                    has_byte(&s, byte),
-                    s.as_bytes().contains(&byte),
-                    "{s:?}"
-                );
+                assert_eq!(has_byte(&s, byte), s.as_bytes().contains(&byte), "{s:?}");
             }
         }
     }
