@@ -3,7 +3,7 @@
 //! bundle's document rules (`kinds::spec_bundle`) and the file checks (`files`), which
 //! must agree on both.
 //!
-//! A leaf of the crate: imports only `text` (and `memchr`).
+//! A leaf of the crate: imports only `text`.
 
 use crate::text::py_isspace;
 
@@ -42,7 +42,7 @@ pub fn supporting_path(s: &str) -> Result<(), String> {
 /// Whether some `/`-separated segment of `b` is `..`: found from the few dots a path
 /// holds rather than by splitting it.
 fn has_parent_segment(b: &[u8]) -> bool {
-    memchr::memchr_iter(b'.', b).any(|at| {
+    crate::text::byte_positions(b, b'.').any(|at| {
         b.get(at + 1) == Some(&b'.')
             && (at == 0 || b[at - 1] == b'/')
             && b.get(at + 2).is_none_or(|&c| c == b'/')

@@ -37,13 +37,19 @@ pub struct Credential {
 
 /// Why `s` holds a credential literal, or `None`.
 pub fn find_credential(s: &str) -> Option<String> {
-    // Most strings hold none of the bytes a credential needs, and one pass over them
-    // says so for every detector at once, before any detector scans.
-    let present = byte_classes(s.as_bytes());
-    // Token prefixes say the most, then URL passwords, then assignments.
-    if present & TOKEN_BODY != 0 || s.len() >= SHORTEST_PREFIX + LONG_BODY {
-        if let Some(c) = token_prefixes(s).into_iter().next() {
-            return Some(c.reason);
+    // Token prefixes say the most, then URL passwords, then assignments. One pass over
+    // the bytes looks for tokens at their marks, and finds which bytes the other
+    // detectors need, which most strings do not hold. The first token found is the
+    // first of the string, and answers.
+    let b = s.as_bytes();
+    let mut present = 0;
+    for (at, c) in b.iter().enumerate() {
+        let class = CLASSES[*c as usize];
+        present |= class;
+        if class & MARK != 0 {
+            if let Some(token) = token_at(b, at) {
+                return Some(token.reason);
+            }
         }
     }
     if present & SEPARATOR == 0 {
@@ -56,15 +62,10 @@ pub fn find_credential(s: &str) -> Option<String> {
         .map(|c| c.reason)
 }
 
-/// A byte a short token's body needs: `looks_like_token` asks for an ASCII digit or
-/// uppercase letter, so a string without one holds no token shorter than `LONG_BODY`.
-const TOKEN_BODY: u8 = 1;
 /// A token body this long counts even in lower case (`hf_` and twenty letters): the
 /// names that share a prefix (`hf_transfer`, `sk-learn-intelex`) are short words,
 /// placeholders written for a token (`hf_xxxxxxxxxxxxxxxxxxxxxxxx`) are not.
 const LONG_BODY: usize = 20;
-/// `hf_` and `sk-`.
-const SHORTEST_PREFIX: usize = 3;
 /// A byte the other detectors need: a URL's userinfo follows the `:` of `://`, and an
 /// assignment is made by `=` or `:`.
 const SEPARATOR: u8 = 2;
@@ -72,20 +73,23 @@ const SEPARATOR: u8 = 2;
 /// (TOKEN, KEY), in either case.
 const NAME_LETTER: u8 = 4;
 
+/// A byte every token prefix holds (see `MARK_AT`), which `is_mark` tells.
+const MARK: u8 = 1;
+
 /// The classes of each byte, looked up rather than computed: a few instructions a byte.
 const CLASSES: [u8; 256] = {
     let mut table = [0; 256];
     let mut c = 0;
     while c < 256 {
         let byte = c as u8;
-        if byte.is_ascii_digit() || byte.is_ascii_uppercase() {
-            table[c] |= TOKEN_BODY;
-        }
         if byte == b'=' || byte == b':' {
             table[c] |= SEPARATOR;
         }
         if matches!(byte.to_ascii_uppercase(), b'C' | b'W' | b'K') {
             table[c] |= NAME_LETTER;
+        }
+        if is_mark(byte) {
+            table[c] |= MARK;
         }
         c += 1;
     }
@@ -192,19 +196,25 @@ fn looks_like_token(body: &[u8]) -> bool {
             .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
 }
 
-fn token_prefixes(s: &str) -> Vec<Credential> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    // One pass over the bytes that can start a prefix, instead of one search per prefix;
-    // each prefix starts with its own letter, so a position has one candidate.
-    for (pos, first) in b.iter().enumerate() {
-        let (prefix, body_char, min_body) = match first {
-            b'h' => &PREFIXES[0],
-            b'g' => &PREFIXES[1],
-            b'n' => &PREFIXES[2],
-            b's' => &PREFIXES[3],
-            b'A' => &PREFIXES[4],
-            _ => continue,
+/// Where each prefix of `PREFIXES` holds its mark, a byte few words hold: the `_` of
+/// `hf_` and `ghp_`, the `-` of `nvapi-` and `sk-`, the `A` of `AKIA`.
+const MARK_AT: [usize; 5] = [2, 3, 5, 2, 0];
+
+/// The token whose prefix holds the mark at `b[mark]`, if one does. A position starts
+/// at most one prefix (each has its own first letter), and one mark is in at most one
+/// spelled prefix (`ghp_`/`hf_` differ before it, as `nvapi-`/`sk-` do): a prefix is
+/// looked for only around the marks, which are few, rather than at its first letter
+/// (`h`, `g`, `n`, `s` are everywhere in a command).
+fn token_at(b: &[u8], mark: usize) -> Option<Credential> {
+    let candidates: &[usize] = match b[mark] {
+        b'_' => &[1, 0],
+        b'-' => &[2, 3],
+        _ => &[4],
+    };
+    for &p in candidates {
+        let (prefix, body_char, min_body) = &PREFIXES[p];
+        let Some(pos) = mark.checked_sub(MARK_AT[p]) else {
+            continue;
         };
         if (pos > 0 && (b[pos - 1].is_ascii_alphanumeric() || b[pos - 1] == b'_'))
             || !b[pos..].starts_with(prefix.as_bytes())
@@ -213,16 +223,30 @@ fn token_prefixes(s: &str) -> Vec<Credential> {
         }
         let body = &b[pos + prefix.len()..];
         let len = body.iter().take_while(|c| body_char(**c)).count();
-        let token = &body[..len];
-        if len >= *min_body && looks_like_token(token) {
-            out.push(Credential {
+        if len >= *min_body && looks_like_token(&body[..len]) {
+            return Some(Credential {
                 start: pos + prefix.len(),
                 end: pos + prefix.len() + len,
                 reason: format!("it holds what looks like a {prefix} access token"),
             });
         }
     }
-    out
+    None
+}
+
+/// Every token of `s`, ordered by start: the marks are read in order, and a token's
+/// prefix starts at a word boundary, inside no other prefix.
+fn token_prefixes(s: &str) -> Vec<Credential> {
+    let b = s.as_bytes();
+    (0..b.len())
+        .filter(|&at| is_mark(b[at]))
+        .filter_map(|at| token_at(b, at))
+        .collect()
+}
+
+/// A byte some token prefix holds at `MARK_AT`.
+const fn is_mark(c: u8) -> bool {
+    matches!(c, b'_' | b'-' | b'A')
 }
 
 fn url_userinfo(s: &str) -> Vec<Credential> {
@@ -257,11 +281,8 @@ fn url_userinfo(s: &str) -> Vec<Credential> {
 fn name_assignments(s: &str) -> Vec<Credential> {
     let b = s.as_bytes();
     let mut out = Vec::new();
-    if memchr::memchr2(b'=', b':', b).is_none() {
-        return out;
-    }
     // Both separators are ASCII, so a byte search finds them on character boundaries.
-    for at in memchr::memchr2_iter(b'=', b':', b) {
+    for at in crate::text::byte2_positions(b, b'=', b':') {
         let sep = b[at];
         let start = b[..at]
             .iter()
@@ -397,7 +418,7 @@ mod reference {
         true
     }
 
-    fn token_prefixes(s: &str) -> Vec<Credential> {
+    pub fn token_prefixes(s: &str) -> Vec<Credential> {
         let b = s.as_bytes();
         let mut out = Vec::new();
         // One pass over the bytes that can start a prefix, instead of one search per prefix;
@@ -677,6 +698,17 @@ mod tests {
         "\\",
         "\n",
     ];
+
+    #[test]
+    fn token_prefixes_agree_with_the_reference() {
+        let mut cases = hostile_strings(200_000, FRAGMENTS);
+        // Long strings, with marks in every place of a word.
+        let long: Vec<String> = cases.chunks(40).map(|c| c.concat()).collect();
+        cases.extend(long);
+        for s in &cases {
+            assert_eq!(token_prefixes(s), reference::token_prefixes(s), "{s:?}");
+        }
+    }
 
     #[test]
     fn detectors_agree_with_the_reference() {

@@ -24,16 +24,51 @@ pub fn same(a: &str, b: &str) -> bool {
     }
 }
 
+/// The longest string searched by a plain loop rather than `memchr`.
+const SHORT: usize = 16;
+
 /// Where the first `c` is in `b`. Most strings a document holds are short, and for
 /// them a plain loop beats setting up a vector search; long ones get `memchr`.
 #[inline]
 pub fn find_byte(b: &[u8], c: u8) -> Option<usize> {
-    const SHORT: usize = 16;
     if b.len() <= SHORT {
         b.iter().position(|&x| x == c)
     } else {
         memchr::memchr(c, b)
     }
+}
+
+/// Where the first `c1` or `c2` is in `b`: `find_byte` for two bytes.
+#[inline]
+pub fn find_byte2(b: &[u8], c1: u8, c2: u8) -> Option<usize> {
+    if b.len() <= SHORT {
+        b.iter().position(|&x| x == c1 || x == c2)
+    } else {
+        memchr::memchr2(c1, c2, b)
+    }
+}
+
+/// Every position of `c` in `b`, in order: `memchr_iter` by `find_byte`, so a short
+/// string is searched with no vector search set up for it.
+#[inline]
+pub fn byte_positions(b: &[u8], c: u8) -> impl Iterator<Item = usize> + '_ {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let at = from + find_byte(b.get(from..)?, c)?;
+        from = at + 1;
+        Some(at)
+    })
+}
+
+/// Every position of `c1` or `c2` in `b`, in order: `memchr2_iter` by `find_byte2`.
+#[inline]
+pub fn byte2_positions(b: &[u8], c1: u8, c2: u8) -> impl Iterator<Item = usize> + '_ {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let at = from + find_byte2(b.get(from..)?, c1, c2)?;
+        from = at + 1;
+        Some(at)
+    })
 }
 
 /// `s.split_once(c)` for an ASCII `c`, by a byte search: no character searcher to set
@@ -66,20 +101,46 @@ pub fn find_scheme_separator(s: &str, from: usize) -> Option<usize> {
 /// the search.
 #[inline]
 pub fn has_byte(s: &str, c: u8) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     let b = s.as_bytes();
-    let holds = |at: usize| {
-        let word = u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
-        let x = word ^ (ONES * c as u64);
-        x.wrapping_sub(ONES) & !x & HIGHS != 0
-    };
+    let holds = |at: usize| word_holds(word_at(b, at), c);
     match b.len() {
         0..=7 => b.contains(&c),
         // Two words, overlapping when shorter than 16 bytes, test every byte.
         n @ 8..=16 => holds(0) || holds(n - 8),
         _ => memchr::memchr(c, b).is_some(),
     }
+}
+
+const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// The eight bytes of `b` from `at`, as one word (the first byte lowest), to test them
+/// at once with `word_holds` and `word_below`.
+#[inline(always)]
+pub fn word_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]))
+}
+
+/// Whether some byte of `word` is `c`: one XORs to zero, and only a zero byte keeps
+/// its high bit set when 1 is taken from it and it is not (no carry reaches a byte
+/// past a zero one unless that one is zero too).
+#[inline(always)]
+pub fn word_holds(word: u64, c: u8) -> bool {
+    word_below(word ^ (ONES * c as u64), 1)
+}
+
+/// Whether some byte of `word` is below `n`, for `n` up to 0x80: the same test as
+/// `word_holds`'s, for every byte under `n` rather than zero alone.
+#[inline(always)]
+pub fn word_below(word: u64, n: u8) -> bool {
+    debug_assert!(n <= 0x80);
+    word.wrapping_sub(ONES * n as u64) & !word & HIGHS != 0
+}
+
+/// Whether some byte of `word` is not ASCII.
+#[inline(always)]
+pub fn word_non_ascii(word: u64) -> bool {
+    word & HIGHS != 0
 }
 
 /// Python's `str.isspace`, which is what `\s` and `\S` mean to the published schemas'
@@ -275,6 +336,41 @@ mod tests {
     }
 
     #[test]
+    fn word_tests_read_every_byte() {
+        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+        for round in 0..200_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // Random words, and words of few distinct bytes (zeros, 0x80, neighbours).
+            let word = if round % 2 == 0 {
+                state
+            } else {
+                u64::from_le_bytes(
+                    state
+                        .to_le_bytes()
+                        .map(|x| [0, 1, 0x7f, 0x80, 0x20, 0x21, b'.', 0xff][x as usize % 8]),
+                )
+            };
+            let bytes = word.to_le_bytes();
+            assert_eq!(word_at(&bytes, 0), word);
+            for c in [
+                0, 1, b' ', b'!', b'.', b'[', 0x7f, 0x80, 0xff, bytes[0], bytes[7],
+            ] {
+                assert_eq!(word_holds(word, c), bytes.contains(&c), "{word:#x} {c}");
+            }
+            for n in [1, 0x20, 0x21, 0x7f, 0x80] {
+                assert_eq!(
+                    word_below(word, n),
+                    bytes.iter().any(|&x| x < n),
+                    "{word:#x} {n}"
+                );
+            }
+            assert_eq!(word_non_ascii(word), !bytes.is_ascii());
+        }
+    }
+
+    #[test]
     fn byte_tests_agree_with_the_reference() {
         let long = "a".repeat(40) + "/" + &"b".repeat(40) + "://x";
         let seeds = [
@@ -293,6 +389,14 @@ mod tests {
                 assert_eq!(split_once_byte(s, c), s.split_once(c as char), "{s:?}");
                 assert_eq!(has_byte(s, c), s.contains(c as char), "{s:?}");
                 assert_eq!(find_byte(b, c), memchr::memchr(c, b), "{s:?}");
+                let all: Vec<usize> = byte_positions(b, c).collect();
+                assert_eq!(all, memchr::memchr_iter(c, b).collect::<Vec<_>>(), "{s:?}");
+                for d in [b'.', b'[', b'/'] {
+                    assert_eq!(find_byte2(b, c, d), memchr::memchr2(c, d, b), "{s:?}");
+                    let all: Vec<usize> = byte2_positions(b, c, d).collect();
+                    let expected: Vec<usize> = memchr::memchr2_iter(c, d, b).collect();
+                    assert_eq!(all, expected, "{s:?}");
+                }
             }
             let n = segment_len(b);
             assert!(n <= b.len());

@@ -102,7 +102,8 @@ pub fn unknown_placeholders(s: &str) -> Vec<&str> {
     let mut found = Vec::new();
     // Made only for a string with an unknown placeholder, which few strings have.
     let mut seen: Option<HashSet<&str>> = None;
-    for open in memchr::memchr_iter(b'{', b) {
+    // A short string is searched by a plain loop: a vector search costs more to set up.
+    for open in crate::text::byte_positions(b, b'{') {
         if open > 0 && b[open - 1] == b'$' {
             continue;
         }

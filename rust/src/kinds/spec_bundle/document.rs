@@ -69,10 +69,10 @@ pub(super) fn mode_rules(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
 }
 
 /// `command.contains("{config_path}")`, from the few `{` a command holds: no substring
-/// searcher to set up for one short string.
+/// searcher (nor, for a short one, a vector search) to set up for one string.
 fn has_config_path(command: &str) -> bool {
     let b = command.as_bytes();
-    memchr::memchr_iter(b'{', b).any(|at| b[at..].starts_with(b"{config_path}"))
+    crate::text::byte_positions(b, b'{').any(|at| b[at..].starts_with(b"{config_path}"))
 }
 
 /// Binding of declared inputs and outputs into `spec` (config mode), and the GPU key.

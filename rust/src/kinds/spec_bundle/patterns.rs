@@ -5,7 +5,9 @@
 use crate::paths::supporting_path;
 use crate::rules::Rule;
 use crate::schema::Pattern;
-use crate::text::py_isspace;
+use crate::text::{
+    find_byte, find_byte2, py_isspace, word_at, word_below, word_holds, word_non_ascii,
+};
 
 pub static IMAGE: Pattern = Pattern::new(Rule::SchemaPattern, image_uri);
 pub static SHA256: Pattern = Pattern::new(Rule::SchemaPattern, lowercase_sha256);
@@ -85,7 +87,7 @@ impl<'a> Iterator for Steps<'a> {
         let b = self.rest.as_bytes();
         match b.first()? {
             b'[' => {
-                let close = memchr::memchr(b']', b)?;
+                let close = find_byte(b, b']')?;
                 // Too many digits for an index: an index past any array's end.
                 let i = self.rest[1..close].parse().unwrap_or(usize::MAX);
                 self.rest = &self.rest[close + 1..];
@@ -95,7 +97,7 @@ impl<'a> Iterator for Steps<'a> {
                 Some(Step::Index(i))
             }
             _ => {
-                let end = memchr::memchr2(b'.', b'[', b).unwrap_or(b.len());
+                let end = find_byte2(b, b'.', b'[').unwrap_or(b.len());
                 let name = &self.rest[..end];
                 self.rest = &self.rest[end..];
                 if self.rest.starts_with('.') {
@@ -120,19 +122,39 @@ const NAME_BYTE: [bool; 256] = {
     table
 };
 
+/// Whether the eight bytes of `word` are all printable ASCII name bytes (`!` to `~`
+/// but `.`, `[` and `]`): the bytes a name is usually made of, tested at once. A word
+/// that is not may still hold only name bytes, and is then read byte by byte.
+#[inline]
+fn plain_name_bytes(word: u64) -> bool {
+    !(word_non_ascii(word)
+        | word_below(word, b'!')
+        | word_holds(word, b'.')
+        | word_holds(word, b'[')
+        | word_holds(word, b']')
+        | word_holds(word, 0x7f))
+}
+
 /// `name([digits])*` segments joined by `.`; names hold no `.`, `[`, `]` or whitespace.
 fn is_spec_key(s: &str) -> bool {
     let b = s.as_bytes();
     let mut i = 0;
     loop {
         let start = i;
-        while i < b.len() && NAME_BYTE[b[i] as usize] {
+        while i + 8 <= b.len() && plain_name_bytes(word_at(b, i)) {
+            i += 8;
+        }
+        // The bytes read one by one, or'ed: the words above are ASCII, so only these
+        // can tell a non-ASCII name.
+        let mut read = 0u8;
+        while let Some(&c) = b.get(i).filter(|&&c| NAME_BYTE[c as usize]) {
+            read |= c;
             i += 1;
         }
-        // Every ASCII space stops the loop above, so only a non-ASCII name is decoded
+        // Every ASCII space stops the loops above, so only a non-ASCII name is decoded
         // to look for the others.
         let name = &s[start..i];
-        if i == start || (!name.is_ascii() && name.chars().any(py_isspace)) {
+        if i == start || (!read.is_ascii() && name.chars().any(py_isspace)) {
             return false;
         }
         while i < b.len() && b[i] == b'[' {
@@ -160,6 +182,71 @@ fn spec_key_syntax(s: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `is_spec_key` as it was, before names were read a word at a time.
+    fn reference_is_spec_key(s: &str) -> bool {
+        let b = s.as_bytes();
+        let mut i = 0;
+        loop {
+            let start = i;
+            while i < b.len() && NAME_BYTE[b[i] as usize] {
+                i += 1;
+            }
+            let name = &s[start..i];
+            if i == start || (!name.is_ascii() && name.chars().any(py_isspace)) {
+                return false;
+            }
+            while i < b.len() && b[i] == b'[' {
+                let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+                if digits == 0 || b.get(i + 1 + digits) != Some(&b']') {
+                    return false;
+                }
+                i += digits + 2;
+            }
+            match b.get(i) {
+                None => return true,
+                Some(b'.') => i += 1,
+                Some(_) => return false,
+            }
+        }
+    }
+
+    #[test]
+    fn spec_keys_agree_with_the_reference() {
+        // Every byte in every place of a word, and the fuzzed strings.
+        for c in 0..=u8::MAX {
+            for at in 0..10 {
+                let mut b = b"dataset.train_data_sources".to_vec();
+                b.insert(at, c);
+                if let Ok(s) = std::str::from_utf8(&b) {
+                    assert_eq!(is_spec_key(s), reference_is_spec_key(s), "{s:?}");
+                }
+            }
+        }
+        for c in ['\u{85}', '\u{a0}', '\u{2028}', '\u{3000}', 'é', '字', '🙂'] {
+            for at in 0..12 {
+                let mut s = String::from("train_data_sources.x");
+                s.insert(at, c);
+                assert_eq!(is_spec_key(&s), reference_is_spec_key(&s), "{s:?}");
+            }
+        }
+        let seeds = [
+            "dataset.train_data_sources[0].image_dir",
+            "train.pretrained_model_path",
+            "a[0][12].b",
+            "results_dir",
+            "x[99999999999999999999999].y",
+            "é.字[3].very_long_name\u{a0}here",
+            "a\u{3000}bcdefghijkl",
+        ];
+        let extra = ["", "[", "]", "[0]", "[01]", ".[", "].", ".a", "."];
+        for s in crate::text::fuzz::strings(&seeds, 60_000) {
+            for e in extra {
+                let s = format!("{s}{e}");
+                assert_eq!(is_spec_key(&s), reference_is_spec_key(&s), "{s:?}");
+            }
+        }
+    }
 
     #[test]
     fn parses_spec_keys() {
