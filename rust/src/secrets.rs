@@ -106,11 +106,16 @@ fn byte_classes(b: &[u8]) -> u8 {
 /// stores of a message. The same detector as `find_credential`, so what is stored
 /// passes `tao.record.secret`, and what that rule leaves alone is stored as it is.
 pub fn redact(s: &str) -> String {
-    let mut found: Vec<Credential> = token_prefixes(s)
+    let found = token_prefixes(s)
         .into_iter()
         .chain(url_userinfo(s))
         .chain(name_assignments(s))
         .collect();
+    hide(s, found)
+}
+
+/// `s` with the secret part of each credential `found` in it replaced by `***`.
+fn hide(s: &str, mut found: Vec<Credential>) -> String {
     if found.is_empty() {
         return s.to_string();
     }
@@ -331,7 +336,7 @@ fn name_assignments(s: &str) -> Vec<Credential> {
 /// ones report exactly the same on any string.
 #[cfg(test)]
 mod reference {
-    use super::{Credential, PREFIXES};
+    use super::{is_literal, url_userinfo, Credential, PREFIXES};
 
     const SENSITIVE_NAMES: &[&str] = &["SECRET", "PASSWORD", "TOKEN", "API_KEY"];
 
@@ -346,31 +351,14 @@ mod reference {
             .map(|c| c.reason)
     }
 
-    /// `s` with the secret part of every credential replaced by `***`: what a job record
-    /// stores of a message. The same detector as `find_credential`, so what is stored
-    /// passes `tao.record.secret`, and what that rule leaves alone is stored as it is.
+    /// `redact` with the reference detectors.
     pub fn redact(s: &str) -> String {
-        let mut found: Vec<Credential> = token_prefixes(s)
+        let found = token_prefixes(s)
             .into_iter()
             .chain(url_userinfo(s))
             .chain(name_assignments(s))
             .collect();
-        if found.is_empty() {
-            return s.to_string();
-        }
-        found.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
-        let mut out = String::with_capacity(s.len());
-        let mut at = 0;
-        for c in found {
-            if c.start < at {
-                continue; // inside a part already redacted
-            }
-            out.push_str(&s[at..c.start]);
-            out.push_str("***");
-            at = c.end;
-        }
-        out.push_str(&s[at..]);
-        out
+        super::hide(s, found)
     }
 
     /// A `NAME=value` pair given apart (an environment entry): sensitive name, literal value.
@@ -400,22 +388,6 @@ mod reference {
             previous = part;
         }
         false
-    }
-
-    /// A value that is really there: not empty, not a reference or placeholder, not a redaction mark.
-    fn is_literal(value: &str) -> bool {
-        let v = value.trim().trim_matches(|c| c == '"' || c == '\'');
-        if v.is_empty()
-            || v.starts_with('$')
-            || (v.starts_with('{') && v.ends_with('}'))
-            || v.starts_with('<')
-        {
-            return false;
-        }
-        if v.bytes().all(|c| c == b'*') || v.to_ascii_uppercase().contains("REDACTED") {
-            return false;
-        }
-        true
     }
 
     pub fn token_prefixes(s: &str) -> Vec<Credential> {
@@ -451,33 +423,6 @@ mod reference {
                     end: pos + prefix.len() + len,
                     reason: format!("it holds what looks like a {prefix} access token"),
                 });
-            }
-        }
-        out
-    }
-
-    fn url_userinfo(s: &str) -> Vec<Credential> {
-        let mut out = Vec::new();
-        let mut from = 0;
-        while let Some(pos) = crate::text::find_scheme_separator(s, from) {
-            from = pos + 3;
-            let rest = &s[from..];
-            let end = rest
-                .find(|c: char| {
-                    c == '/' || c == '?' || c == '#' || c.is_whitespace() || c == '"' || c == '\''
-                })
-                .unwrap_or(rest.len());
-            let authority = &rest[..end];
-            if let Some(at) = authority.rfind('@') {
-                if let Some(colon) = authority[..at].find(':') {
-                    if is_literal(&authority[colon + 1..at]) {
-                        out.push(Credential {
-                            start: from + colon + 1,
-                            end: from + at,
-                            reason: "it holds a URL with a password in its userinfo".into(),
-                        });
-                    }
-                }
             }
         }
         out
