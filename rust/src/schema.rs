@@ -163,6 +163,64 @@ pub struct ObjectShape {
     pub additional: Additional,
     /// `propertyNames`.
     pub keys: Option<&'static Pattern>,
+    /// Bit `i` set when `fields[i]` is required: derived from `fields` by `new`, so
+    /// that a walked object is checked for missing fields with one compare.
+    required: u64,
+}
+
+impl ObjectShape {
+    pub const fn new(
+        fields: &'static [Field],
+        additional: Additional,
+        keys: Option<&'static Pattern>,
+    ) -> ObjectShape {
+        // A field is tracked by its bit in a `u64`.
+        assert!(
+            fields.len() <= 64,
+            "an object shape names at most 64 fields"
+        );
+        let mut required = 0;
+        let mut i = 0;
+        while i < fields.len() {
+            if fields[i].required {
+                required |= 1 << i;
+            }
+            // `field` finds a key by trying the field after the last one found first
+            // and wrapping around, which is the first match only while no table names
+            // a field twice: a table that does fails the build.
+            let mut j = 0;
+            while j < i {
+                assert!(
+                    !same_name(fields[i].name, fields[j].name),
+                    "an object shape names a field twice"
+                );
+                j += 1;
+            }
+            i += 1;
+        }
+        ObjectShape {
+            fields,
+            additional,
+            keys,
+            required,
+        }
+    }
+}
+
+/// `a == b`, in a constant.
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 pub struct Field {
@@ -527,8 +585,17 @@ impl ObjectShape {
     /// the last one found, and wraps around. (A table names each field once.)
     #[inline]
     fn field(&self, key: &str, from: usize) -> Option<usize> {
-        let (before, after) = self.fields.split_at(from);
+        let fields = self.fields;
+        // The expected field first: a hit costs one compare, no search set up.
+        if fields
+            .get(from)
+            .is_some_and(|f| crate::text::same(f.name, key))
+        {
+            return Some(from);
+        }
         let named = |f: &Field| crate::text::same(f.name, key);
+        // `from` is never past the end; `min` spares `split_at` its panic path.
+        let (before, after) = fields.split_at(from.min(fields.len()));
         match after.iter().position(named) {
             Some(i) => Some(from + i),
             None => before.iter().position(named),
@@ -575,8 +642,16 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
             },
         }
     }
+    if seen & obj.required != obj.required {
+        missing_fields(obj, seen, ctx);
+    }
+}
+
+/// Each required field not `seen`, in the table's order.
+#[cold]
+fn missing_fields<'i>(obj: &ObjectShape, seen: u64, ctx: &mut Ctx<'i>) {
     for (i, f) in obj.fields.iter().enumerate() {
-        if f.required && seen & (1 << i) == 0 {
+        if obj.required & !seen & (1 << i) != 0 {
             ctx.at_key(f.name, f.missing_rule, || {
                 format!(
                     "the required field {} is missing",

@@ -9,14 +9,10 @@ use crate::schema::{self, opt, req, Additional, Ctx, ObjectShape, Shape, NONEMPT
 
 use super::nested::{scan_nested, Placeholders};
 
-static EMPTY: ObjectShape = ObjectShape {
-    fields: &[],
-    additional: Additional::Allow,
-    keys: None,
-};
+static EMPTY: ObjectShape = ObjectShape::new(&[], Additional::Allow, None);
 
-static BEST: ObjectShape = ObjectShape {
-    fields: &[
+static BEST: ObjectShape = ObjectShape::new(
+    &[
         req("rec_id", NONEMPTY),
         req(
             "score",
@@ -45,12 +41,12 @@ static BEST: ObjectShape = ObjectShape {
             },
         ),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
+    Additional::Forbid,
+    None,
+);
 
-static REC: ObjectShape = ObjectShape {
-    fields: &[
+static REC: ObjectShape = ObjectShape::new(
+    &[
         req("rec_id", NONEMPTY),
         req(
             "score",
@@ -61,12 +57,12 @@ static REC: ObjectShape = ObjectShape {
         ),
         opt("job_id", STRING),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
+    Additional::Forbid,
+    None,
+);
 
-pub(crate) static BEST_REC: ObjectShape = ObjectShape {
-    fields: &[
+static BEST_REC: ObjectShape = ObjectShape::new(
+    &[
         req("schema_version", Shape::ConstInt(1)),
         req("experiment_id", NONEMPTY),
         req("metric_name", NONEMPTY),
@@ -80,9 +76,9 @@ pub(crate) static BEST_REC: ObjectShape = ObjectShape {
         req("best", Shape::Object(&BEST)),
         req("all_recs", schema::array_of(&Shape::Object(&REC))),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
+    Additional::Forbid,
+    None,
+);
 
 fn specs<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if !v.is_object() {

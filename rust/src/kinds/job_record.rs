@@ -26,8 +26,8 @@ static PLATFORM: Pattern = Pattern::new(Rule::SchemaPattern, platform_name);
 
 const NULLABLE_STRING: Shape = Shape::Nullable(&STRING);
 
-static TRANSITION: ObjectShape = ObjectShape {
-    fields: &[
+static TRANSITION: ObjectShape = ObjectShape::new(
+    &[
         req("ts", NONEMPTY),
         req(
             "state",
@@ -45,12 +45,12 @@ static TRANSITION: ObjectShape = ObjectShape {
             },
         ),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
+    Additional::Forbid,
+    None,
+);
 
-pub(crate) static RECORD: ObjectShape = ObjectShape {
-    fields: &[
+static RECORD: ObjectShape = ObjectShape::new(
+    &[
         req("schema_version", Shape::ConstInt(1)),
         req("id", str_matching(&ID)),
         req("platform", str_matching(&PLATFORM)),
@@ -102,9 +102,9 @@ pub(crate) static RECORD: ObjectShape = ObjectShape {
         opt("parent_job", NULLABLE_STRING),
         req("redacted", Shape::ConstTrue),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
+    Additional::Forbid,
+    None,
+);
 
 /// `^[a-z0-9][a-z0-9-]{0,31}$`: the platform skill's short name in canonical kebab-case.
 fn platform_name(s: &str) -> Result<(), String> {

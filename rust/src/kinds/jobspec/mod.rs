@@ -13,7 +13,7 @@ mod deployment;
 mod document;
 pub mod lock;
 pub mod patterns;
-pub(crate) mod shape;
+mod shape;
 
 pub use shape::{API_VERSION, KIND};
 

@@ -43,16 +43,8 @@ const BOUND: Shape = Shape::Nullable(&Shape::Number {
     max: None,
 });
 
-static STRING_MAP: ObjectShape = ObjectShape {
-    fields: &[],
-    additional: Additional::Values(&STRING),
-    keys: None,
-};
-static FREE_MAP: ObjectShape = ObjectShape {
-    fields: &[],
-    additional: Additional::Allow,
-    keys: None,
-};
+static STRING_MAP: ObjectShape = ObjectShape::new(&[], Additional::Values(&STRING), None);
+static FREE_MAP: ObjectShape = ObjectShape::new(&[], Additional::Allow, None);
 
 /// An optional object that starforge-core also accepts as `null`.
 macro_rules! object {
@@ -72,19 +64,19 @@ macro_rules! opt_str {
     };
 }
 
-static METADATA: ObjectShape = ObjectShape {
-    fields: &[
+static METADATA: ObjectShape = ObjectShape::new(
+    &[
         req("name", str_matching(&NAME)),
         opt("project", opt_str!(&PROJECT)),
         opt("owner", OPT_STRING),
         opt("display_name", OPT_STRING),
         opt("labels", object!(&STRING_MAP)),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static RECIPE: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static RECIPE: ObjectShape = ObjectShape::new(
+    &[
         req("name", str_matching(&RECIPE_NAME)),
         req("version", NONBLANK),
         req("digest", NONBLANK),
@@ -93,80 +85,80 @@ static RECIPE: ObjectShape = ObjectShape {
             Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT))),
         ),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static SOURCE: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static SOURCE: ObjectShape = ObjectShape::new(
+    &[
         req("exp", str_matching(&EXP)),
         opt("entrypoint", opt_str!(&ENTRYPOINT)),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static FRAMEWORK: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static FRAMEWORK: ObjectShape = ObjectShape::new(
+    &[
         req("kind", str_matching(&SAFE_SEGMENT)),
         req("version", NONBLANK),
         opt("runtime_id", opt_str!(&OPTIONAL_SEGMENT)),
         opt("image", OPT_STRING),
         opt("observability_url", OPT_STRING),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static POOL: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static POOL: ObjectShape = ObjectShape::new(
+    &[
         req("name", str_matching(&SAFE_SEGMENT)),
         opt("series", OPT_STRING),
         opt("nodes", COUNT),
         opt("gpus_per_node", COUNT),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static RESOURCES: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static RESOURCES: ObjectShape = ObjectShape::new(
+    &[
         opt("pools", Shape::Nullable(&array_of(&Shape::Object(&POOL)))),
         opt("roles", object!(&STRING_MAP)),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static PEFT: ObjectShape = ObjectShape {
-    fields: &[opt("kind", OPT_STRING), opt("dim", ANY), opt("alpha", ANY)],
-    additional: Additional::Warn,
-    keys: None,
-};
-static MODEL: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static PEFT: ObjectShape = ObjectShape::new(
+    &[opt("kind", OPT_STRING), opt("dim", ANY), opt("alpha", ANY)],
+    Additional::Warn,
+    None,
+);
+static MODEL: ObjectShape = ObjectShape::new(
+    &[
         opt("base", OPT_STRING),
         opt("peft", object!(&PEFT)),
         opt("init_from", opt_str!(&INIT_FROM)),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static DATA_REF: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static DATA_REF: ObjectShape = ObjectShape::new(
+    &[
         opt("dataset", OPT_STRING),
         opt("split", OPT_STRING),
         opt("path", OPT_STRING),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static QUALITY: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static QUALITY: ObjectShape = ObjectShape::new(
+    &[
         opt("max_duplicate_ratio", RATIO),
         opt("overlap_with", OPT_STRING),
         opt("max_overlap_ratio", RATIO),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static DATA: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static DATA: ObjectShape = ObjectShape::new(
+    &[
         opt("train", object!(&DATA_REF)),
         opt("validation", object!(&DATA_REF)),
         opt("corpus", OPT_STRING),
@@ -175,19 +167,19 @@ static DATA: ObjectShape = ObjectShape {
         opt("environment", OPT_STRING),
         opt("quality", object!(&QUALITY)),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static LIFECYCLE: ObjectShape = ObjectShape {
-    fields: &[opt(
+    Additional::Warn,
+    None,
+);
+static LIFECYCLE: ObjectShape = ObjectShape::new(
+    &[opt(
         "on_success",
         Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT))),
     )],
-    additional: Additional::Warn,
-    keys: None,
-};
-static GATE: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static GATE: ObjectShape = ObjectShape::new(
+    &[
         req("metric", str_matching(&GATE_METRIC)),
         opt("min", BOUND),
         opt("max", BOUND),
@@ -199,11 +191,11 @@ static GATE: ObjectShape = ObjectShape {
             }),
         ),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static EVALUATION: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static EVALUATION: ObjectShape = ObjectShape::new(
+    &[
         opt(
             "suites",
             Shape::Nullable(&array_of(&str_matching(&SAFE_SEGMENT))),
@@ -213,20 +205,20 @@ static EVALUATION: ObjectShape = ObjectShape {
         opt("limit", Shape::Nullable(&COUNT)),
         opt("gates", Shape::Nullable(&array_of(&Shape::Object(&GATE)))),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static PLUGIN: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static PLUGIN: ObjectShape = ObjectShape::new(
+    &[
         req("id", STRING),
         req("version", NONBLANK),
         req("digest", str_matching(&PLUGIN_DIGEST)),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static SPEC: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static SPEC: ObjectShape = ObjectShape::new(
+    &[
         req("recipe", Shape::Object(&RECIPE)),
         req("source", Shape::Object(&SOURCE)),
         req("framework", Shape::Object(&FRAMEWORK)),
@@ -241,11 +233,11 @@ static SPEC: ObjectShape = ObjectShape {
             Shape::Nullable(&array_of(&Shape::Object(&PLUGIN))),
         ),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-static PROVENANCE: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static PROVENANCE: ObjectShape = ObjectShape::new(
+    &[
         Field {
             name: "core_version",
             shape: Shape::Str {
@@ -261,11 +253,11 @@ static PROVENANCE: ObjectShape = ObjectShape {
         opt("config_sha", OPT_STRING),
         opt("model_name", OPT_STRING),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
-pub(crate) static JOBSPEC: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Warn,
+    None,
+);
+static JOBSPEC: ObjectShape = ObjectShape::new(
+    &[
         Field {
             name: "apiVersion",
             shape: Shape::Custom(api_version),
@@ -282,9 +274,9 @@ pub(crate) static JOBSPEC: ObjectShape = ObjectShape {
         req("spec", Shape::Object(&SPEC)),
         req("provenance", Shape::Object(&PROVENANCE)),
     ],
-    additional: Additional::Warn,
-    keys: None,
-};
+    Additional::Warn,
+    None,
+);
 
 fn api_version<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if v.as_str() != Some(API_VERSION) {

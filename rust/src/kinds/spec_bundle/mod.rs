@@ -14,7 +14,7 @@ mod deployment;
 mod document;
 mod fields;
 pub mod patterns;
-pub(crate) mod shape;
+mod shape;
 
 use crate::config::CoreConfig;
 use crate::node::Value;

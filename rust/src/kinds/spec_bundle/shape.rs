@@ -33,23 +33,23 @@ const FILE_TYPE: Shape = Shape::Enum {
     nullable: false,
 };
 
-static DECLARED_INPUT: ObjectShape = ObjectShape {
-    fields: &[
+static DECLARED_INPUT: ObjectShape = ObjectShape::new(
+    &[
         req("spec_key", SPEC_KEY_STR),
         req("type", FILE_TYPE),
         opt("optional", schema::BOOL),
         req("uri", NONEMPTY),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
-static DECLARED_OUTPUT: ObjectShape = ObjectShape {
-    fields: &[req("spec_key", SPEC_KEY_STR), req("type", FILE_TYPE)],
-    additional: Additional::Forbid,
-    keys: None,
-};
-static COMPUTE_SHAPE: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Forbid,
+    None,
+);
+static DECLARED_OUTPUT: ObjectShape = ObjectShape::new(
+    &[req("spec_key", SPEC_KEY_STR), req("type", FILE_TYPE)],
+    Additional::Forbid,
+    None,
+);
+static COMPUTE_SHAPE: ObjectShape = ObjectShape::new(
+    &[
         req(
             "gpus",
             Shape::Int {
@@ -67,20 +67,20 @@ static COMPUTE_SHAPE: ObjectShape = ObjectShape {
             },
         ),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
-static SUPPORTING_FILE: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Forbid,
+    None,
+);
+static SUPPORTING_FILE: ObjectShape = ObjectShape::new(
+    &[
         req("source", SUPPORTING_PATH_STR),
         req("destination", SUPPORTING_PATH_STR),
         req("sha256", str_matching(&SHA256)),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
-static DISTRIBUTED: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Forbid,
+    None,
+);
+static DISTRIBUTED: ObjectShape = ObjectShape::new(
+    &[
         req(
             "launcher",
             Shape::Enum {
@@ -98,11 +98,11 @@ static DISTRIBUTED: ObjectShape = ObjectShape {
         ),
         opt("tasks_per_node", Shape::ConstInt(1)),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
-static COMPLETION: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Forbid,
+    None,
+);
+static COMPLETION: ObjectShape = ObjectShape::new(
+    &[
         req("child_exit_code_path", NONEMPTY),
         opt("structured_status_path", NONEMPTY),
         opt(
@@ -115,16 +115,13 @@ static COMPLETION: ObjectShape = ObjectShape {
             },
         ),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
-static ENVIRONMENT: ObjectShape = ObjectShape {
-    fields: &[],
-    additional: Additional::Values(&STRING),
-    keys: Some(&ENV_NAME),
-};
-static EXECUTION: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Forbid,
+    None,
+);
+static ENVIRONMENT: ObjectShape =
+    ObjectShape::new(&[], Additional::Values(&STRING), Some(&ENV_NAME));
+static EXECUTION: ObjectShape = ObjectShape::new(
+    &[
         opt("environment", Shape::Object(&ENVIRONMENT)),
         opt("pre_commands", array_of(&NONEMPTY)),
         opt("post_commands", array_of(&NONEMPTY)),
@@ -142,11 +139,11 @@ static EXECUTION: ObjectShape = ObjectShape {
         ),
         opt("completion", Shape::Object(&COMPLETION)),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
-pub(crate) static BUNDLE: ObjectShape = ObjectShape {
-    fields: &[
+    Additional::Forbid,
+    None,
+);
+static BUNDLE: ObjectShape = ObjectShape::new(
+    &[
         req("network_arch", NONEMPTY),
         req("action", NONEMPTY),
         req("image", str_matching(&IMAGE)),
@@ -182,9 +179,9 @@ pub(crate) static BUNDLE: ObjectShape = ObjectShape {
         opt("gpu_spec_key", str_matching(&SPEC_KEY)),
         opt("execution", Shape::Object(&EXECUTION)),
     ],
-    additional: Additional::Forbid,
-    keys: None,
-};
+    Additional::Forbid,
+    None,
+);
 
 /// `spec` is a nested dict: no key anywhere may contain `.` or be empty (also inside
 /// arrays). String values are scanned for placeholders on the same walk.
