@@ -328,6 +328,9 @@ struct YamlFrame {
 fn walk_yaml(text: &str, found: &mut Found<'_>) {
     let mut stack: Vec<YamlFrame> = Vec::new();
     let mut path: Vec<String> = Vec::new();
+    // The text of each anchored scalar, so that an alias used as a key is placed under
+    // the name it stands for (anchor id 0 means no anchor).
+    let mut anchored: std::collections::HashMap<usize, String> = std::collections::HashMap::new();
     let mut parser = Parser::new_from_str(text);
     while let Some(Ok((event, span))) = parser.next_event() {
         let here = Location {
@@ -335,7 +338,10 @@ fn walk_yaml(text: &str, found: &mut Found<'_>) {
             column: u32::try_from(span.start.col() + 1).unwrap_or(u32::MAX),
         };
         match event {
-            Event::Scalar(value, ..) => {
+            Event::Scalar(value, _, anchor, _) => {
+                if anchor != 0 {
+                    anchored.insert(anchor, value.to_string());
+                }
                 if let Some(frame) = stack.last_mut() {
                     if frame.is_map && frame.expecting_key {
                         frame.key = Some((value.to_string(), here));
@@ -346,10 +352,11 @@ fn walk_yaml(text: &str, found: &mut Found<'_>) {
                 enter(&mut stack, &mut path, found, here);
                 leave(&mut stack, &mut path);
             }
-            Event::Alias(_) => {
+            Event::Alias(anchor) => {
                 if let Some(frame) = stack.last_mut() {
                     if frame.is_map && frame.expecting_key {
-                        frame.key = Some((String::new(), here));
+                        let name = anchored.get(&anchor).cloned().unwrap_or_default();
+                        frame.key = Some((name, here));
                         frame.expecting_key = false;
                         continue;
                     }
@@ -507,6 +514,13 @@ mod tests {
         assert_eq!(at(YAML, "/spec/list/1/y", false), (7, 10));
         assert_eq!(at(YAML, "/alias", false), (9, 8));
         assert_eq!(at(YAML, "/spec/list/1/missing", false), (6, 7));
+    }
+
+    #[test]
+    fn an_alias_used_as_a_key_is_placed_under_the_name_it_stands_for() {
+        let yaml = "command: &c run\nspec:\n  x: 1\n*c : here\n";
+        assert_eq!(at(yaml, "/run", true), (4, 1));
+        assert_eq!(at(yaml, "/run", false), (4, 6));
     }
 
     #[test]
