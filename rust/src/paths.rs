@@ -146,19 +146,8 @@ mod tests {
             "/", ".", "..", "a", "b.py", "\\", "\0", " ", "\t", "\x0b", "\r", "\x1c", "\x1f",
             "\x7f", "\u{85}", "\u{a0}", "\u{2028}", "\u{3000}", "é", "𝔘", "-", "_",
         ];
-        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
         let mut answers = std::collections::HashSet::new();
-        for _ in 0..200_000 {
-            let parts = next() % 9;
-            let path: String = (0..parts)
-                .map(|_| fragments[(next() % fragments.len() as u64) as usize])
-                .collect();
+        for path in crate::text::fuzz::joined(&fragments, 9, 200_000, 0x2545_F491_4F6C_DD1D) {
             let answer = supporting_path(&path);
             assert_eq!(answer, reference_supporting_path(&path), "{path:?}");
             answers.insert(answer);

@@ -558,26 +558,6 @@ mod tests {
         assert!(sensitive_assignment("PYTHONUNBUFFERED", "1").is_none());
     }
 
-    /// A deterministic generator of strings built from the fragments the detectors
-    /// look for, with non-ASCII characters, Python-only spaces, quotes and escapes.
-    pub(crate) fn hostile_strings(count: usize, fragments: &[&str]) -> Vec<String> {
-        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        (0..count)
-            .map(|_| {
-                let parts = next() % 12;
-                (0..parts)
-                    .map(|_| fragments[(next() % fragments.len() as u64) as usize])
-                    .collect()
-            })
-            .collect()
-    }
-
     const FRAGMENTS: &[&str] = &[
         "hf_",
         "ghp_",
@@ -646,7 +626,7 @@ mod tests {
 
     #[test]
     fn token_prefixes_agree_with_the_reference() {
-        let mut cases = hostile_strings(200_000, FRAGMENTS);
+        let mut cases = crate::text::fuzz::joined(FRAGMENTS, 12, 200_000, 0x9E37_79B9_7F4A_7C15);
         // Long strings, with marks in every place of a word.
         let long: Vec<String> = cases.chunks(40).map(|c| c.concat()).collect();
         cases.extend(long);
@@ -657,7 +637,7 @@ mod tests {
 
     #[test]
     fn detectors_agree_with_the_reference() {
-        let mut cases = hostile_strings(200_000, FRAGMENTS);
+        let mut cases = crate::text::fuzz::joined(FRAGMENTS, 12, 200_000, 0x9E37_79B9_7F4A_7C15);
         cases.extend(["", " ", "=", ":", "A", "hf_AbCdEf123456789"].map(String::from));
         let mut reasons = std::collections::HashSet::new();
         for s in &cases {

@@ -262,6 +262,20 @@ pub(crate) mod fuzz {
         }
     }
 
+    /// `count` strings, each up to `max_parts - 1` of `fragments` joined, drawn from
+    /// `seed`: for the detectors whose inputs are built from the pieces they look for.
+    pub fn joined(fragments: &[&str], max_parts: usize, count: usize, seed: u64) -> Vec<String> {
+        let mut rng = Rng(seed);
+        (0..count)
+            .map(|_| {
+                let parts = rng.below(max_parts);
+                (0..parts)
+                    .map(|_| fragments[rng.below(fragments.len())])
+                    .collect()
+            })
+            .collect()
+    }
+
     pub fn strings(seeds: &[&str], n: usize) -> Vec<String> {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut out: Vec<String> = seeds.iter().map(|s| s.to_string()).collect();

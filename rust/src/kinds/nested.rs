@@ -209,18 +209,7 @@ mod tests {
             "{foo}",
             ".",
         ];
-        let mut state: u64 = 0xDA94_2042_E4DD_58B5;
-        for _ in 0..200_000 {
-            let mut next = || {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state
-            };
-            let parts = next() % 24;
-            let s: String = (0..parts)
-                .map(|_| fragments[(next() % fragments.len() as u64) as usize])
-                .collect();
+        for s in crate::text::fuzz::joined(&fragments, 24, 200_000, 0xDA94_2042_E4DD_58B5) {
             assert_eq!(
                 unknown_placeholders(&s),
                 reference_unknown_placeholders(&s),

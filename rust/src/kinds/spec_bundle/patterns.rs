@@ -312,18 +312,7 @@ mod tests {
             ":",
             "0123456789abcdef",
         ];
-        let mut state: u64 = 0x853C_49E6_748F_EA9B;
-        for _ in 0..100_000 {
-            let mut next = || {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state
-            };
-            let parts = next() % 10;
-            let s: String = (0..parts)
-                .map(|_| fragments[(next() % fragments.len() as u64) as usize])
-                .collect();
+        for s in crate::text::fuzz::joined(&fragments, 10, 100_000, 0x853C_49E6_748F_EA9B) {
             assert_eq!(image_uri(&s).is_ok(), reference_image(&s), "{s:?}");
             assert_eq!(lowercase_sha256(&s).is_ok(), reference_sha(&s), "{s:?}");
             let digest = s.repeat(64).chars().take(64).collect::<String>();
