@@ -197,7 +197,7 @@ fn parse_with<R>(
 
 /// Why `text` is not JSON, in words a person can act on: serde_json's account of the
 /// first error (`trailing characters at line 1 column 8`) and the text there. Only a
-/// refused document pays for this second reading; simd-json's error kind is the
+/// refused document pays for this second reading, which builds nothing; simd-json's error kind is the
 /// fallback should serde_json read the text after all.
 fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
     let near = |at: usize| {
@@ -208,7 +208,7 @@ fn describe_json_error(e: &simd_json::Error, text: &[u8]) -> String {
         }
         String::from_utf8_lossy(&text[at..end]).into_owned()
     };
-    let Err(why) = serde_json::from_slice::<serde_json::Value>(text) else {
+    let Err(why) = serde_json::from_slice::<serde::de::IgnoredAny>(text) else {
         let at = e.index();
         return match near(at) {
             n if n.is_empty() => format!("{:?} at the end of the document", e.error()),

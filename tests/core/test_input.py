@@ -140,7 +140,7 @@ def test_dict_values_json_cannot_hold_are_json_syntax(validator):
         (b'{"a":1}{"b":2}', 'not valid JSON: trailing characters at line 1 column 8, near "{\\"b\\":2}"'),
         (b'{"a": NaN}', "not valid JSON: NaN at line 1 column 7 is not a JSON number; write null or a string instead"),
         (b'{"a":\n -Infinity}', "not valid JSON: -Infinity at line 2 column 2 is not a JSON number; write null or a string instead"),
-        (b'{"a":1,', "not valid JSON: EOF while parsing a value at line 1 column 7: the document ends before it is complete"),
+        (b'{"a":1,', "not valid JSON: EOF while parsing an object at line 1 column 7: the document ends before it is complete"),
         (b'{"a" 1}', 'not valid JSON: expected `:` at line 1 column 6, near "1}"'),
     ],
 )
