@@ -7,8 +7,25 @@
 
 use crate::text::py_isspace;
 
-/// Relative, no `..` segment, no backslash, whitespace or NUL.
+/// A path to a file: `relative_path`, and it does not name a directory.
 pub fn supporting_path(s: &str) -> Result<(), String> {
+    relative_path(s)?;
+    if names_a_directory(s) {
+        return Err("names a directory, not a file: its last segment is empty or '.'; give the file's path, without a trailing '/' or '/.'".into());
+    }
+    Ok(())
+}
+
+/// Whether the path's last segment is empty or `.` (`a/`, `a/.`, `.`, `./`): extractors
+/// and copies make or expect a directory there, and a file cannot be read or written
+/// through it, so neither a source nor a destination may end so.
+pub fn names_a_directory(s: &str) -> bool {
+    matches!(s.rsplit('/').next(), Some("" | "."))
+}
+
+/// Relative, no `..` segment, no backslash, whitespace or NUL: the rules of any path
+/// inside a producer root or a package, directories' included.
+pub fn relative_path(s: &str) -> Result<(), String> {
     let b = s.as_bytes();
     if b.first() == Some(&b'/') {
         return Err("is an absolute path; give it relative to the producer root".into());
@@ -27,14 +44,6 @@ pub fn supporting_path(s: &str) -> Result<(), String> {
     // Only a non-ASCII character can be a space the ASCII classes did not see.
     if present & ASCII_SPACE != 0 || (present & NON_ASCII != 0 && s.chars().any(py_isspace)) {
         return Err("has whitespace".into());
-    }
-    // A byte other than '/' and '.' is in a segment that names something; only a path
-    // made of those two alone is split to see whether it names a file.
-    if !s.is_empty()
-        && present & NAMING == 0
-        && s.split('/').all(|seg| seg.is_empty() || seg == ".")
-    {
-        return Err("names no file, only the directory itself; give the file's path".into());
     }
     Ok(())
 }
@@ -55,8 +64,6 @@ const NUL: u8 = 2;
 const ASCII_SPACE: u8 = 4;
 /// A byte of a non-ASCII character, which may be a space only decoding tells.
 const NON_ASCII: u8 = 8;
-/// A byte other than `/` and `.`.
-const NAMING: u8 = 16;
 
 /// The classes of each byte, looked up rather than computed: a few instructions a byte.
 const CLASSES: [u8; 256] = {
@@ -71,9 +78,6 @@ const CLASSES: [u8; 256] = {
             0x80.. => NON_ASCII,
             _ => 0,
         };
-        if byte != b'/' && byte != b'.' {
-            table[c] |= NAMING;
-        }
         c += 1;
     }
     table
@@ -114,8 +118,9 @@ fn reference_supporting_path(s: &str) -> Result<(), String> {
     if s.chars().any(py_isspace) {
         return Err("has whitespace".into());
     }
-    if !s.is_empty() && s.split('/').all(|seg| seg.is_empty() || seg == ".") {
-        return Err("names no file, only the directory itself; give the file's path".into());
+    let last = s.split('/').next_back().unwrap_or_default();
+    if last.is_empty() || last == "." {
+        return Err("names a directory, not a file: its last segment is empty or '.'; give the file's path, without a trailing '/' or '/.'".into());
     }
     Ok(())
 }
@@ -131,6 +136,24 @@ mod tests {
             assert!(supporting_path(bad).is_err(), "{bad:?}");
         }
         assert!(supporting_path("a..b/c").is_ok());
+    }
+
+    #[test]
+    fn a_path_that_names_a_directory_is_no_supporting_path() {
+        for dir in [".", "./", "./.", "a/.", "a/", "a//", "a/./", "./a/", ""] {
+            let why = supporting_path(dir).expect_err(dir);
+            assert!(
+                why.starts_with("names a directory, not a file"),
+                "{dir:?}: {why}"
+            );
+            // Inside a package, a directory member may name one.
+            assert_eq!(relative_path(dir), Ok(()), "{dir:?}");
+        }
+        for file in [
+            "a/b", "a", "./a", "a/./b", "a//b", ".a", "a/.b", "a.", "a/b.",
+        ] {
+            assert_eq!(supporting_path(file), Ok(()), "{file:?}");
+        }
     }
 
     #[test]

@@ -240,7 +240,7 @@ catalogue! {
     TaoSpecKeySyntax = "tao.spec_key.syntax", Error,
         "a spec_key or gpu_spec_key is not a dotted/indexed pointer";
     TaoSpecKeyUnresolved = "tao.spec_key.unresolved", Error,
-        "a declared spec_key cannot be bound inside spec (a warning for optional inputs)";
+        "a declared spec_key cannot be bound inside spec (a warning when it indexes below a missing key, or the input is optional)";
     TaoGpuSpecKeyMismatch = "tao.gpu_spec_key.mismatch", Warning,
         "the value at gpu_spec_key differs from compute_shape.gpus";
     TaoExecutionSecret = "tao.execution.secret", Error,
@@ -248,7 +248,7 @@ catalogue! {
     TaoExecutionProcessesPerNode = "tao.execution.processes_per_node", Warning,
         "torchrun processes_per_node differs from compute_shape.gpus";
     TaoSupportingFilePath = "tao.supporting_file.path", Error,
-        "a supporting file path is absolute, has '..', a backslash, whitespace or NUL";
+        "a supporting file path is absolute, has '..', a backslash, whitespace or NUL, or names a directory";
     TaoSupportingFileDuplicateDestination = "tao.supporting_file.duplicate_destination", Error,
         "two supporting files stage to the same destination, or one inside another staged as a file";
     TaoSupportingFileMissing = "tao.supporting_file.missing", Error,

@@ -73,8 +73,10 @@ def deliberate(kind: str, doc: Any, v: jobgate.Violation) -> bool:
         return has_lone_surrogate(doc)
     value = lookup(doc, v.field) if v.field else None
     if v.rule in ("schema.pattern", "tao.supporting_file.path") and isinstance(value, str):
-        # Python's `$` also matches before a final newline; backslashes and NUL in paths.
-        return value.endswith("\n") or "\\" in value or "\0" in value
+        # Python's `$` also matches before a final newline; backslashes and NUL in paths;
+        # a path whose last segment is empty or '.' names a directory, not a file.
+        names_a_directory = v.rule == "tao.supporting_file.path" and value.rsplit("/", 1)[-1] in ("", ".")
+        return value.endswith("\n") or "\\" in value or "\0" in value or names_a_directory
     return False
 
 

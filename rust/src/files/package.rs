@@ -24,7 +24,7 @@ use super::imports::{ImportScanner, Imports};
 use super::streams::{read_up_to, GzipMembers, ZstdFrames};
 use super::{tar_format, zip_format};
 use crate::limits::PackageLimits;
-use crate::paths::{normalize, supporting_path};
+use crate::paths::{names_a_directory, normalize, relative_path};
 use crate::report::Violation;
 use crate::rules::Rule;
 
@@ -140,21 +140,17 @@ pub fn read_file(
     Ok(c.contents)
 }
 
-/// Accepts a member name, or says why not: the same rules as a declared path. `./a`,
-/// `a//b` and `a/./b` name `a` and `a/b`, as every extractor writes them.
+/// Accepts a member name, or says why not: the rules of a declared path, except that
+/// a directory member names a directory (the caller refuses a file member named like
+/// one, `a.py/` or `a.py/.`: extractors make a directory of it). `./a`, `a//b` and
+/// `a/./b` name `a` and `a/b`, as every extractor writes them.
 fn member_name(raw: &str) -> Result<String, String> {
     let name = normalize(raw);
     if name.is_empty() && !raw.starts_with('/') {
         return Ok(name); // `.` or `./`: the package's own root; the caller decides
     }
-    supporting_path(raw).map_err(|why| format!("the package member {raw:?} {why}"))?;
+    relative_path(raw).map_err(|why| format!("the package member {raw:?} {why}"))?;
     Ok(name)
-}
-
-/// A file member named like a directory (`a.py/`, `a.py/.`): extractors make a
-/// directory of it, and then cannot write the file.
-fn names_a_directory(raw: &str) -> bool {
-    raw.ends_with('/') || raw == "." || raw.ends_with("/.")
 }
 
 struct Collector<'a> {

@@ -130,7 +130,10 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     let Some(list) = root.get("transitions") else {
         return;
     };
+    // The first terminal transition closes the record (what follows is after_terminal);
+    // `terminal_state` is judged against the last one.
     let mut terminal: Option<(usize, &str)> = None;
+    let mut last_terminal: Option<&str> = None;
     let mut last_ts: Option<(DateTime<FixedOffset>, &str)> = None;
     for (i, t) in list.items().enumerate() {
         let state = t.get_str("state").filter(|s| STATES.contains(s));
@@ -138,14 +141,18 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             if i == 0 && state != "PENDING" {
                 ctx.at(pointer(&["transitions", "0", "state"]), Rule::TaoRecordFirstState, format!("the first transition is {state}; a record opens with PENDING, written before launch"));
             }
+            let is_terminal = TERMINAL.contains(&state);
             if let Some((at, prev)) = terminal {
                 ctx.at(
                     pointer(&["transitions", &i.to_string(), "state"]),
                     Rule::TaoRecordAfterTerminal,
                     format!("a {state} transition follows the terminal {prev} at transitions/{at}; a terminal record takes no further transitions"),
                 );
-            } else if TERMINAL.contains(&state) {
+            } else if is_terminal {
                 terminal = Some((i, state));
+            }
+            if is_terminal {
+                last_terminal = Some(state);
             }
         }
         if let Some(ts) = t.get_str("ts") {
@@ -167,16 +174,18 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         Type::Str(s) if TERMINAL.contains(&s) => Some(s),
         _ => return, // the schema already reports it
     };
-    let actual = terminal.map(|(_, s)| s);
+    let actual = last_terminal;
     if declared_state != actual {
         let show = |s: Option<&str>| s.map_or("null".to_string(), |s| s.to_string());
         ctx.at(
             pointer(&["terminal_state"]),
             Rule::TaoRecordTerminalMismatch,
             format!(
-                "terminal_state is {} but the transitions end in {}",
+                "terminal_state is {} but {}",
                 show(declared_state),
-                actual.map_or("no terminal state".to_string(), |s| s.to_string())
+                actual.map_or("no transition is terminal".to_string(), |s| format!(
+                    "the last terminal transition is {s}"
+                ))
             ),
         );
     }
@@ -211,5 +220,73 @@ fn secrets_anywhere<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Admission, Kind, Rule, Validator};
+
+    /// (rule, pointer) of a record with these transition states and `terminal_state`.
+    fn violations(states: &[&str], terminal_state: &str) -> Vec<(Rule, String)> {
+        let transitions: Vec<String> = states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                format!(
+                    r#"{{"ts":"2026-07-09T1{i}:00:00+00:00","state":"{s}","message":"m","source":"poller"}}"#
+                )
+            })
+            .collect();
+        let record = format!(
+            r#"{{"schema_version":1,"id":"j","platform":"slurm","backend_ref":"1","image":"nvcr.io/nvidia/tao:6",
+            "network_arch":"dino","action":"train","results_dir":"/r/j","storage_tier":"A",
+            "submitted_at":"2026-07-09T10:00:00+00:00","transitions":[{}],"terminal_state":{terminal_state},
+            "redacted":true}}"#,
+            transitions.join(",")
+        );
+        let report = Validator::default().check(
+            record.as_bytes(),
+            Some(Kind::JobRecord),
+            &Admission::default(),
+        );
+        report
+            .violations
+            .into_iter()
+            .map(|v| (v.rule, v.field))
+            .collect()
+    }
+
+    #[test]
+    fn terminal_state_is_judged_against_the_last_terminal_transition() {
+        assert_eq!(
+            violations(&["PENDING", "COMPLETE", "ERROR"], r#""ERROR""#),
+            vec![(Rule::TaoRecordAfterTerminal, "/transitions/2/state".into())]
+        );
+        assert_eq!(
+            violations(&["COMPLETE", "ERROR"], r#""ERROR""#),
+            vec![
+                (Rule::TaoRecordFirstState, "/transitions/0/state".into()),
+                (Rule::TaoRecordAfterTerminal, "/transitions/1/state".into()),
+            ]
+        );
+        // The first terminal transition is not the one judged.
+        assert_eq!(
+            violations(&["PENDING", "COMPLETE", "ERROR"], r#""COMPLETE""#),
+            vec![
+                (Rule::TaoRecordTerminalMismatch, "/terminal_state".into()),
+                (Rule::TaoRecordAfterTerminal, "/transitions/2/state".into()),
+            ]
+        );
+        // A non-terminal transition after the terminal one leaves it the last terminal.
+        assert_eq!(
+            violations(&["PENDING", "CANCELED", "RUNNING"], r#""CANCELED""#),
+            vec![(Rule::TaoRecordAfterTerminal, "/transitions/2/state".into())]
+        );
+        assert_eq!(
+            violations(&["PENDING", "RUNNING"], r#""ERROR""#),
+            vec![(Rule::TaoRecordTerminalMismatch, "/terminal_state".into())]
+        );
+        assert_eq!(violations(&["PENDING", "RUNNING"], "null"), vec![]);
     }
 }

@@ -98,26 +98,32 @@ pub(super) fn spec_keys(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
                 let Some(steps) = parse_spec_key(key) else {
                     continue;
                 };
-                if let Err(why) = bind(spec, steps) {
-                    let optional =
-                        is_input && item.get("optional").and_then(|v| v.as_bool()) == Some(true);
-                    // An optional input the platform may leave unset only warns.
-                    let rule = Rule::TaoSpecKeyUnresolved;
-                    let severity = if optional {
+                let (message, severity) = match bind(spec, steps) {
+                    Ok(_) => continue,
+                    // Whether the platform creates the array is its business, and the
+                    // producer's own fixtures call such a bundle valid: a warning.
+                    Err(Unbound::IndexesMissing { missing, index }) => (
+                        format!("the spec_key {} may not bind inside spec: {missing} is missing, so [{index}] below it binds only if the platform creates that array; add {missing} to spec to be sure", quote(key)),
+                        Severity::Warning,
+                    ),
+                    Err(Unbound::Broken(why)) => (
+                        format!("the spec_key {} cannot be bound inside spec: {why}", quote(key)),
+                        Rule::TaoSpecKeyUnresolved.severity(),
+                    ),
+                };
+                // An optional input the platform may leave unset only warns.
+                let optional =
+                    is_input && item.get("optional").and_then(|v| v.as_bool()) == Some(true);
+                ctx.at_with_severity(
+                    pointer(&[list, &i.to_string(), "spec_key"]),
+                    Rule::TaoSpecKeyUnresolved,
+                    if optional {
                         Severity::Warning
                     } else {
-                        rule.severity()
-                    };
-                    ctx.at_with_severity(
-                        pointer(&[list, &i.to_string(), "spec_key"]),
-                        rule,
-                        severity,
-                        format!(
-                            "the spec_key {} cannot be bound inside spec: {why}",
-                            quote(key)
-                        ),
-                    );
-                }
+                        severity
+                    },
+                    message,
+                );
             }
         }
     }
@@ -138,12 +144,22 @@ pub(super) fn spec_keys(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
     }
 }
 
+/// Why a spec pointer does not bind.
+enum Unbound {
+    /// A step indexes below a key that is missing (`a.b[0]` with no `b`): `missing` is
+    /// the pointer to that key, `index` the first index below it.
+    IndexesMissing { missing: String, index: usize },
+    /// A step passes through a scalar, names a key of an array, indexes an object, or
+    /// indexes past the end of an array that exists.
+    Broken(String),
+}
+
 /// Follows a spec pointer: `Ok(Some)` at an existing value, `Ok(None)` where a missing
-/// key stops it (the platform writes it), `Err` where it cannot bind.
+/// key stops it and nothing below it is indexed (the platform creates missing keys).
 fn bind<'t, 'i, 'k>(
     spec: Value<'t, 'i>,
     all: impl Iterator<Item = Step<'k>> + Clone,
-) -> Result<Option<Value<'t, 'i>>, String> {
+) -> Result<Option<Value<'t, 'i>>, Unbound> {
     let mut cur = spec;
     // The steps already followed, worded only when a message needs them.
     let mut taken = 0;
@@ -167,50 +183,48 @@ fn bind<'t, 'i, 'k>(
         let next = match (&step, cur.ty()) {
             (Step::Key(k), Type::Object(_)) => match cur.get(k) {
                 Some(v) => v,
-                // The platform creates missing object keys, never arrays: the rest binds
-                // only if it indexes nothing.
+                // Nothing exists below a missing key, so nothing below it can be wrong.
                 None => {
                     return match steps.find(|s| matches!(s, Step::Index(_))) {
-                        None => Ok(None),
-                        Some(Step::Index(i)) => Err(format!(
-                            "{} is missing, and the platform creates missing keys but never arrays, so [{i}] below it cannot be bound",
-                            if taken == 0 { (*k).to_string() } else { format!("{}.{k}", walked(taken)) }
-                        )),
-                        Some(Step::Key(_)) => Ok(None),
+                        Some(Step::Index(index)) => Err(Unbound::IndexesMissing {
+                            missing: walked(taken + 1),
+                            index,
+                        }),
+                        _ => Ok(None),
                     };
                 }
             },
             (Step::Index(i), Type::Array(len)) => {
                 if *i >= len {
-                    return Err(format!(
+                    return Err(Unbound::Broken(format!(
                         "{} has {len} item{} and index {i} is past its end",
                         walked(taken),
                         if len == 1 { "" } else { "s" }
-                    ));
+                    )));
                 }
                 cur.item(*i)
-                    .ok_or_else(|| "index out of range".to_string())?
+                    .ok_or_else(|| Unbound::Broken("index out of range".to_string()))?
             }
             (Step::Key(k), Type::Array(_)) => {
-                return Err(format!(
+                return Err(Unbound::Broken(format!(
                     "{} is an array, so it has no key {}",
                     walked(taken),
                     quote(k)
-                ))
+                )))
             }
             (Step::Index(i), Type::Object(_)) => {
-                return Err(format!(
+                return Err(Unbound::Broken(format!(
                     "{} is an object, so it cannot be indexed with [{i}]",
                     walked(taken)
-                ))
+                )))
             }
             (_, _) => {
-                return Err(format!(
+                return Err(Unbound::Broken(format!(
                     "{} is {} ({}), not an object or array",
                     walked(taken),
                     cur.type_name(),
                     cur.describe()
-                ))
+                )))
             }
         };
         taken += 1;
@@ -377,6 +391,96 @@ fn destination_clashes(destinations: &[(usize, &str)]) -> Vec<(usize, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Admission, Kind, Validator};
+
+    /// The `tao.spec_key.unresolved` violations (pointer, severity, message) of a
+    /// config-mode bundle whose spec is `spec` and whose one input is `key`.
+    fn unresolved(spec: &str, key: &str, optional: bool) -> Vec<(String, Severity, String)> {
+        let bundle = format!(
+            r#"{{"network_arch":"dino","action":"train","image":"nvcr.io/nvidia/tao:6","mode":"config",
+            "command":"dino train -e {{config_path}}","config_format":"yaml","spec":{spec},
+            "declared_inputs":[{{"spec_key":"{key}","type":"file","optional":{optional},"uri":"ngc://x/y:z"}}],
+            "declared_outputs":[{{"spec_key":"results_dir","type":"folder"}}],
+            "compute_shape":{{"gpus":1,"nodes":1}}}}"#
+        );
+        let report = Validator::default().check(
+            bundle.as_bytes(),
+            Some(Kind::SpecBundle),
+            &Admission::default(),
+        );
+        let (unresolved, others): (Vec<_>, Vec<_>) = report
+            .violations
+            .into_iter()
+            .partition(|v| v.rule == Rule::TaoSpecKeyUnresolved);
+        assert!(others.is_empty(), "{others:?}");
+        unresolved
+            .into_iter()
+            .map(|v| (v.field, v.severity, v.message))
+            .collect()
+    }
+
+    #[test]
+    fn indexing_into_a_missing_key_warns_and_names_it() {
+        let spec = r#"{"a":{"x":1}}"#;
+        let found = unresolved(spec, "a.b[0].c", false);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let (field, severity, message) = &found[0];
+        assert_eq!(
+            (field.as_str(), *severity),
+            ("/declared_inputs/0/spec_key", Severity::Warning)
+        );
+        assert!(message.contains("a.b is missing"), "{message}");
+        // The first missing key is named, whatever follows it.
+        let (_, _, message) = &unresolved(spec, "a.b.c[2].d", false)[0];
+        assert!(message.contains("a.b is missing"), "{message}");
+        assert!(message.contains("[2]"), "{message}");
+        let (_, severity, message) = &unresolved("{}", "top[0]", false)[0];
+        assert_eq!(*severity, Severity::Warning);
+        assert!(message.contains("top is missing"), "{message}");
+    }
+
+    #[test]
+    fn a_missing_key_binds_when_nothing_below_it_is_indexed() {
+        assert_eq!(unresolved(r#"{"a":{}}"#, "a.b", false), vec![]);
+        assert_eq!(unresolved(r#"{"a":{}}"#, "a.b.c.d", false), vec![]);
+        assert_eq!(
+            unresolved(r#"{"a":{"b":[{"c":1},{}]}}"#, "a.b[1].c", false),
+            vec![]
+        );
+        assert_eq!(unresolved("{}", "results_dir", false), vec![]);
+    }
+
+    #[test]
+    fn what_exists_and_cannot_be_bound_is_an_error() {
+        let cases = [
+            (
+                r#"{"a":{"b":[1,2]}}"#,
+                "a.b[5]",
+                "a.b has 2 items and index 5 is past its end",
+            ),
+            (r#"{"a":{"b":"text"}}"#, "a.b.c", "a.b is string"),
+            (r#"{"a":{"b":null}}"#, "a.b[0].c", "a.b is null"),
+            (r#"{"a":{"b":[1]}}"#, "a.b.c", "a.b is an array"),
+            (r#"{"a":{"b":{}}}"#, "a.b[0]", "a.b is an object"),
+        ];
+        for (spec, key, why) in cases {
+            let found = unresolved(spec, key, false);
+            assert_eq!(found.len(), 1, "{key}: {found:?}");
+            let (field, severity, message) = &found[0];
+            assert_eq!(
+                (field.as_str(), *severity),
+                ("/declared_inputs/0/spec_key", Severity::Error),
+                "{key}"
+            );
+            assert!(message.contains(why), "{key}: {message}");
+            // An optional input the platform may leave unset only warns, in every case.
+            let found = unresolved(spec, key, true);
+            assert_eq!(found.len(), 1, "{key}: {found:?}");
+            assert_eq!(found[0].1, Severity::Warning, "{key}");
+        }
+        let found = unresolved(r#"{"a":{}}"#, "a.b[0].c", true);
+        assert_eq!(found[0].1, Severity::Warning);
+    }
 
     #[test]
     fn destination_clashes_name_the_later_entry() {
