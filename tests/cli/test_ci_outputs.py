@@ -123,7 +123,7 @@ def test_junit_is_well_formed_with_a_testcase_per_location(tmp_path, capsys):
     assert code == 1
     suite = ET.fromstring(out).find("testsuite")  # a real XML parser reads it
     cases = suite.findall("testcase")
-    shown = str(bad).replace("\x01", "\\x01").replace("\x1b", "\\x1b")
+    shown = str(bad).replace("\x01", "\\u0001").replace("\x1b", "\\u001b")
     column = json.dumps(doc).index('"Other"') + 1
     assert [c.get("name") for c in cases] == [shown, f"{shown}:1:{column} forge.kind", str(tmp_path / "ok.json")]
     failure = cases[1].find("failure")

@@ -90,7 +90,8 @@ def test_each_error_carries_its_reason_and_details(tmp_path):
 def test_no_servicer_ends_a_call_but_through_errors():
     """Every status the service sets goes through jobgate.server.errors, so none can
     leave without its ErrorInfo: no context.abort, abort_with_status or set_code
-    elsewhere in the server package."""
+    elsewhere in the server package (an asyncio `transport.abort` drops an HTTP
+    connection of the metrics endpoint, not a call)."""
     root = Path(jobgate.server.__file__).parent
     offenders = []
     for path in sorted(root.glob("*.py")):
@@ -98,6 +99,8 @@ def test_no_servicer_ends_a_call_but_through_errors():
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and node.attr in ("abort", "abort_with_status", "set_code") and not (isinstance(node.value, ast.Name) and node.value.id == "errors"):
+                if node.attr == "abort" and isinstance(node.value, ast.Attribute) and node.value.attr == "transport":
+                    continue
                 offenders.append(f"{path.name}:{node.lineno} .{node.attr}")
     assert offenders == []
 

@@ -14,6 +14,7 @@ import traceback
 
 from jobgate import __version__, sources
 from jobgate.cli import bench, check, demo, jobs, revalidate, serve, stage, submit, tokens
+from jobgate.cli.formats import printable
 from jobgate.config import ConfigError
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except (UsageError, ConfigError) as e:
-        print(f"jobgate: {e}", file=sys.stderr)
+        print(f"jobgate: {printable(str(e), keep=chr(10))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("jobgate: interrupted", file=sys.stderr)
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug: one line for the user, the trace on request
         if os.environ.get("JOBGATE_DEBUG"):
             traceback.print_exc()
-        print(f"jobgate: internal error: {type(e).__name__}: {e} (set JOBGATE_DEBUG=1 for details)", file=sys.stderr)
+        print(f"jobgate: internal error: {type(e).__name__}: {printable(str(e))} (set JOBGATE_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_ERROR
 
 

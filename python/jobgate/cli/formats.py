@@ -1,6 +1,11 @@
 """Rendering reports: text for people (`file:line:col: severity rule message`, which
 editors and terminals jump to), JSON (SPEC §6), and for CI: JUnit XML, SARIF 2.1.0
-(code scanning) and GitHub workflow commands (annotations on the diff)."""
+(code scanning) and GitHub workflow commands (annotations on the diff).
+
+Text a terminal or a CI log shows never holds a control character from a document, a
+file name or a server: every one is written as `\\uNNNN` (`printable`), as JSON and the
+core's messages write it, so a key cannot move the cursor, recolour the screen or split
+a line, and reads the same in the message and in the field that name it."""
 
 from __future__ import annotations
 
@@ -64,7 +69,26 @@ def _painter():
     return paint
 
 
+# What a terminal acts on rather than shows: C0 and C1 controls, DEL, the line and
+# paragraph separators, bidirectional overrides; and lone surrogates (names that are not
+# UTF-8), which cannot be written as text at all.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(m: re.Match) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` with every character a terminal would act on written as \\uNNNN (ESC as
+    `\\u001b`, NUL as `\\u0000`), but those of `keep`."""
+    if not keep:
+        return _UNPRINTABLE.sub(_escape, text)
+    return _UNPRINTABLE.sub(lambda m: m.group() if m.group() in keep else _escape(m), text)
+
+
 def _report_lines(source: str, report: Report, paint) -> list[str]:
+    source = printable(source)
     verdict = paint("pass", "32") if report.ok else paint("fail", "31;1")
     counts = []
     if report.errors:
@@ -72,10 +96,10 @@ def _report_lines(source: str, report: Report, paint) -> list[str]:
     if report.warnings:
         counts.append(f"{report.warnings} warning{'s' * (report.warnings != 1)}")
     tail = f" — {', '.join(counts)}" if counts else ""
-    lines = [f"{source}: {verdict} ({report.kind}){tail}"]
+    lines = [f"{source}: {verdict} ({printable(report.kind)}){tail}"]
     for v in report.violations:
-        sev = paint(v.severity, "31" if v.severity == "error" else "33")
-        lines.append(f"{place(source, v)}: {sev} {v.rule} {v.message} (at {shown_field(v.field)})")
+        sev = paint(printable(v.severity), "31" if v.severity == "error" else "33")
+        lines.append(f"{place(source, v)}: {sev} {printable(v.rule)} {printable(v.message)} (at {printable(shown_field(v.field))})")
     return lines
 
 
@@ -107,8 +131,8 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 def _xml_safe(text: str) -> str:
     """Characters XML 1.0 forbids (control characters, lone surrogates) written out as
-    \\xNN / \\uNNNN."""
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+    \\uNNNN, as in text output."""
+    return _NOT_XML.sub(_escape, text)
 
 
 def xml_text(text: str) -> str:
@@ -224,8 +248,8 @@ def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
 
 def _github_value(text: str, prop: bool = False) -> str:
     """Escaped as GitHub's workflow commands want: %, CR and LF always; in a property,
-    also ':' and ','."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    also ':' and ','. Other control characters are written out (`printable`)."""
+    text = printable(text, keep="\r\n").replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
@@ -255,7 +279,7 @@ def admissions(fmt: str, results: Sequence[tuple[str, Report]], job_ids: Sequenc
     lines = text(results).splitlines()
     for (source, _), job_id in zip(results, job_ids, strict=True):
         if job_id:
-            lines.insert(len(lines) - 1, f"{source}: admitted as job {job_id}")
+            lines.insert(len(lines) - 1, f"{printable(source)}: admitted as job {printable(job_id)}")
     return "\n".join(lines)
 
 
@@ -278,11 +302,12 @@ def submissions(fmt: str, items: Sequence[Any]) -> str:
     for item in items:
         if item.report is None:
             unsent = item.code == "NOT_SENT"
-            lines.append(f"{item.source}: {paint('not sent' if unsent else 'no verdict', '31;1')} — {item.error if unsent else f'{item.code}: {item.error}'}")
+            why = item.error if unsent else f"{item.code}: {item.error}"
+            lines.append(f"{printable(item.source)}: {paint('not sent' if unsent else 'no verdict', '31;1')} — {printable(why)}")
             continue
         lines += _report_lines(item.source, item.report, paint)
         if item.job_id:
-            lines.append(f"{item.source}: admitted as job {item.job_id}")
+            lines.append(f"{printable(item.source)}: admitted as job {printable(item.job_id)}")
     lines.append(_summary_line(totals))
     return "\n".join(lines)
 
@@ -302,14 +327,14 @@ def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
     for c in changed:
         was, now = c.current["verdict"], c.candidate["verdict"]
         shift = paint(f"{was} -> {now}", "31;1" if c.breaks else "32" if c.mends else "33") if was != now else f"{now}, violations differ"
-        lines.append(f"{c.source}: {shift}" + (f" (project {c.project})" if c.project else ""))
-        lines += [f"  + {v['severity']:<7} {v['rule']}  {v['field'] or '(document)'}  {v['message']}" for v in c.added]
-        lines += [f"  - {v['severity']:<7} {v['rule']}  {v['field'] or '(document)'}  {v['message']}" for v in c.removed]
+        lines.append(f"{printable(c.source)}: {shift}" + (f" (project {printable(c.project)})" if c.project else ""))
+        lines += [f"  + {v['severity']:<7} {printable(v['rule'])}  {printable(v['field'] or '(document)')}  {printable(v['message'])}" for v in c.added]
+        lines += [f"  - {v['severity']:<7} {printable(v['rule'])}  {printable(v['field'] or '(document)')}  {printable(v['message'])}" for v in c.removed]
     lines.append(f"{impact['changed']} of {impact['items']} items judged otherwise: {impact['newly_failing']} newly failing, {impact['newly_passing']} newly passing")
     for rule, n in impact["by_rule"].items():
-        lines.append(f"  rule {rule}: +{n['added']} -{n['removed']}")
+        lines.append(f"  rule {printable(rule)}: +{n['added']} -{n['removed']}")
     for project, n in impact["by_project"].items():
-        lines.append(f"  project {project}: {n['changed']} changed, {n['newly_failing']} newly failing, {n['newly_passing']} newly passing")
+        lines.append(f"  project {printable(project)}: {n['changed']} changed, {n['newly_failing']} newly failing, {n['newly_passing']} newly passing")
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from jobgate import load_config
 from jobgate.cli import connect
+from jobgate.cli.formats import printable
 from jobgate.store.base import ERR_CLASSES, SOURCES, STATES
 
 
@@ -149,8 +150,10 @@ def _errors(fn):
 
 
 def _line(r: dict[str, Any]) -> str:
+    """One job on one line; what a document or a backend wrote is shown `printable`."""
     last = r["transitions"][-1] if r.get("transitions") else {}
-    return f"{r['id']}  {last.get('state', '?'):<9} {r.get('submitted_at', '')}  {r.get('network_arch', '')}/{r.get('action', '')}  {last.get('message', '')}"
+    line = f"{r['id']}  {last.get('state', '?'):<9} {r.get('submitted_at', '')}  {r.get('network_arch', '')}/{r.get('action', '')}  {last.get('message', '')}"
+    return printable(line)
 
 
 @_errors
@@ -171,7 +174,7 @@ def run_show(args: argparse.Namespace) -> int:
     else:
         print(_line(record))
         for t in record["transitions"]:
-            print(f"  {t['ts']}  {t['state']:<9} {t['source']:<12} {t['message']}")
+            print(printable(f"  {t['ts']}  {t['state']:<9} {t['source']:<12} {t['message']}"))
     return 0
 
 

@@ -126,13 +126,15 @@ def run_workers(args: argparse.Namespace, listen: str, config: Config) -> int:
 def serve_summed_metrics(listen: str, metrics_dir: str, pids):
     """One /metrics endpoint for every worker: their call and admission metrics summed
     (prometheus-client's multiprocess mode), and each one's process metrics."""
-    from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+    from prometheus_client import CollectorRegistry, multiprocess
 
-    from jobgate.server.metrics import WorkerProcesses
+    from jobgate.cli import UsageError
+    from jobgate.server.metrics import EndpointUnavailable, MetricsEndpoint, WorkerProcesses
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=metrics_dir)
     registry.register(WorkerProcesses(pids))
-    host, _, port = listen.rpartition(":")
-    server, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
-    return server
+    try:
+        return MetricsEndpoint(registry, listen)
+    except EndpointUnavailable as e:
+        raise UsageError(str(e)) from None

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(formats.text([(source, staging.report)]))
         if staging.ok:
             verb = "kept the identical staging in" if staging.reused else f"staged {len(staging.files)} file(s) to"
-            print(f"{verb} {staging.directory}")
+            print(f"{verb} {formats.printable(staging.directory)}")
         else:
             print("nothing was staged", file=sys.stderr)
     return EXIT_PASS if staging.ok else EXIT_FAIL

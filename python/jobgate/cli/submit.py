@@ -144,7 +144,7 @@ def send(call, request, metadata, timeout: float, retries: int, doc: Submission,
                 raise
             delay = min(MAX_BACKOFF, FIRST_BACKOFF * 2**attempt) * random.uniform(0.5, 1.0)
             if sys.stderr.isatty() and not os.environ.get("CI"):
-                print(f"{doc.source}: {e.code().name}; sending it again in {delay:.1f} s ({attempt + 1} of {retries})", file=sys.stderr)
+                print(f"{formats.printable(doc.source)}: {e.code().name}; sending it again in {delay:.1f} s ({attempt + 1} of {retries})", file=sys.stderr)
             sleep(delay)
     raise AssertionError("unreachable")
 
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     print(formats.submissions(args.format, docs))
     unjudged = [d for d in docs if not d.judged]
     for d in unjudged:
-        print(f"jobgate: {d.source}: {describe(d, args.server)}", file=sys.stderr)
+        print(formats.printable(f"jobgate: {d.source}: {describe(d, args.server)}"), file=sys.stderr)
     if unjudged:
         return EXIT_ERROR
     return EXIT_PASS if all(d.report.ok for d in docs) else EXIT_FAIL

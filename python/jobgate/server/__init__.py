@@ -9,10 +9,12 @@ mapping. Must not apply admission rules itself: every document goes to the Rust 
 - `wire`: protobuf messages to documents and back (reports, records, AdmitBatch's
   response), idempotency keys and request fingerprints
 - `gate`: admission without the wire: quotas, job ids, idempotency, group commits
-- `auth` (who is calling), `grants` (what it may do, and every refusal recorded)
+- `auth` (who is calling), `grants` (what it may do, failing closed, and every
+  refusal recorded)
 - `errors`: every status with its google.rpc details
-- `calls` (request log and call metrics), `metrics`, `streams` (stream limits,
-  WatchJob wake-ups, shutdown)
+- `calls` (request log and call metrics), `metrics` (and the /metrics endpoint),
+  `logs` (bounded JSON log lines), `streams` (stream limits, WatchJob wake-ups,
+  shutdown)
 - `recipes`: RecipeStatus
 """
 

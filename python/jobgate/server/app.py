@@ -9,7 +9,6 @@ Must not handle a call itself: the servicers (`service`) do."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -19,7 +18,6 @@ import time
 from concurrent import futures
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import grpc
@@ -31,8 +29,9 @@ from jobgate.config import Config, ConfigError, Tls, account_problem, shared_tok
 from jobgate.server.auth import Authenticator
 from jobgate.server.calls import CallObserver
 from jobgate.server.gate import Gate
-from jobgate.server.grants import Denials
-from jobgate.server.metrics import Metrics, TimedStore
+from jobgate.server.grants import Denials, FailClosed
+from jobgate.server.logs import JsonLogFormatter
+from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService, add_servicers
 from jobgate.server.shadow import Shadow, load_candidate
 from jobgate.server.streams import StreamGuard, Watches
@@ -150,12 +149,25 @@ class Server:
 REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
 
-def enable_health(server: grpc.Server, services: list[str]) -> health.HealthServicer:
+class Health(health.HealthServicer):
+    """grpcio-health-checking's servicer, answering `List` too (every service this
+    server reports, with its status), which the library leaves UNIMPLEMENTED."""
+
+    def __init__(self, services: list[str]) -> None:
+        super().__init__()
+        self._services = ("", *services)
+        for name in self._services:
+            self.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    def List(self, request, context):  # noqa: N802 - gRPC method names
+        statuses = {name: self.Check(health_pb2.HealthCheckRequest(service=name), context) for name in self._services}
+        return health_pb2.HealthListResponse(statuses=statuses)
+
+
+def enable_health(server: grpc.Server, services: list[str]) -> Health:
     """The health service, reporting the server and each of `services` SERVING."""
-    servicer = health.HealthServicer()
+    servicer = Health(services)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    for name in ("", *services):
-        servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return servicer
 
 
@@ -244,8 +256,8 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             # health checks, whatever the streams do.
             futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
             # The request log and call metrics outermost: they see every call, those the
-            # stream limits refuse too.
-            interceptors=[CallObserver(auth.identify, metrics), streams],
+            # grants table or the stream limits refuse too.
+            interceptors=[CallObserver(auth.identify, metrics), FailClosed(auth.denials, auth.identify), streams],
             # Only the workers of one `serve --workers N` share a port; anything else
             # already listening there makes this start fail.
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
@@ -258,7 +270,10 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         undo.callback(server.stop, None)
         metrics_port = None
         if config.server.metrics_listen and not os.environ.get("JOBGATE_WORKER"):  # a supervisor sums the workers'
-            metrics_port = metrics.serve_http(config.server.metrics_listen)
+            try:
+                metrics_port = metrics.serve_http(config.server.metrics_listen)
+            except EndpointUnavailable as e:
+                raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
     running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store)
@@ -281,19 +296,6 @@ def listen_on(server: grpc.Server, listen: str, tls: Tls | None) -> int:
     return port
 
 
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line: an RFC 3339 UTC timestamp, level, logger, message, the
-    record's fields, and the traceback of an error logged with one."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        entry = {"ts": ts, "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
-        entry.update(getattr(record, "fields", {}))
-        if record.exc_info:
-            entry["traceback"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
-
-
 def serve(config: Config, address: str | None = None, grace: float | None = None, config_path: str | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter())
@@ -303,7 +305,10 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     started = create_server(config, address)
     server, port = started.server, started.port
     host = (address or config.server.listen).rsplit(":", 1)[0]
-    log.info("serving", extra={"fields": {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}})
+    serving = {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}
+    if started.metrics_port is not None:
+        serving["metrics"] = f"{config.server.metrics_listen.rpartition(':')[0] or '127.0.0.1'}:{started.metrics_port}"
+    log.info("serving", extra={"fields": serving})
     if plaintext_tokens(config, address or config.server.listen):
         log.warning("bearer tokens are accepted in plaintext off loopback (server.allow_insecure): TLS must be terminated in front of the service", extra={"fields": {"address": f"{host}:{port}"}})
     stopped = threading.Event()

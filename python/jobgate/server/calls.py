@@ -5,7 +5,7 @@ The request log is one JSON line per call: a request id (the caller's `x-request
 or one made here, and returned to the caller in the response's initial metadata), the
 account, the RPC, the gRPC status, and for admissions the verdict, job id and rule
 ids; and the latency. Denials are logged where they are decided (`grants`), with
-their reason.
+their reason and the call's request id (`current_request_id`).
 
 The metrics are the conventional ones of gRPC servers (go-grpc-prometheus's names,
 which Grafana's gRPC dashboards read): `grpc_server_started_total`,
@@ -23,6 +23,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 
 import grpc
 
@@ -32,6 +33,15 @@ log = logging.getLogger("jobgate.requests")
 
 REQUEST_ID = "x-request-id"
 MAX_REQUEST_ID = 128  # a longer caller-given id is replaced, not logged whole
+# The id of the call the current thread is handling: a call runs on one thread of the
+# server's pool from its first message to its status, streams included.
+_current: ContextVar[str | None] = ContextVar("jobgate_request_id", default=None)
+
+
+def current_request_id() -> str | None:
+    """The request id of the call being handled, for the other log lines it causes;
+    None outside a call, or with the request log off (no id is made)."""
+    return _current.get()
 
 
 def request_id(context: grpc.ServicerContext) -> str:
@@ -100,6 +110,7 @@ class CallObserver(grpc.ServerInterceptor):
                 context.send_initial_metadata(((REQUEST_ID, rid),))
             except Exception:  # noqa: BLE001 - metadata already sent: the id still goes to the log
                 pass
+        _current.set(rid)
         self._metrics.started.labels(*labels).inc()
         self._metrics.in_flight.labels(rpc).inc()
         call = _Call(labels, rpc, rid)
@@ -109,6 +120,7 @@ class CallObserver(grpc.ServerInterceptor):
         return call, request
 
     def _end(self, call: _Call, context: grpc.ServicerContext, extra: dict, error: BaseException | None = None) -> None:
+        _current.set(None)  # the pool's thread goes on to other calls
         code = context.code()
         if code is None and error is not None:
             # A stream dropped by its client is closed (GeneratorExit) where it waited.

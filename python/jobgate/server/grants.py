@@ -8,11 +8,14 @@ every refusal made visible.
 | `backend` | append transitions to any job (`MarkJob`), read and watch every job |
 | `admin` | everything, in every project |
 
-A job the caller may not see is NOT_FOUND, exactly as an unknown id; an RPC its roles
-do not allow is PERMISSION_DENIED naming the roles that would; a JobSpec for a project
-outside its grant is the report violation `forge.project.forbidden`, applied by the
-core with the projects handed to it. Each refusal is one structured log line (account,
-RPC, job or project, what was missing) and a count in `jobgate_denials_total`.
+The table (`NEEDS`) fails closed: an RPC it does not name is PERMISSION_DENIED to
+every role, before any servicer runs (`FailClosed`), and what is open to every caller
+is listed as such. A job the caller may not see is NOT_FOUND, exactly as an unknown
+id; an RPC its roles do not allow is PERMISSION_DENIED naming the roles that would; a
+JobSpec for a project outside its grant is the report violation
+`forge.project.forbidden`, applied by the core with the projects handed to it. Each
+refusal is one structured log line (request id, account, RPC, job or project, what
+was missing) and a count in `jobgate_denials_total`.
 
 Owns the meaning of the roles and the denial record. Must not read credentials
 (`auth`) or judge a document (the core).
@@ -21,29 +24,46 @@ Owns the meaning of the roles and the denial record. Must not read credentials
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Final, Literal, NoReturn
 
 import grpc
 
 from jobgate.config import ANONYMOUS, Account
 from jobgate.server import errors
+from jobgate.server.calls import current_request_id
 from jobgate.server.gate import Grant
 from jobgate.server.metrics import Metrics
 
 log = logging.getLogger("jobgate.server")
 
 EVERY_PROJECT = "*"
-# The roles that allow each RPC; GetJob, ListJobs and WatchJob are open to every role,
-# scoped to the jobs the caller sees.
-NEEDS: dict[str, tuple[str, ...]] = {
-    "Admit": ("submitter", "admin"),
-    "AdmitBatch": ("submitter", "admin"),
-    "AdmitStream": ("submitter", "admin"),
-    "RecipeStatus": ("submitter", "admin"),
+ADMISSION, JOBS = "jobgate.v1.AdmissionService", "jobgate.v1.JobService"
+HEALTH = "grpc.health.v1.Health"
+EVERY_ROLE = ("submitter", "reader", "backend", "admin")
+# Served to every caller, with credentials or without: health and reflection, which
+# load balancers and grpcurl ask before any token, and which say nothing about jobs.
+OPEN: Final = "open"
+# What each RPC ("package.Service/Method") needs: the roles that allow it, or OPEN. An
+# RPC missing here is refused to every role: a new one is closed until it is listed.
+NEEDS: dict[str, tuple[str, ...] | Literal["open"]] = {
+    f"{ADMISSION}/Admit": ("submitter", "admin"),
+    f"{ADMISSION}/AdmitBatch": ("submitter", "admin"),
+    f"{ADMISSION}/AdmitStream": ("submitter", "admin"),
+    f"{ADMISSION}/RecipeStatus": ("submitter", "admin"),
+    # Every role reads and watches, scoped to the jobs the caller sees.
+    f"{JOBS}/GetJob": EVERY_ROLE,
+    f"{JOBS}/ListJobs": EVERY_ROLE,
+    f"{JOBS}/WatchJob": EVERY_ROLE,
     # Only a backend records what happened to a launch: a submitter marking its own
     # job COMPLETE would get its GPUs back while the job kept running.
-    "MarkJob": ("backend", "admin"),
+    f"{JOBS}/MarkJob": ("backend", "admin"),
+    f"{HEALTH}/Check": OPEN,
+    f"{HEALTH}/Watch": OPEN,
+    f"{HEALTH}/List": OPEN,
+    "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": OPEN,
+    "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": OPEN,
 }
 # Roles that see every job, whatever their projects.
 SEE_ALL = frozenset({"backend", "admin"})
@@ -72,9 +92,13 @@ class Caller:
         local demo, on loopback only): an admin."""
         return cls(ANONYMOUS, frozenset({"admin"}), (EVERY_PROJECT,), default_project)
 
-    def may(self, rpc: str) -> bool:
-        needs = NEEDS.get(rpc)
-        return needs is None or not self.roles.isdisjoint(needs)
+    def may(self, method: str) -> bool:
+        """Whether its roles allow `method` ("package.Service/Method"); never one the
+        table does not name."""
+        needs = NEEDS.get(method)
+        if needs is None:
+            return False
+        return needs == OPEN or not self.roles.isdisjoint(needs)
 
     @property
     def grant(self) -> Grant:
@@ -101,31 +125,72 @@ class Denials:
         self.metrics = metrics
 
     def record(self, rpc: str, reason: str, account: str | None, missing: str, *, count: int = 1, **fields) -> None:
-        """One log line and `count` in the metric (a batch the core judged whole)."""
+        """One log line and `count` in the metric (a batch the core judged whole). The
+        line carries the call's request id, as its request log line does."""
         self.metrics.denials.labels(rpc, reason).inc(count)
-        log.warning("denied", extra={"fields": {"account": account, "rpc": rpc, "reason": reason, "missing": missing, **fields}})
+        rid = current_request_id()
+        head = {"request_id": rid} if rid is not None else {}
+        log.warning("denied", extra={"fields": {**head, "account": account, "rpc": rpc, "reason": reason, "missing": missing, **fields}})
 
     def unauthenticated(self, context: grpc.ServicerContext, rpc: str, why: str) -> NoReturn:
         self.record(rpc, UNAUTHENTICATED, None, "credentials", why=why)
         errors.abort(context, grpc.StatusCode.UNAUTHENTICATED, why, errors.CREDENTIALS_REFUSED, {"rpc": rpc})
 
-    def permission_denied(self, context: grpc.ServicerContext, caller: Caller, rpc: str, **fields) -> NoReturn:
-        """PERMISSION_DENIED naming the roles that would allow `rpc`, with a
+    def permission_denied(self, context: grpc.ServicerContext, caller: Caller, method: str, **fields) -> NoReturn:
+        """PERMISSION_DENIED naming the roles that would allow `method`, with a
         google.rpc.ErrorInfo a client can read them from."""
-        needs = NEEDS[rpc]
+        needs = NEEDS.get(method)
+        if not isinstance(needs, tuple):  # unnamed: an OPEN one is never refused
+            self.unnamed(context, method, caller.name)
+        rpc = method.rpartition("/")[2]
         missing = f"role {' or '.join(needs)}"
         self.record(rpc, ROLE, caller.name, missing, **fields)
         message = f"{rpc} needs the role {' or '.join(needs)}; account {caller.name!r} holds {', '.join(sorted(caller.roles))}"
         errors.abort(context, grpc.StatusCode.PERMISSION_DENIED, message, errors.ROLE_MISSING, {"account": caller.name, "rpc": rpc, "roles": ",".join(needs)})
 
-    def require(self, context: grpc.ServicerContext, caller: Caller, rpc: str, **fields) -> None:
-        """Ends the call with PERMISSION_DENIED unless the caller's roles allow `rpc`;
-        `fields` (the job) go to the log line."""
-        if not caller.may(rpc):
-            self.permission_denied(context, caller, rpc, **fields)
+    def unnamed(self, context: grpc.ServicerContext, method: str, account: str | None) -> NoReturn:
+        """PERMISSION_DENIED for an RPC the grants table does not name, whoever calls."""
+        rpc = method.rpartition("/")[2]
+        self.record(rpc, ROLE, account, "an entry in the grants table", method=method)
+        message = f"{method} is not named in this server's grants table: it is refused to every role"
+        errors.abort(context, grpc.StatusCode.PERMISSION_DENIED, message, errors.ROLE_MISSING, {"rpc": rpc, "method": method, "roles": ""})
+
+    def require(self, context: grpc.ServicerContext, caller: Caller, method: str, **fields) -> None:
+        """Ends the call with PERMISSION_DENIED unless the caller's roles allow `method`
+        ("package.Service/Method"); `fields` (the job) go to the log line."""
+        if not caller.may(method):
+            self.permission_denied(context, caller, method, **fields)
 
     def hidden(self, context: grpc.ServicerContext, caller: Caller, rpc: str, job_id: str, project: str) -> NoReturn:
         """NOT_FOUND for a job the caller may not see: the same answer as for an
         unknown id, so that no one learns which ids exist outside their grant."""
         self.record(rpc, NOT_VISIBLE, caller.name, f"project {project}", job_id=job_id, project=project)
         errors.job_not_found(context, job_id)
+
+
+class FailClosed(grpc.ServerInterceptor):
+    """Every call to an RPC the grants table does not name is PERMISSION_DENIED before
+    its servicer runs, whatever the caller's roles or credentials: an RPC added to the
+    protos, or a handler registered by a library, is closed until the table names it.
+    The RPCs it names pass on to their servicers, which check the caller's roles."""
+
+    def __init__(self, denials: Denials, identify: Callable[[grpc.ServicerContext], str | None]) -> None:
+        self._denials, self._identify = denials, identify
+
+    def intercept_service(self, continuation, handler_call_details):
+        method = handler_call_details.method.removeprefix("/")
+        handler = continuation(handler_call_details)
+        if handler is None or method in NEEDS:
+            return handler  # an RPC no one serves stays UNIMPLEMENTED, as gRPC answers it
+
+        def refuse(_request, context):
+            self._denials.unnamed(context, method, self._identify(context))
+
+        # Of the handler's own shape, its request left unread and undecoded.
+        if handler.request_streaming and handler.response_streaming:
+            return grpc.stream_stream_rpc_method_handler(refuse)
+        if handler.request_streaming:
+            return grpc.stream_unary_rpc_method_handler(refuse)
+        if handler.response_streaming:
+            return grpc.unary_stream_rpc_method_handler(refuse)
+        return grpc.unary_unary_rpc_method_handler(refuse)

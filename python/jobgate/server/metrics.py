@@ -12,16 +12,27 @@ one process (tests) never collide. Every metric is listed in the README.
 - the process: `process_*` (CPU, memory, file descriptors) and `python_*`. With
   `serve --workers N` the supervising process serves them for each worker, labelled
   `worker`, beside the summed call and admission metrics.
+
+The HTTP endpoint (`MetricsEndpoint`) is one thread running an event loop, with
+deadlines on every connection: idle or slow clients cost a socket each, never a
+thread, and cannot keep a scrape out.
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import functools
+import logging
+import os
+import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.core import Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -30,6 +41,8 @@ from prometheus_client.process_collector import ProcessCollector
 LATENCY_BUCKETS = (50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 CALL = ["grpc_type", "grpc_service", "grpc_method"]
+
+log = logging.getLogger("jobgate.server")
 
 
 class Metrics:
@@ -84,15 +97,140 @@ class Metrics:
             self.violations.labels(rule, severity).inc(n)
 
     def serve_http(self, listen: str) -> int:
-        """Starts the /metrics endpoint; returns its port."""
-        host, _, port = listen.rpartition(":")
-        self.http, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
-        return self.http.server_port
+        """Starts the /metrics endpoint; returns its port. Raises EndpointUnavailable
+        when it cannot listen on `listen`."""
+        self.http = MetricsEndpoint(self.registry, listen)
+        return self.http.port
 
     def close(self) -> None:
         if self.http is not None:
             self.http.shutdown()
             self.http = None
+
+
+class EndpointUnavailable(Exception):
+    """The /metrics endpoint cannot listen where `server.metrics_listen` says; the
+    message names the address and why."""
+
+
+# The /metrics endpoint's bounds: connections open at once, the time a client has to
+# send its request head (and its size), and the time it has to take the answer.
+MAX_CONNECTIONS = 64
+REQUEST_SECONDS = 5.0
+MAX_REQUEST_HEAD = 8192
+RESPONSE_SECONDS = 10.0
+
+
+class MetricsEndpoint:
+    """Prometheus's exposition (prometheus-client's WSGI app: content negotiation,
+    gzip, `name[]` filters) over HTTP, on one thread running an event loop. Each
+    connection gets one answer and is closed. A client has REQUEST_SECONDS to send
+    its request head and RESPONSE_SECONDS to read the answer, else it is dropped; at
+    most MAX_CONNECTIONS are open, and a new one past that closes the oldest still
+    waiting for its request, so that idle connections cannot keep a scrape out."""
+
+    def __init__(self, registry: CollectorRegistry, listen: str) -> None:
+        host, _, port = listen.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        if not port.isdigit():
+            raise EndpointUnavailable(f"server.metrics_listen: {listen!r} is not HOST:PORT")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            sock = socket.create_server((host, int(port)), family=family, backlog=128)
+        except (OSError, OverflowError) as e:
+            code = getattr(e, "errno", None) or 0
+            # create_server words the address into strerror; the error's own words, and a
+            # hint where the port is taken, as for `listen`
+            why = os.strerror(code) if code > 0 else "no such address" if code < 0 else str(e)
+            hint = " (is another service running there?)" if code == errno.EADDRINUSE else ""
+            raise EndpointUnavailable(f"server.metrics_listen: cannot listen on {listen}: {why}{hint}") from None
+        self.port: int = sock.getsockname()[1]
+        self._app = make_wsgi_app(registry)
+        # Every open connection, and those still reading their request (oldest first).
+        self._open: set[asyncio.StreamWriter] = set()
+        self._waiting: dict[asyncio.StreamWriter, None] = {}
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._server = self._loop.run_until_complete(asyncio.start_server(self._connection, sock=sock, limit=MAX_REQUEST_HEAD))
+        except BaseException:
+            sock.close()
+            self._loop.close()
+            raise
+        self._thread = threading.Thread(target=self._loop.run_forever, name="jobgate-metrics", daemon=True)
+        self._thread.start()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._open) >= MAX_CONNECTIONS:
+            if not self._waiting:  # every one is being answered: this one is refused, to retry
+                _drop(writer)
+                return
+            _drop(next(iter(self._waiting)))  # its read ends, and it leaves
+        self._open.add(writer)
+        self._waiting[writer] = None
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_SECONDS)
+            finally:
+                self._waiting.pop(writer, None)
+            writer.write(self._answer(head))
+            await asyncio.wait_for(writer.drain(), RESPONSE_SECONDS)
+            writer.close()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            _drop(writer)
+        finally:
+            self._open.discard(writer)
+
+    def _answer(self, head: bytes) -> bytes:
+        """The whole HTTP response to a request head."""
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return response("400 Bad Request", [], b"")
+        method, target, _version = parts
+        url = urlsplit(target)
+        environ = {"REQUEST_METHOD": "GET" if method == "HEAD" else method, "PATH_INFO": unquote(url.path), "QUERY_STRING": url.query}
+        for line in lines[1:]:
+            name, colon, value = line.partition(":")
+            if colon:
+                environ["HTTP_" + name.strip().upper().replace("-", "_")] = value.strip()
+        started: list = []
+        try:
+            body = b"".join(self._app(environ, lambda status, headers: started.extend((status, headers))))
+        except Exception:  # noqa: BLE001 - a collector that fails is the server's fault, not the scraper's
+            log.exception("metrics exposition failed")
+            return response("500 Internal Server Error", [], b"")
+        status, headers = started
+        return response(status, headers, body, head_only=method == "HEAD")
+
+    def shutdown(self) -> None:
+        """Stops listening, drops every open connection and ends the thread."""
+        if self._loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _stop(self) -> None:
+        self._server.close()
+        for writer in list(self._open):
+            _drop(writer)
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        await self._server.wait_closed()
+
+
+def _drop(writer: asyncio.StreamWriter) -> None:
+    """Closes a connection at once, whatever it has not sent (an HTTP socket, not a call)."""
+    writer.transport.abort()
+
+
+def response(status: str, headers: list[tuple[str, str]], body: bytes, *, head_only: bool = False) -> bytes:
+    lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers), f"Content-Length: {len(body)}", "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1") + (b"" if head_only else body)
 
 
 class TimedStore:

@@ -38,7 +38,7 @@ from jobgate.server import errors, recipes
 from jobgate.server.auth import Authenticator
 from jobgate.server.errors import bad_request
 from jobgate.server.gate import Admission, Gate, KeyReused, NotLaunchable
-from jobgate.server.grants import NOT_VISIBLE, PROJECT, Caller
+from jobgate.server.grants import ADMISSION, JOBS, NOT_VISIBLE, PROJECT, Caller
 from jobgate.server.metrics import Metrics
 from jobgate.server.streams import SHUTTING_DOWN, Watches
 from jobgate.server.wire import (
@@ -130,7 +130,7 @@ class AdmissionService:
         """The caller, once its roles allow `rpc` (dry runs included): else the call
         ends with UNAUTHENTICATED or PERMISSION_DENIED before a document is read."""
         caller = self.auth.caller(context, rpc)
-        self.denials.require(context, caller, rpc)
+        self.denials.require(context, caller, f"{ADMISSION}/{rpc}")
         return caller
 
     def _admit(
@@ -293,6 +293,13 @@ class JobService:
         # Room for the page token beside the records.
         self.page_bytes = min(PAGE_BYTES, max_response_bytes) - 32
 
+    def _caller(self, context: grpc.ServicerContext, rpc: str, **fields) -> Caller:
+        """The caller, once its roles allow `rpc`; `fields` (the job) go to a denial's
+        log line."""
+        caller = self.auth.caller(context, rpc)
+        self.denials.require(context, caller, f"{JOBS}/{rpc}", **fields)
+        return caller
+
     def _visible(self, context: grpc.ServicerContext, caller: Caller, rpc: str, job_id: str) -> str:
         """The job's project, when the caller may see the job; else NOT_FOUND, as for
         an id that does not exist."""
@@ -305,7 +312,7 @@ class JobService:
         return project
 
     def GetJob(self, request: jobs_pb2.GetJobRequest, context):  # noqa: N802
-        caller = self.auth.caller(context, "GetJob")
+        caller = self._caller(context, "GetJob")
         self._visible(context, caller, "GetJob", request.job_id)
         try:
             return jobs_pb2.GetJobResponse(job=record_message(self.store.get(request.job_id)))
@@ -315,7 +322,7 @@ class JobService:
     def ListJobs(self, request: jobs_pb2.ListJobsRequest, context):  # noqa: N802
         """A page holds at most page_size records and at most PAGE_BYTES encoded, all of
         projects the caller sees, whatever the filters ask."""
-        caller = self.auth.caller(context, "ListJobs")
+        caller = self._caller(context, "ListJobs")
         size = request.page_size or 50
         if not 0 < size <= 1000:
             bad_request(context, "page_size", "must be between 1 and 1000")
@@ -345,8 +352,7 @@ class JobService:
                 return jobs_pb2.ListJobsResponse(jobs=jobs, next_page_token=after)
 
     def MarkJob(self, request: jobs_pb2.MarkJobRequest, context):  # noqa: N802
-        caller = self.auth.caller(context, "MarkJob")
-        self.denials.require(context, caller, "MarkJob", job_id=request.job_id)
+        caller = self._caller(context, "MarkJob", job_id=request.job_id)
         if caller.visible is not None:  # no role that marks is scoped today; none may mark past what it sees
             self._visible(context, caller, "MarkJob", request.job_id)
         try:
@@ -365,7 +371,7 @@ class JobService:
     def WatchJob(self, request: jobs_pb2.WatchJobRequest, context) -> Iterator[job_pb2.Transition]:  # noqa: N802
         """The history, then each new transition as it is written, until a terminal one.
         Between transitions the stream sleeps on `Watches`; it costs no query."""
-        caller = self.auth.caller(context, "WatchJob")
+        caller = self._caller(context, "WatchJob")
         watch = self.watches.watch(request.job_id, context)  # before the history: no mark is missed between the two
         try:
             project = self._visible(context, caller, "WatchJob", request.job_id)
@@ -382,7 +388,7 @@ class JobService:
                     return  # the client went away
                 # Only under the grant in force now: a token revoked, or a project taken
                 # away, since the watch began ends it before anything more is sent.
-                caller = self.auth.caller(context, "WatchJob")
+                caller = self._caller(context, "WatchJob")
                 if not caller.sees(project):
                     self.denials.hidden(context, caller, "WatchJob", request.job_id, project)
         finally:

@@ -4,10 +4,12 @@ to learn whom a catalog change would refuse before it is served.
 The service answers under its own configuration, as always; what it judged is then
 offered here (`offer_document`, `offer_batch`) and queued, and one thread judges it
 again under the candidate, off every request's path. Each disagreement (a verdict or a
-violation only one side has) is logged with the account and counted by rule
-(`jobgate_shadow_disagreements_total`). The queue is bounded by items and bytes: what
-does not fit is dropped and counted (`jobgate_shadow_dropped_total`), so a slow
-shadow costs the service nothing but the copy of a reference.
+violation only one side has) is counted by rule (`jobgate_shadow_disagreements_total`)
+and logged with the account as a summary of fixed size whatever the document: how
+many violations each side alone has, the first few of them and of their rules. The
+queue is bounded by items and bytes: what does not fit is dropped and counted
+(`jobgate_shadow_dropped_total`), so a slow shadow costs the service nothing but the
+copy of a reference.
 
 A real admission's project quota is judged with the usage the service saw when it
 decided, so both sides judge the same moment; a batch the core answered whole is
@@ -18,6 +20,7 @@ Must not change a response or write anything: it only judges and compares.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import queue
 import threading
@@ -31,12 +34,17 @@ from jobgate import sources
 from jobgate.config import Config, ConfigError, load_config
 from jobgate.reports import ReportView, renamed
 from jobgate.server.gate import PACKAGE_NAME, response_budget
+from jobgate.server.logs import clip
 from jobgate.server.metrics import Metrics
 
 log = logging.getLogger("jobgate.shadow")
 
 SETTLE_SECONDS = 0.002  # how long the shadow lets an offering call finish first
 GATHER = 64  # admissions judged per wake-up, at most
+# A disagreement's log line names at most this many violations and rules of each side
+# (the rest are counted), each JSON Pointer cut to FIELD_CHARS.
+SHOWN = 5
+FIELD_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,12 @@ def load_candidate(config: Config) -> Config | None:
         return load_config(config.shadow.config)
     except ConfigError as e:
         raise ConfigError(f"shadow.config: {e}") from None
+
+
+def first(violations: Counter) -> list[str]:
+    """The first SHOWN of `violations` ((rule, field, severity) counts) as "rule field",
+    each field cut to FIELD_CHARS."""
+    return [f"{rule} {clip(field, FIELD_CHARS)}" for rule, field, _ in heapq.nsmallest(SHOWN, violations)]
 
 
 class Shadow:
@@ -184,7 +198,8 @@ class Shadow:
         if primary["verdict"] == candidate["verdict"] and ours == theirs:
             return
         added, removed = theirs - ours, ours - theirs
-        for rule in sorted({rule for rule, _, _ in (added + removed)}):
+        rules = sorted({rule for rule, _, _ in (added + removed)})
+        for rule in rules:
             self.metrics.shadow_disagreements.labels(rule).inc()
         log.info(
             "shadow disagreement",
@@ -195,8 +210,12 @@ class Shadow:
                     "kind": candidate["kind"],
                     "verdict": primary["verdict"],
                     "candidate_verdict": candidate["verdict"],
-                    "added": sorted(f"{r} {f}" for r, f, _ in added),
-                    "removed": sorted(f"{r} {f}" for r, f, _ in removed),
+                    "added": first(added),
+                    "added_count": added.total(),
+                    "removed": first(removed),
+                    "removed_count": removed.total(),
+                    "rules": rules[:SHOWN],
+                    "rules_count": len(rules),
                 }
             },
         )
