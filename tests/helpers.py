@@ -91,6 +91,16 @@ def mutate(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def with_literal(doc: dict[str, Any], ptr: str, text: str) -> bytes:
+    """`doc` as JSON bytes with the value at the JSON Pointer `ptr` written as the
+    literal JSON `text` (`1e300`, `18446744073709551621`): numbers Python would not
+    write that way."""
+    marker = "@literal@"
+    data = json.dumps(mutate(doc, {ptr: marker})).replace(f'"{marker}"', text)
+    assert marker not in data
+    return data.encode()
+
+
 def deep_dotted_spec(levels: int = 60, dotted: int = 5000) -> dict[str, Any]:
     """A spec-bundle `spec` whose every violation has a long pointer: `levels` nested
     keys of 1,000 characters, then `dotted` dotted keys at the bottom."""

@@ -126,6 +126,7 @@ class Validator:
         project_gpus_in_use: int | None = None,
         project_quota: int | None = None,
         projects: Sequence[str] | None = None,
+        home: str | None = None,
         release_gil: bool = False,
     ) -> Report:
         """Checks one document (JSON or YAML ``bytes``/``str``, or a parsed ``dict``).
@@ -141,9 +142,12 @@ class Validator:
         always with ``release_gil=True`` (a hand-off costs more than checking a small
         document, so single-threaded callers keep it). ``owner`` is the authenticated account (the report
         warns ``forge.owner_overridden`` when the document names another);
-        ``project_gpus_in_use`` and ``project_quota`` apply ``forge.quota.project``;
+        ``project_gpus_in_use`` and ``project_quota`` apply ``forge.quota.project`` to
+        the GPUs a JobSpec's pools or a spec-bundle's ``compute_shape`` ask for;
         ``projects`` (the account's grant, ``"*"`` for every project) applies
-        ``forge.project.forbidden`` to a JobSpec's ``metadata.project``.
+        ``forge.project.forbidden`` to a JobSpec's ``metadata.project``, and a project
+        outside it is told nothing of its quota; ``home`` names the project the
+        account's spec-bundles are charged to (they name none).
         """
     def facts(self, document: Document, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
         """Project, GPU count, id parts and image of a document, and with ``owner`` the
@@ -167,13 +171,15 @@ class Validator:
         quota_projects: Mapping[str, int] | None = None,
         gpus_in_use: Mapping[str, int] | Callable[[], Mapping[str, int]] | None = None,
         projects: Sequence[str] | None = None,
+        home: str | None = None,
         max_response_bytes: int | None = None,
     ) -> BatchOutcome | None:
         """The service's AdmitBatch dry-run path: an encoded ``jobgate.v1.AdmitBatchRequest``
         in, the encoded ``AdmitBatchResponse`` out (GIL released, no Python object per
         document); ``None`` when the request is not a dry run of raw documents. With
         quotas, ``gpus_in_use`` (or what it returns, called only when this path answers)
-        is the usage every document's project is judged against. With
+        is the usage every document's project is judged against (a spec-bundle's is
+        ``home``). With
         ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does."""
     def stage(
         self,
@@ -211,6 +217,8 @@ class Facts:
     kind: str
     project: str
     gpus: int
+    """What the quota charges: the GPUs the rules counted (0 for a document refused
+    because a count cannot be charged)."""
     network_arch: str
     action: str
     image: str
@@ -285,6 +293,12 @@ def refused_too_large(size: int | None, limit: int, *, kind: Kind | None = None)
 def refused_package_too_large(package: str, size: int, limit: int, *, kind: Kind | None = None) -> Report:
     """The report of an unpacked package whose files hold more than
     ``limits.max_package_bytes`` (``limits.size``)."""
+
+def refused_project(project: str, projects: Sequence[str], *, kind: Kind | None = None) -> Report:
+    """The report of a retry whose first admission is in ``project``, which the
+    account's grant (``projects``) no longer reaches: ``forge.project.forbidden`` at a
+    JobSpec's ``/metadata/project`` (at the document for a spec-bundle), worded as the
+    rule words it, and nothing about the job."""
 
 def refused_unreadable(reason: str, *, kind: Kind | None = None) -> Report:
     """The report of an input that could not be read at all (``json.syntax``);

@@ -125,7 +125,7 @@ class Gpus(_Model):
 
 class Quota(_Model):
     default: int | None = Field(None, ge=0, description="GPUs a project without its own entry may hold")
-    projects: dict[str, int] = Field({}, description="GPUs each named project may hold in unfinished jobs (forge.quota.project)")
+    projects: dict[str, int] = Field({}, description="GPUs each named project may hold in unfinished jobs, JobSpecs and spec-bundles alike (forge.quota.project)")
 
 
 class Tls(_Model):

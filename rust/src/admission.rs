@@ -1,6 +1,7 @@
 //! Facts about one admission that are not in the document: who is asking, which
-//! projects they may submit to, and each project's GPU quota and usage. The service
-//! gathers them; the deployment rules of `kinds::jobspec` judge with them.
+//! projects they may submit to (and where their spec-bundles go), and each project's
+//! GPU quota and usage. The service gathers them; the deployment rules of
+//! `kinds::jobspec` and `kinds::spec_bundle` judge with them.
 //!
 //! A leaf of the crate: imports nothing from it.
 
@@ -18,6 +19,9 @@ pub struct Admission {
     pub quotas: Option<QuotaTable>,
     /// The projects the account may submit to (`*` for every one); `None` is no limit.
     pub projects: Option<Vec<String>>,
+    /// The project the account's spec-bundles are admitted into and charged to: they
+    /// name none.
+    pub home: Option<String>,
 }
 
 impl Admission {

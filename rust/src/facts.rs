@@ -1,17 +1,22 @@
 //! What admission needs to know about a document besides its verdict: the project and
-//! GPU count for the quota, the parts of the job id, the record's image, network and
-//! action, and the document rewritten with the authenticated owner. Read from the same
-//! tape the rules walk, so the service never turns a document into Python objects.
+//! GPU count for the quota (counted by `gpus`, as the rules count it), the parts of the
+//! job id, the record's image, network and action, and the document rewritten with the
+//! authenticated owner. Read from the same tape the rules walk, so the service never
+//! turns a document into Python objects.
 
 use std::io::Write;
 
+use crate::gpus;
 use crate::kind::Kind;
 use crate::node::{Type, Value};
+use crate::schema::COUNT_MAX;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Facts {
     pub kind: Option<Kind>,
     pub project: String,
+    /// What the quota charges: the GPUs the rules judged (`gpus::of_jobspec`,
+    /// `gpus::of_bundle`).
     pub gpus: u64,
     pub network_arch: String,
     pub action: String,
@@ -25,14 +30,11 @@ fn text(v: Option<Value<'_, '_>>) -> String {
         .unwrap_or_default()
 }
 
-fn count(v: Option<Value<'_, '_>>, default: u64) -> u64 {
-    match v {
-        None => default,
-        Some(v) => v
-            .as_schema_int()
-            .and_then(|n| u64::try_from(n).ok())
-            .unwrap_or(0),
-    }
+/// What the quota charges for `total` (from `gpus`): 0 when a count cannot be charged
+/// or the total is past `COUNT_MAX`, for such a document is refused (`forge.quota.job`,
+/// locked) and never charged.
+fn charged(total: Option<u64>) -> u64 {
+    total.filter(|&t| t <= COUNT_MAX as u64).unwrap_or(0)
 }
 
 pub fn facts(root: Value<'_, '_>, kind: Option<Kind>) -> Facts {
@@ -45,17 +47,7 @@ pub fn facts(root: Value<'_, '_>, kind: Option<Kind>) -> Facts {
         Some(Kind::JobSpec) => {
             f.project = text(root.at(&["metadata", "project"]));
             let spec = root.get("spec");
-            let pools = spec.and_then(|s| s.at(&["resources", "pools"]));
-            f.gpus = pools
-                .map(|p| {
-                    p.items()
-                        .map(|pool| {
-                            count(pool.get("nodes"), 1)
-                                .saturating_mul(count(pool.get("gpus_per_node"), 1))
-                        })
-                        .fold(0u64, u64::saturating_add)
-                })
-                .unwrap_or(0);
+            f.gpus = charged(gpus::of_jobspec(spec, &mut |_| {}));
             let recipe = text(spec.and_then(|s| s.at(&["recipe", "name"])));
             let version = text(spec.and_then(|s| s.at(&["recipe", "version"])));
             f.network_arch = recipe.rsplit('/').next().unwrap_or("").to_string();
@@ -75,8 +67,7 @@ pub fn facts(root: Value<'_, '_>, kind: Option<Kind>) -> Facts {
             f.network_arch = text(root.get("network_arch"));
             f.action = text(root.get("action"));
             f.image = text(root.get("image"));
-            f.gpus = count(root.at(&["compute_shape", "gpus"]), 0)
-                .saturating_mul(count(root.at(&["compute_shape", "nodes"]), 1));
+            f.gpus = charged(gpus::of_bundle(root.get("compute_shape"), &mut |_| {}));
             if let Some(ex) = root.get("upload_excludes") {
                 f.upload_excludes = ex
                     .items()

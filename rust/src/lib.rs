@@ -6,7 +6,7 @@
 //! bottom (`rules`, `limits`, `text`, `seen`, `tape`, `node`, `pointer`, `kind`,
 //! `admission`, `paths`, `secrets`, `config`, `locate`) imports nothing above it;
 //! `report`, `refusal` and `schema`
-//! build on it; the parser (`document`, `yaml`), the rules of each kind (`kinds`), the
+//! build on it, and `gpus` on `schema`; the parser (`document`, `yaml`), the rules of each kind (`kinds`), the
 //! file checks (`files`) and `facts` on those; `validator` ties them together, and
 //! `wire` and `python` face the outside.
 
@@ -15,6 +15,7 @@ pub mod config;
 pub mod document;
 pub mod facts;
 pub mod files;
+pub mod gpus;
 pub mod kind;
 pub mod kinds;
 pub mod limits;

@@ -1,9 +1,13 @@
 //! Inputs refused before any rule reads them, and the one violation that says why:
 //! `json.syntax` (not a readable document), `limits.size` (too large), `limits.depth`
-//! (too deep). The parser, the package readers and the Python layer (a file over the
-//! size limit is refused before it is read whole) all take these reports from here,
-//! so each refusal's rule and wording live in one place.
+//! (too deep), `forge.project.forbidden` (a retry whose first admission is in a project
+//! the account lost). The parser, the package readers, the rules and the Python layer
+//! (a file over the size limit is refused before it is read whole) all take these
+//! violations from here, so each refusal's rule and wording live in one place.
 
+use crate::kind::Kind;
+use crate::node::{few, quote};
+use crate::pointer::pointer;
 use crate::report::Violation;
 use crate::rules::Rule;
 
@@ -55,6 +59,25 @@ pub fn too_large(size: Option<u64>, limit: u64) -> Violation {
 /// An unpacked package (a directory) whose files hold `size` bytes, over `limit`.
 pub fn package_too_large(package: &str, size: u64, limit: u64) -> Violation {
     oversized(format!("the package {package} holds {size} bytes, over the limit of {limit} bytes (limits.max_package_bytes)"))
+}
+
+/// An admission into `project`, which is not among the projects the account may submit
+/// to (`granted`): at a JobSpec's `metadata.project`, and at the document for a kind
+/// that names no project (a spec-bundle goes to its account's).
+pub fn project_forbidden(kind: Option<Kind>, project: &str, granted: &[String]) -> Violation {
+    let field = match kind {
+        Some(Kind::JobSpec) => pointer(&["metadata", "project"]),
+        _ => String::new(),
+    };
+    Violation::new(
+        Rule::ForgeProjectForbidden,
+        field,
+        format!(
+            "this account may not submit to project {}; it may submit to {}",
+            quote(project),
+            few(granted)
+        ),
+    )
 }
 
 #[cfg(test)]

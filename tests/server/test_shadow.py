@@ -10,7 +10,7 @@ import threading
 
 from jobgate.config import Shadow as ShadowSettings
 from jobgate.v1 import admission_pb2
-from tests.helpers import DEMO_CONFIG, sample
+from tests.helpers import DEMO_CONFIG, example, sample
 from tests.server.helpers import Running, config_for
 
 JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()  # pinned to nemo-rl/grpo 0.7.0
@@ -121,3 +121,26 @@ def test_a_candidate_that_cannot_be_loaded_is_refused_at_start(tmp_path):
         assert str(e).startswith("shadow.config: ") and "missing.toml" in str(e)
     else:
         raise AssertionError("started with a shadow configuration that does not load")
+
+
+def test_the_candidate_charges_spec_bundles_where_the_service_does(tmp_path):
+    # Both sides give my-lab (alice's first project, where her spec-bundles go) 8 GPUs:
+    # the second bundle of 8 is refused by both, on every path, with no disagreement.
+    path = tmp_path / "candidate.toml"
+    path.write_text(DEMO_CONFIG.read_text().replace("default = 64", "default = 64\nprojects = { my-lab = 8 }"))
+    config = config_for(tmp_path)
+    config = config.model_copy(update={"quota": config.quota.model_copy(update={"projects": {"my-lab": 8}}), "shadow": ShadowSettings(config=str(path))})
+    bundle = admission_pb2.Document(raw=json.dumps(example("spec_bundle.config_mode.dino_train.valid.json")).encode())
+    r = Running(config)
+    try:
+        first = r.admission.Admit(admission_pb2.AdmitRequest(document=bundle), metadata=r.auth)
+        second = r.admission.Admit(admission_pb2.AdmitRequest(document=bundle), metadata=r.auth)
+        dry = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[bundle], dry_run=True), metadata=r.auth).results[0]
+        assert first.job_id and r.store.gpus_in_use("my-lab") == 8
+        for refused in (second, dry):
+            assert (refused.job_id, [(v.rule, v.field) for v in refused.report.violations]) == ("", [("forge.quota.project", "/compute_shape")])
+        assert r.gate.shadow.drain()
+        assert sample_value(r, "jobgate_shadow_judged_total") == 3
+        assert sample_value(r, "jobgate_shadow_disagreements_total", rule="forge.quota.project") == 0
+    finally:
+        r.close()

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from jobgate.server import gate as gate_module
-from jobgate.server.gate import Gate, GroupCommitter, KeyReused
+from jobgate.server.gate import GroupCommitter, KeyReused
 from jobgate.store import IdempotencyKey, NewJob, Remembered
 from tests.helpers import sample
 
@@ -63,7 +63,7 @@ def test_a_key_raced_within_one_group_opens_one_record(gate, reads_usage):
     # ALREADY_EXISTS naming its job
     assert same == other == Remembered(first, b"f" * 32, REPORT + b"f")
     with pytest.raises(KeyReused) as e:
-        Gate.replay(other, "raced", b"g" * 32)
+        gate.replay(other, "raced", b"g" * 32)
     assert e.value.job_id == first
     assert records(store) == [first] and store.gpus_in_use("my-lab") == 8
     assert store.recall("alice", ["raced"], 3600) == {"raced": same}

@@ -1,9 +1,11 @@
 """Admission without the wire: check a document as the authenticated account, within
-its grant, apply the project quota atomically with opening the record, and hand out
-the job id. With an idempotency key, a retry gets the first admission's job id and
-report back (`replay`), and the same key with another request is `KeyReused`: the key
-is written in the transaction that opens the record, so neither a crash nor a replica
-can open a second one.
+its grant, apply the project quota atomically with opening the record (every kind
+that launches is charged: a JobSpec to its project, a spec-bundle to its account's
+home), and hand out the job id. With an idempotency key, a retry gets the first
+admission's job id and report back (`replay`), and the same key with another request
+is `KeyReused`: the key is written in the transaction that opens the record, so
+neither a crash nor a replica can open a second one. A retry is judged under the grant
+in force: one that no longer reaches the job's project is forge.project.forbidden.
 
 Shared by every RPC (Admit, AdmitBatch, AdmitStream) so their reports are the same.
 Owns the thread that commits new records in groups (`GroupCommitter`), stopped by
@@ -55,6 +57,10 @@ class Grant:
     projects: tuple[str, ...]
     home: str
 
+    def reaches(self, project: str) -> bool:
+        """Whether the account may admit into `project` (and learn its usage)."""
+        return "*" in self.projects or project in self.projects
+
 
 @dataclass
 class Admission:
@@ -68,15 +74,23 @@ class Admission:
 
 class KeyReused(Exception):
     """An idempotency key sent again with another request (kind, document or package):
-    refused, and nothing is admitted. Names the job the key's first request opened."""
+    refused, and nothing is admitted. Names the job the key's first request opened,
+    unless `job_id` is empty (a job the caller may no longer see)."""
 
     def __init__(self, key: str, job_id: str) -> None:
         shown = repr(key) if len(key) <= 40 else repr(key[:40]) + "…"
+        admitted = f", admitted as job {job_id}" if job_id else ""
         super().__init__(
-            f"idempotency key {shown} was first sent with another request (kind, document or package), admitted as job {job_id}; "
+            f"idempotency key {shown} was first sent with another request (kind, document or package){admitted}; "
             "a key names one admission: send that request again to get its response, or send this one with a new key"
         )
         self.key, self.job_id = key, job_id
+
+
+def charged_project(facts, grant: Grant | None) -> str:
+    """The project a launch is admitted into and charged to: a JobSpec's own (the core
+    holds it to the grant); a spec-bundle names none and goes to its account's home."""
+    return facts.project if facts.kind == "jobspec" or grant is None else grant.home
 
 
 def _segment(text: str, fallback: str) -> str:
@@ -96,6 +110,8 @@ class NotLaunchable(ValueError):
 
 # Kinds a report can pass that open no record (they describe jobs, they do not launch one).
 NOT_LAUNCHABLE = ("job_record", "best_rec")
+# Kinds that launch, each charged against its project's quota.
+LAUNCHABLE = ("jobspec", "spec_bundle")
 
 
 class GroupCommitter:
@@ -269,9 +285,10 @@ class Gate:
             # The usage is read only when the core answers the request itself.
             quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage}
         projects = grant.projects if grant is not None else None
-        outcome = validator.check_batch_request(request, owner=account, max_batch=max_batch, projects=projects, max_response_bytes=response_budget(config), **quotas)
+        home = grant.home if grant is not None else None
+        outcome = validator.check_batch_request(request, owner=account, max_batch=max_batch, projects=projects, home=home, max_response_bytes=response_budget(config), **quotas)
         if self.shadow is not None and outcome is not None:
-            self.shadow.offer_batch(request, account, projects, max_batch, outcome.response)
+            self.shadow.offer_batch(request, account, projects, max_batch, outcome.response, home=home)
         return outcome
 
     def has_quotas(self) -> bool:
@@ -298,13 +315,31 @@ class Gate:
             return {}
         return self.store.recall(account, keys, self.config.jobs.idempotency_window)
 
-    @staticmethod
-    def replay(earlier: Remembered, key: str, fingerprint: bytes) -> Admission:
+    def replay(self, earlier: Remembered, key: str, fingerprint: bytes, grant: Grant | None = None) -> Admission:
         """The response of the first admission made with `key`, for a retry of the same
-        request; KeyReused when `fingerprint` says it is another request."""
+        request, judged under the grant in force: when `grant` no longer reaches the
+        project of the job it opened, the retry fails with forge.project.forbidden and
+        nothing names the job. KeyReused when `fingerprint` says it is another request."""
+        lost = self._lost_project(earlier, grant)
         if earlier.fingerprint != fingerprint:
-            raise KeyReused(key, earlier.job_id)
+            raise KeyReused(key, "" if lost is not None else earlier.job_id)
+        if lost is not None and grant is not None:
+            # Worded as a fresh request's refusal: nothing tells of the job.
+            return Admission(jobgate._core.refused_project(lost, list(grant.projects), kind=orjson.loads(earlier.report)["kind"]))
         return Admission(ReportView.from_dict(orjson.loads(earlier.report)), earlier.job_id, replayed=True)
+
+    def key_reused(self, earlier: Remembered, key: str, grant: Grant | None) -> KeyReused:
+        """KeyReused for `key` sent with another request than `earlier`'s: it names the
+        job the key opened only while the grant in force reaches that job's project."""
+        return KeyReused(key, "" if self._lost_project(earlier, grant) is not None else earlier.job_id)
+
+    def _lost_project(self, earlier: Remembered, grant: Grant | None) -> str | None:
+        """The project of the job `earlier` opened when `grant` does not reach it (a
+        reload moved the account), else None."""
+        if grant is None or "*" in grant.projects or self.store is None:
+            return None
+        project = self.store.project(earlier.job_id)
+        return None if grant.reaches(project) else project
 
     def admit(
         self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b""
@@ -331,7 +366,7 @@ class Gate:
             earlier = self._recalled(account, key) if key and not dry_run else None
             if earlier is None:
                 raise
-            return self.replay(earlier, key, fingerprint)
+            return self.replay(earlier, key, fingerprint, grant)
 
     def _recalled(self, account: str, key: str) -> Remembered | None:
         """What `key` recalls, for an admission that failed before the store: None when
@@ -354,7 +389,8 @@ class Gate:
                 admission = Admission(ReportView.from_dict(report), admission.job_id, gpus_in_use=admission.gpus_in_use)
         if self.shadow is not None and not admission.replayed:
             projects = grant.projects if grant is not None else None
-            self.shadow.offer_document(data, kind, account, projects, admission.report, package=package, gpus_in_use=admission.gpus_in_use)
+            home = grant.home if grant is not None else None
+            self.shadow.offer_document(data, kind, account, projects, admission.report, package=package, gpus_in_use=admission.gpus_in_use, home=home)
         return admission
 
     def _admit(
@@ -365,21 +401,26 @@ class Gate:
             facts = self.launch_facts(data, kind, account)
         elif facts is None and self.has_quotas():
             facts = self.validator.facts(data, kind, owner=None)
-        quota = self.quota(facts.project) if facts is not None and facts.kind == "jobspec" else None
+        project = charged_project(facts, grant) if facts is not None else ""
+        # Every kind that launches is charged; a project outside the grant is answered
+        # by forge.project.forbidden alone, so its usage is not even read.
+        charged = facts is not None and facts.kind in LAUNCHABLE and (grant is None or grant.reaches(project))
+        quota = self.quota(project) if charged else None
         projects = grant.projects if grant is not None else None
+        home = grant.home if grant is not None else None
 
         def check(in_use: int | None) -> jobgate.Report:
             # The service's RPC threads keep running Python while the core checks.
             if quota is None or in_use is None:
-                return self.validator.check(data, kind, package=package, owner=account, projects=projects, release_gil=True)
-            return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, release_gil=True)
+                return self.validator.check(data, kind, package=package, owner=account, projects=projects, home=home, release_gil=True)
+            return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, home=home, release_gil=True)
 
         if not dry_run and key and self.store is not None and facts is None:
             earlier = self.recall(account, [key]).get(key)  # no record to open: the key may recall one
             if earlier is not None:
-                return self.replay(earlier, key, fingerprint)
+                return self.replay(earlier, key, fingerprint, grant)
         if dry_run or self.store is None or facts is None:
-            in_use = self.store.gpus_in_use(facts.project) if (self.store is not None and quota is not None) else None
+            in_use = self.store.gpus_in_use(project) if (self.store is not None and quota is not None) else None
             return Admission(check(in_use), gpus_in_use=in_use if quota is not None else None)
 
         report_box: list[jobgate.Report] = []
@@ -432,19 +473,16 @@ class Gate:
         # Without a quota, `decide` does not read the usage: the store may decide at once.
         outcome = self.committer.admit(self._new_job(facts, account, grant, idempotency, reads_usage=quota is not None), decide)
         if isinstance(outcome, Remembered):  # the key was used meanwhile (a concurrent retry, another replica)
-            return self.replay(outcome, key, fingerprint)
+            return self.replay(outcome, key, fingerprint, grant)
         if failure:
             raise failure[0]
         return Admission(report_box[-1], outcome or "", gpus_in_use=used[-1] if used and quota is not None else None)
 
     def _new_job(self, facts, account: str, grant: Grant | None, idempotency: IdempotencyKey | None = None, reads_usage: bool = True) -> NewJob:
         jobs = self.config.jobs
-        # A JobSpec names its project (the core held it to the grant); a spec-bundle
-        # names none and goes to its account's home project.
-        project = facts.project if facts.kind == "jobspec" or grant is None else grant.home
         return NewJob(
             id_prefix=f"{_segment(facts.network_arch, 'job')}-{_segment(facts.action, 'run')}",
-            project=project,
+            project=charged_project(facts, grant),
             owner=account,
             gpus=facts.gpus,
             image=facts.image or "unknown/unknown",

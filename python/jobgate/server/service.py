@@ -12,7 +12,8 @@ see are NOT_FOUND, and admission is handed its projects.
 
 A real admission may carry an idempotency key (`Document.idempotency_key`): a retry is
 answered with the first admission's response, and a key reused by another request is
-ALREADY_EXISTS naming the first job (`gate.KeyReused`).
+ALREADY_EXISTS naming the first job (`gate.KeyReused`); both under the grant in force,
+so a caller who lost the job's project gets forge.project.forbidden and no job id.
 
 The servicers are registered through the generated `add_…Servicer_to_server`
 functions (`add_servicers`, `register`), the one list of each service's methods.
@@ -109,7 +110,8 @@ def typed_as_typed(document: admission_pb2.Document, admission: Admission) -> Ad
 def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> NoReturn:
     """ALREADY_EXISTS for a key reused by another request, naming the job the key's
     first request opened."""
-    errors.abort(context, grpc.StatusCode.ALREADY_EXISTS, f"{field}.idempotency_key: {error}", errors.IDEMPOTENCY_KEY_REUSED, {"field": f"{field}.idempotency_key", "job_id": error.job_id})
+    named = {"job_id": error.job_id} if error.job_id else {}  # none for a job out of the caller's sight
+    errors.abort(context, grpc.StatusCode.ALREADY_EXISTS, f"{field}.idempotency_key: {error}", errors.IDEMPOTENCY_KEY_REUSED, {"field": f"{field}.idempotency_key", **named})
 
 
 class AdmissionService:
@@ -161,10 +163,11 @@ class AdmissionService:
 
     def _replay(self, context: grpc.ServicerContext, rpc: str, field: str, caller: Caller, earlier: Remembered, key: str, digest: bytes) -> Admission:
         try:
-            admission = self.gate.replay(earlier, key, digest)
+            admission = self.gate.replay(earlier, key, digest, caller.grant)
         except KeyReused as e:
             self._key_reused(context, rpc, caller, e, field)
-        self._replayed(rpc, caller, key, admission.job_id)
+        if admission.replayed:  # else refused under the grant in force
+            self._replayed(rpc, caller, key, admission.job_id)
         return admission
 
     def _replayed(self, rpc: str, caller: Caller, key: str, job_id: str) -> None:
@@ -228,7 +231,7 @@ class AdmissionService:
         recalled = self.gate.recall(account, list(first))
         for i, key in enumerate(keys):
             if key in recalled and recalled[key].fingerprint != prints[i]:
-                self._key_reused(context, "AdmitBatch", caller, KeyReused(key, recalled[key].job_id), f"documents[{i}]")
+                self._key_reused(context, "AdmitBatch", caller, self.gate.key_reused(recalled[key], key, caller.grant), f"documents[{i}]")
         facts = [None] * len(items)
         if not message.dry_run:
             for i, (data, kind, _) in enumerate(items):
@@ -245,9 +248,9 @@ class AdmissionService:
                 errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents", errors.DEADLINE_PASSED, {"judged": str(len(results)), "documents": str(len(items))})
             field, key = f"documents[{i}]", keys[i]
             if key in recalled:
-                results.append(self._replay(context, "AdmitBatch", field, caller, recalled[key], key, prints[i]))
-                continue
-            r = self._admit(context, "AdmitBatch", field, data, kind, caller, dry_run=message.dry_run, package=package, facts=facts[i], key=key, fingerprint=prints[i])
+                r = self._replay(context, "AdmitBatch", field, caller, recalled[key], key, prints[i])
+            else:
+                r = self._admit(context, "AdmitBatch", field, data, kind, caller, dry_run=message.dry_run, package=package, facts=facts[i], key=key, fingerprint=prints[i])
             if not r.replayed:
                 self.metrics.report("AdmitBatch", r.report)
                 self._refused_projects("AdmitBatch", caller, [(r.report, data, kind)])

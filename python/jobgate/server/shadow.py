@@ -33,7 +33,7 @@ import jobgate
 from jobgate import sources
 from jobgate.config import Config, ConfigError, load_config
 from jobgate.reports import ReportView, renamed
-from jobgate.server.gate import PACKAGE_NAME, response_budget
+from jobgate.server.gate import LAUNCHABLE, PACKAGE_NAME, response_budget
 from jobgate.server.logs import clip
 from jobgate.server.metrics import Metrics
 
@@ -56,6 +56,7 @@ class _Document:
     package: bytes
     gpus_in_use: int | None
     primary: Any  # the report served (immutable), read on the shadow thread
+    home: str | None = None  # where the account's spec-bundles are charged
 
     @property
     def size(self) -> int:
@@ -69,6 +70,7 @@ class _Batch:
     projects: tuple[str, ...] | None
     max_batch: int
     primary: bytes
+    home: str | None = None
 
     @property
     def size(self) -> int:
@@ -104,11 +106,11 @@ class Shadow:
 
     # ---- on the request's path: a copy of references, never a wait
 
-    def offer_document(self, data: bytes, kind: str | None, account: str, projects, primary, *, package: bytes = b"", gpus_in_use: int | None = None) -> None:
-        self._offer(_Document(data, kind, account, tuple(projects) if projects is not None else None, package, gpus_in_use, primary))
+    def offer_document(self, data: bytes, kind: str | None, account: str, projects, primary, *, package: bytes = b"", gpus_in_use: int | None = None, home: str | None = None) -> None:
+        self._offer(_Document(data, kind, account, tuple(projects) if projects is not None else None, package, gpus_in_use, primary, home))
 
-    def offer_batch(self, request: bytes, account: str, projects, max_batch: int, primary: bytes) -> None:
-        self._offer(_Batch(request, account, tuple(projects) if projects is not None else None, max_batch, primary))
+    def offer_batch(self, request: bytes, account: str, projects, max_batch: int, primary: bytes, home: str | None = None) -> None:
+        self._offer(_Batch(request, account, tuple(projects) if projects is not None else None, max_batch, primary, home))
 
     def _offer(self, item) -> None:
         with self._lock:
@@ -159,12 +161,15 @@ class Shadow:
 
     def _judge_document(self, item: _Document) -> None:
         v = self.validator
-        quota_args: dict[str, Any] = {}
+        quota_args: dict[str, Any] = {"home": item.home}
         if item.gpus_in_use is not None:
             facts = v.facts(item.data, item.kind)
-            quota = self._quota(facts.project) if facts is not None and facts.kind == "jobspec" else None
+            quota = None
+            if facts is not None and facts.kind in LAUNCHABLE:
+                # Charged where the service charged it: a spec-bundle to the account's home.
+                quota = self._quota(facts.project if facts.kind == "jobspec" or item.home is None else item.home)
             if quota is not None:
-                quota_args = {"project_gpus_in_use": item.gpus_in_use, "project_quota": quota}
+                quota_args |= {"project_gpus_in_use": item.gpus_in_use, "project_quota": quota}
         if item.package:
             with sources.spooled(item.package) as path:
                 report = renamed(v.check(item.data, item.kind, package=path, owner=item.account, projects=item.projects, **quota_args).to_dict(), path, PACKAGE_NAME)
@@ -183,7 +188,7 @@ class Shadow:
         c = self.candidate
         if (c.quota.default is not None or c.quota.projects) and self.store is not None:
             quotas = {"quota_default": c.quota.default, "quota_projects": c.quota.projects, "gpus_in_use": self.store.usage}
-        outcome = self.validator.check_batch_request(item.request, owner=item.account, max_batch=item.max_batch, projects=item.projects, max_response_bytes=response_budget(c), **quotas)
+        outcome = self.validator.check_batch_request(item.request, owner=item.account, max_batch=item.max_batch, projects=item.projects, home=item.home, max_response_bytes=response_budget(c), **quotas)
         if outcome is None:
             return
         primary = admission_pb2.AdmitBatchResponse.FromString(item.primary)

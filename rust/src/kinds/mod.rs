@@ -29,7 +29,7 @@ pub fn check<'t, 'i>(
 ) {
     match kind {
         Kind::JobSpec => jobspec::check(root, config, admission, ctx),
-        Kind::SpecBundle => spec_bundle::check(root, config, ctx),
+        Kind::SpecBundle => spec_bundle::check(root, config, admission, ctx),
         Kind::JobRecord => job_record::check(root, ctx),
         Kind::BestRec => best_rec::check(root, ctx),
     }

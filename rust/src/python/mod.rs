@@ -72,6 +72,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(report::refused_too_large, m)?)?;
     m.add_function(wrap_pyfunction!(report::refused_package_too_large, m)?)?;
     m.add_function(wrap_pyfunction!(report::refused_unreadable, m)?)?;
+    m.add_function(wrap_pyfunction!(report::refused_project, m)?)?;
     m.add_function(wrap_pyfunction!(input::read_document, m)?)?;
     m.add_function(wrap_pyfunction!(config::project_quota, m)?)?;
     m.add_function(wrap_pyfunction!(config::check_version_range, m)?)?;

@@ -277,6 +277,20 @@ pub fn refused_package_too_large(
     refused(kind, refusal::package_too_large(package, size, limit))
 }
 
+/// The report of a retry whose first admission is in `project`, which the account's
+/// grant (`projects`) no longer reaches: `forge.project.forbidden`, worded as the rule
+/// words it, and nothing about the job.
+#[pyfunction]
+#[pyo3(signature = (project, projects, *, kind=None))]
+pub fn refused_project(
+    project: &str,
+    projects: Vec<String>,
+    kind: Option<&str>,
+) -> PyResult<Report> {
+    let violation = refusal::project_forbidden(parse_kind(kind)?, project, &projects);
+    refused(kind, violation)
+}
+
 /// The report of an input that could not be read at all (`reason`, e.g. the system's
 /// error for a file): `json.syntax`.
 #[pyfunction]

@@ -48,7 +48,7 @@ impl Validator {
 
     /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`;
     /// with `root` or `package`, also its supporting files.
-    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None, projects=None, release_gil=false))]
+    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None, projects=None, home=None, release_gil=false))]
     #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
@@ -61,6 +61,7 @@ impl Validator {
         project_gpus_in_use: Option<u64>,
         project_quota: Option<u64>,
         projects: Option<Vec<String>>,
+        home: Option<String>,
         release_gil: bool,
     ) -> PyResult<Py<Report>> {
         let kind = parse_kind(kind)?;
@@ -70,6 +71,7 @@ impl Validator {
             project_quota,
             quotas: None,
             projects,
+            home,
         };
         let doc = document
             .filter(|d| !d.is_none())
@@ -230,7 +232,7 @@ impl Validator {
     /// document against `gpus_in_use`, one snapshot for the batch: a `{project: GPUs}`
     /// mapping, or a callable returning one, called only when this path answers the
     /// request (so a request it leaves to the caller costs no usage lookup).
-    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, max_response_bytes=None))]
+    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, home=None, max_response_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn check_batch_request(
         &self,
@@ -243,6 +245,7 @@ impl Validator {
         quota_projects: Option<HashMap<String, u64>>,
         gpus_in_use: Option<&Bound<'_, PyAny>>,
         projects: Option<Vec<String>>,
+        home: Option<String>,
         max_response_bytes: Option<usize>,
     ) -> PyResult<Option<BatchOutcome>> {
         let Some(batch) = py.detach(|| guarded(|| crate::wire::decode(request)))? else {
@@ -268,6 +271,7 @@ impl Validator {
             owner,
             quotas,
             projects,
+            home,
             ..Default::default()
         };
         let outcome = py.detach(|| {

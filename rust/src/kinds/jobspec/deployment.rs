@@ -6,8 +6,10 @@
 
 use crate::admission::Admission;
 use crate::config::{core_version_allowed, CatalogEntry, CoreConfig, Observability};
+use crate::kind::Kind;
 use crate::node::{few, quote, Value};
 use crate::pointer::pointer;
+use crate::refusal;
 use crate::rules::Rule;
 use crate::schema::{Ctx, COUNT_MAX};
 use crate::text::py_trim;
@@ -21,15 +23,11 @@ pub fn project_grant(project: Option<Value<'_, '_>>, admission: &Admission, ctx:
     let project = str_of(project);
     if !admission.may_submit_to(project) {
         let granted = admission.projects.as_deref().unwrap_or_default();
-        ctx.at(
-            pointer(&["metadata", "project"]),
-            Rule::ForgeProjectForbidden,
-            format!(
-                "this account may not submit to project {}; it may submit to {}",
-                quote(project),
-                few(granted)
-            ),
-        );
+        ctx.out.push(refusal::project_forbidden(
+            Some(Kind::JobSpec),
+            project,
+            granted,
+        ));
     }
 }
 
@@ -52,7 +50,9 @@ pub fn series(i: usize, pool: Value<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<
 }
 
 /// `forge.quota.job` and `forge.quota.project` for a job asking for `total` GPUs over
-/// all its pools; `project` is `metadata.project`.
+/// all its pools; `project` is `metadata.project`. A project outside the account's
+/// grant is judged by `forge.project.forbidden` alone: its usage and quota are not the
+/// caller's to learn.
 pub fn quotas(
     project_field: Option<Value<'_, '_>>,
     total: u64,
@@ -68,6 +68,9 @@ pub fn quotas(
         if total > limit {
             ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaJob, format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
         }
+    }
+    if !admission.may_submit_to(str_of(project_field)) {
+        return;
     }
     let project = project_field.and_then(|v| v.as_str()).unwrap_or("");
     if let Some((quota, in_use)) = admission.quota_for(project) {

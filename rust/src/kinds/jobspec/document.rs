@@ -5,7 +5,7 @@
 use crate::node::{few, few_of, quote, Type, Value};
 use crate::pointer::pointer;
 use crate::rules::Rule;
-use crate::schema::{Ctx, COUNT_MAX};
+use crate::schema::Ctx;
 use crate::seen::{FirstSeen, Seen};
 use crate::text::{has_byte, is_safe_segment, py_trim, split_once_byte};
 
@@ -24,24 +24,20 @@ pub fn pools_declared(pools: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) -> bool {
     empty
 }
 
-/// The pools seen so far: their names, for duplicates and roles, and the GPUs they ask
-/// for together (`None` once a count cannot be read; the shape reports it).
+/// The pools seen so far: their names, for duplicates and roles. (What they ask for
+/// is counted by `gpus`.)
 pub struct Pools<'i> {
     // A set, not a list: thousands of pools and roles must cost linear time. It keeps
     // the first names in order, which is all a message names.
     named: Seen<&'i str>,
-    pub gpus: Option<u64>,
 }
 
 impl<'i> Pools<'i> {
     pub fn new() -> Self {
-        Pools {
-            named: Seen::new(),
-            gpus: Some(0),
-        }
+        Pools { named: Seen::new() }
     }
 
-    /// Pool `i`: `forge.resources.pool_duplicate` when its name is taken, and its GPUs.
+    /// Pool `i`: `forge.resources.pool_duplicate` when its name is taken.
     pub fn add(&mut self, i: usize, pool: Value<'_, 'i>, ctx: &mut Ctx<'_>) {
         if let Some(name) = pool.get_str("name") {
             if !self.named.insert(name) {
@@ -55,10 +51,6 @@ impl<'i> Pools<'i> {
                 );
             }
         }
-        let gpus = count(pool.get("nodes"))
-            .zip(count(pool.get("gpus_per_node")))
-            .map(|(n, g)| n.saturating_mul(g));
-        self.gpus = self.gpus.zip(gpus).map(|(t, g)| t.saturating_add(g));
     }
 
     /// `forge.resources.role_pool`: every role names a declared pool.
@@ -83,17 +75,6 @@ impl<'i> Pools<'i> {
                 );
             }
         }
-    }
-}
-
-/// A pool's `nodes` or `gpus_per_node`: 1 when absent, `None` when not a valid count.
-fn count(v: Option<Value<'_, '_>>) -> Option<u64> {
-    match v {
-        None => Some(1),
-        Some(v) => v
-            .as_lexical_int()
-            .filter(|n| (1..=COUNT_MAX as i128).contains(n))
-            .and_then(|n| u64::try_from(n).ok()),
     }
 }
 

@@ -19,6 +19,7 @@ pub use shape::{API_VERSION, KIND};
 
 use crate::admission::Admission;
 use crate::config::CoreConfig;
+use crate::gpus;
 use crate::node::Value;
 use crate::schema::Ctx;
 
@@ -38,6 +39,9 @@ pub fn check<'t, 'i>(
     let [metadata, spec] = root.get_each(["metadata", "spec"]);
     let [project, owner] = metadata.map_or([None; 2], |m| m.get_each(["project", "owner"]));
     deployment::project_grant(project, admission, ctx);
+    // The project as `facts` names it, whose own severities `[rules.projects.NAME]` set.
+    let name = project.and_then(|p| p.as_str()).map_or("", str::trim);
+    let gpus = gpus::of_jobspec(spec, &mut |u| gpus::judge(u, config, Some(name), ctx));
     if let Some(spec) = spec.filter(|s| s.is_object()) {
         let [recipe, framework, resources, data, plugins, evaluation] = spec.get_each([
             "recipe",
@@ -48,7 +52,7 @@ pub fn check<'t, 'i>(
             "evaluation",
         ]);
         if let Some(resources) = resources.filter(|r| r.is_object()) {
-            self::resources(resources, project, config, admission, ctx);
+            self::resources(resources, project, gpus, config, admission, ctx);
         }
         document::data(data, ctx);
         document::plugins(plugins, ctx);
@@ -59,10 +63,13 @@ pub fn check<'t, 'i>(
 }
 
 /// `spec.resources`, pool by pool: each pool meets the document's rules and then the
-/// deployment's offer, so the report lists them in the order they were found.
+/// deployment's offer, so the report lists them in the order they were found. `gpus`
+/// is what the pools ask for in all (`gpus::of_jobspec`), `None` when it cannot be
+/// counted; then no quota is judged.
 fn resources(
     resources: Value<'_, '_>,
     project: Option<Value<'_, '_>>,
+    gpus: Option<u64>,
     config: &CoreConfig,
     admission: &Admission,
     ctx: &mut Ctx<'_>,
@@ -75,7 +82,7 @@ fn resources(
         deployment::series(i, pool, config, ctx);
     }
     seen.roles(roles, ctx);
-    if let Some(total) = seen.gpus.filter(|_| !empty) {
+    if let Some(total) = gpus.filter(|_| !empty) {
         deployment::quotas(project, total, config, admission, ctx);
     }
 }

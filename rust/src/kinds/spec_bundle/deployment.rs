@@ -1,30 +1,62 @@
-//! The spec-bundle rules that read the deployment's configuration: the per-job GPU
-//! limit (`forge.quota.job`), applied to `compute_shape` as to a JobSpec's pools.
+//! The spec-bundle rules that read the deployment's configuration or the admission:
+//! the GPU quotas (`forge.quota.job`, `forge.quota.project`), applied to
+//! `compute_shape` as to a JobSpec's pools. A bundle names no project: it is charged
+//! to its account's (`Admission::home`).
 
+use crate::admission::Admission;
 use crate::config::CoreConfig;
-use crate::node::Value;
+use crate::gpus;
+use crate::node::quote;
 use crate::rules::Rule;
 use crate::schema::{Ctx, COUNT_MAX};
 
 use super::fields::Fields;
 
-/// The per-job GPU limit applies to a bundle's `nodes * gpus` as to a JobSpec's pools.
-pub(super) fn job_gpus(fields: &Fields<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<'_>) {
-    let count = |v: Option<Value<'_, '_>>| {
-        v.and_then(|v| v.as_schema_int())
-            .filter(|n| (0..=COUNT_MAX as i128).contains(n))
+/// `forge.quota.job` and `forge.quota.project` for the `nodes * gpus` of
+/// `compute_shape`; a count that cannot be charged is `gpus::judge`'s.
+pub(super) fn quotas(
+    fields: &Fields<'_, '_>,
+    config: &CoreConfig,
+    admission: &Admission,
+    ctx: &mut Ctx<'_>,
+) {
+    // Bundles name no project: the deployment's severities alone apply.
+    let Some(total) = gpus::of_bundle(fields.compute_shape, &mut |u| {
+        gpus::judge(u, config, None, ctx)
+    }) else {
+        return;
     };
-    let nodes = fields.compute_shape.and_then(|c| c.get("nodes"));
-    let (Some(gpus), Some(nodes)) = (count(fields.gpus), count(nodes)) else {
-        return; // missing or out of range: the schema rules say so
-    };
-    let total = gpus * nodes;
+    if total > COUNT_MAX as u64 {
+        ctx.at(
+            "/compute_shape".into(),
+            Rule::ForgeQuotaJob,
+            format!("the job asks for {total} GPUs (compute_shape.nodes * gpus), more than the {COUNT_MAX} any job may ask for"),
+        );
+        return;
+    }
     if let Some(limit) = config.max_gpus_per_job {
-        if total > limit as i128 {
+        if total > limit {
             ctx.at(
                 "/compute_shape".into(),
                 Rule::ForgeQuotaJob,
                 format!("the job asks for {total} GPUs (compute_shape.nodes * gpus), over the per-job limit of {limit}"),
+            );
+        }
+    }
+    let home = admission.home.as_deref();
+    if !admission.may_submit_to(home.unwrap_or_default()) {
+        return; // never the usage of a project outside the grant
+    }
+    if let Some((quota, in_use)) = admission.quota_for(home.unwrap_or_default()) {
+        if in_use.saturating_add(total) > quota {
+            let project = home.map_or_else(
+                || "the account's project".to_string(),
+                |h| format!("the account's project {}", quote(h)),
+            );
+            ctx.at(
+                "/compute_shape".into(),
+                Rule::ForgeQuotaProject,
+                format!("a spec-bundle runs in {project}, which holds {in_use} GPUs in unfinished jobs; {total} more would exceed its quota of {quota}"),
             );
         }
     }

@@ -1,11 +1,11 @@
 //! TAO spec-bundle: the published schema (`spec_bundle.schema.json`) plus the
 //! semantic rules: nested-not-dotted, mode discrimination, placeholders, spec keys,
-//! credentials, topology, the static supporting-file rules, and the per-job GPU limit.
+//! credentials, topology, the static supporting-file rules, and the GPU quotas.
 //!
 //! - `patterns`: the string patterns (images, digests, paths, spec keys);
 //! - `shape`: the schema, walked first;
 //! - `document`: the rules that read only the document;
-//! - `deployment`: the rules that read the configuration;
+//! - `deployment`: the rules that read the configuration or the admission;
 //! - `fields`: the top-level values those rules read, found once.
 //!
 //! Rules that need the files themselves (hashes, symlinks, packages) are in `files`.
@@ -16,6 +16,7 @@ mod fields;
 pub mod patterns;
 mod shape;
 
+use crate::admission::Admission;
 use crate::config::CoreConfig;
 use crate::node::Value;
 use crate::schema::Ctx;
@@ -24,10 +25,15 @@ use fields::Fields;
 
 /// Every rule of a spec-bundle, in the order they report (a report cut at
 /// `limits.max_violations` keeps the first found).
-pub fn check<'t, 'i>(root: Value<'t, 'i>, config: &CoreConfig, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(
+    root: Value<'t, 'i>,
+    config: &CoreConfig,
+    admission: &Admission,
+    ctx: &mut Ctx<'i>,
+) {
     shape::walk(root, ctx);
     let fields = Fields::of(root);
-    deployment::job_gpus(&fields, config, ctx);
+    deployment::quotas(&fields, config, admission, ctx);
     document::mode_rules(&fields, ctx);
     document::spec_keys(&fields, ctx);
     document::commands(&fields, ctx);
