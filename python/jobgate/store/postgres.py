@@ -14,7 +14,6 @@ import json
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -116,11 +115,17 @@ KEY_LOCKS = 0x6A67_6964  # "jgid"
 
 # A commit group's statements take their rows as one JSON text each (orjson builds it;
 # bytes travel as hex or base64), so that a group costs the driver a few parameters
-# whatever its size. The first takes the advisory locks of its projects, then of its
-# idempotency keys (a row with `k`), in the order given.
+# whatever its size. Each is prepared on a connection at its first use there (planned
+# once per connection, not per group) by psycopg, which prepares every statement of the
+# store: psycopg deallocates all of a connection's prepared statements when one of its
+# transactions rolls back (a refused mark, any failed statement) and prepares them again
+# when next used, which it can do only for statements it prepared itself.
+#
+# The first takes the advisory locks of its projects, then of its idempotency keys (a
+# row with `k`), in the order given.
 _LOCKS = (
     f"SELECT CASE WHEN t.k IS NULL THEN pg_advisory_xact_lock(hashtext('jobgate.quota:' || t.p)) ELSE pg_advisory_xact_lock({KEY_LOCKS}, t.k) END "
-    "FROM ROWS FROM (json_to_recordset($1::json) AS (p text, k int4)) WITH ORDINALITY AS t(p, k, i) ORDER BY t.i"
+    "FROM ROWS FROM (json_to_recordset(%s::json) AS (p text, k int4)) WITH ORDINALITY AS t(p, k, i) ORDER BY t.i"
 )
 # The second, a statement of its own so that its snapshot sees every replica that held
 # a lock before this one: the group's job numbers, its projects' usage and what its
@@ -128,10 +133,10 @@ _LOCKS = (
 # index, however many the table holds).
 _READ = (
     "SELECT json_build_object("
-    "'ids', ARRAY(SELECT nextval('job_id_seq') FROM generate_series(1, $1::int)), "
-    "'usage', (SELECT json_agg(json_build_array(project, gpus)) FROM project_usage WHERE project = ANY(ARRAY(SELECT json_array_elements_text($2::json)))), "
+    "'ids', ARRAY(SELECT nextval('job_id_seq') FROM generate_series(1, %s::int)), "
+    "'usage', (SELECT json_agg(json_build_array(project, gpus)) FROM project_usage WHERE project = ANY(ARRAY(SELECT json_array_elements_text(%s::json)))), "
     "'recalled', (SELECT json_agg(json_build_array(k.account, k.key, ik.job_id, encode(ik.fingerprint, 'hex'), encode(ik.report, 'hex'))) "
-    "FROM json_to_recordset($3::json) AS k(account text, key text, since float8), "
+    "FROM json_to_recordset(%s::json) AS k(account text, key text, since float8), "
     "LATERAL (SELECT * FROM idempotency_keys WHERE account = k.account AND key = decode(k.key, 'hex') AND created >= k.since LIMIT 1) AS ik))::text"
 )
 # The last: every write of the group in one statement (foreign keys are checked at its
@@ -143,7 +148,7 @@ _READ = (
 # recalls: under the key's lock, the statement's snapshot holds every admission made
 # with it before. After `_READ` recalled the group's keys, every key is written.
 _OPEN = (
-    "WITH given AS MATERIALIZED (SELECT * FROM ROWS FROM (json_to_recordset($1::json) AS "
+    "WITH given AS MATERIALIZED (SELECT * FROM ROWS FROM (json_to_recordset(%s::json) AS "
     "(id text, project text, owner text, gpus int8, ts text, record text, document text, account text, key text, fingerprint text, report text, created float8, since float8)) "
     "WITH ORDINALITY AS t(id, project, owner, gpus, ts, record, document, account, key, fingerprint, report, created, since, i)), "
     "keys_written AS (INSERT INTO idempotency_keys AS ik (account, key, fingerprint, job_id, report, created) "
@@ -161,8 +166,6 @@ _OPEN = (
     "FROM given AS g, LATERAL (SELECT * FROM idempotency_keys WHERE account = g.account AND key = decode(g.key, 'hex') AND created >= g.since LIMIT 1) AS ik "
     "WHERE g.key IS NOT NULL AND (g.id IS NULL OR g.id NOT IN (SELECT job_id FROM keys_written)))::text"
 )
-# Prepared once per connection (`admit_many`): planned once, not per group.
-_PREPARE = "; ".join(f"PREPARE {name} ({types}) AS {sql}" for name, types, sql in (("jobgate_locks", "json", _LOCKS), ("jobgate_read", "int, json, json", _READ), ("jobgate_open", "json", _OPEN)))
 # Job numbers a store takes from the sequence ahead of need, so that a group that
 # reads nothing else need not read one (a number is still never given twice).
 _NUMBERS_AHEAD = 256
@@ -224,15 +227,6 @@ class _Group:
         return out
 
 
-def _selected(cursor: psycopg.ClientCursor) -> Any:
-    """The value of the last statement of a message that returns rows."""
-    value = cursor.fetchone() if cursor.description is not None else None
-    while cursor.nextset():
-        if cursor.description is not None:
-            value = cursor.fetchone()
-    return value[0] if value else None
-
-
 def key_lock(key: IdempotencyKey) -> int:
     """The advisory lock number of an account's key (two keys sharing one merely wait
     for each other)."""
@@ -248,7 +242,13 @@ def _translated(method):
     @functools.wraps(method)
     def inner(self: PostgresStore, *args, **kwargs):
         try:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except psycopg.errors.InvalidSqlStatementName as e:
+                # The call failed before any commit, on a connection now dropped
+                # (`PostgresStore._connection`): it runs once more, on another.
+                log.warning("prepared statements vanished from a job store connection; retrying on another", extra={"fields": {"error": str(e)}})
+                return method(self, *args, **kwargs)
         except psycopg.errors.DiskFull as e:
             log.error("job store disk full", extra={"fields": {"error": str(e)}})
             raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written") from None
@@ -260,15 +260,16 @@ def _translated(method):
 
 
 @contextmanager
-def _by_hand(db: psycopg.Connection) -> Iterator[psycopg.ClientCursor]:
-    """A cursor whose statements travel several to a message (the parameters bound
-    here, the statements prepared on the server), the transaction begun and committed
-    by them: a commit group in one or two messages, each one round trip. Whatever goes
-    wrong, the transaction is rolled back and the connection returned as it was lent
-    (not in autocommit)."""
+def _pipelined(db: psycopg.Connection) -> Iterator[psycopg.Pipeline]:
+    """`db` in pipeline mode: statements are sent without waiting for their results,
+    which come back together at each sync (one round trip), the transaction begun and
+    committed by them: a commit group in one or two round trips. Whatever goes wrong,
+    the transaction is rolled back and the connection returned as it was lent (not in
+    autocommit)."""
     db.autocommit = True
     try:
-        yield psycopg.ClientCursor(db)
+        with db.pipeline() as pipeline:
+            yield pipeline
     finally:
         if not db.closed:
             try:
@@ -277,6 +278,12 @@ def _by_hand(db: psycopg.Connection) -> Iterator[psycopg.ClientCursor]:
                 db.autocommit = False
             except psycopg.Error:
                 db.close()  # neither rolled back nor usable: the pool drops it
+
+
+def _value(cursor: psycopg.Cursor | None) -> Any:
+    """The one value a statement returned."""
+    row = cursor.fetchone() if cursor is not None else None
+    return row[0] if row else None
 
 
 def _text(*values: str) -> bool:
@@ -298,8 +305,6 @@ class PostgresStore:
         self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
         self._pool: ConnectionPool[psycopg.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: not db.closed, close=psycopg.Connection.close)
         self._pruning = Pruning()
-        # Connections holding the statements of a commit group (`_PREPARE`).
-        self._prepared: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
         self._numbers: list[int] = []
         self._numbers_lock = threading.Lock()
         self._migrate()
@@ -310,8 +315,20 @@ class PostgresStore:
         return psycopg.connect(self.url, autocommit=False, **options)
 
     @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection, dropped should the statements psycopg prepared on it
+        vanish from its session behind psycopg's back (something reset the session):
+        a new connection prepares them afresh."""
+        with self._pool.connection() as db:
+            try:
+                yield db
+            except psycopg.errors.InvalidSqlStatementName:
+                db.close()
+                raise
+
+    @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection]:
-        with self._pool.connection() as db, db.transaction():
+        with self._connection() as db, db.transaction():
             yield db
 
     @_translated
@@ -362,37 +379,43 @@ class PostgresStore:
         locks = sorted({key_lock(job.idempotency) for job, _ in jobs if job.idempotency is not None})
         locked = orjson.dumps([{"p": p} for p in projects] + [{"k": k} for k in locks]).decode()
         group = _Group()
-        with self._pool.connection() as db, _by_hand(db) as cursor:
-            if db not in self._prepared:
-                cursor.execute(_PREPARE)
-                self._prepared.add(db)
+        with self._connection() as db:
             if numbers is not None:
                 for (job, decide), number in zip(jobs, numbers, strict=True):
                     self._open(db, job, decide, number, None, {}, group)
                 if not group.rows:
                     return group.outcome({})  # every one refused, and no key to look up
-                cursor.execute("BEGIN; EXECUTE jobgate_locks(%s); EXECUTE jobgate_open(%s); COMMIT", (locked, orjson.dumps(group.rows).decode()))
+                with _pipelined(db):
+                    db.execute("BEGIN", prepare=False)
+                    db.execute(_LOCKS, (locked,), prepare=True)
+                    written = db.execute(_OPEN, (orjson.dumps(group.rows).decode(),), prepare=True)
+                    db.execute("COMMIT", prepare=False)
             else:
                 keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and _text(job.idempotency.account)]
                 since = time.time()
                 recall = orjson.dumps([{"account": k.account, "key": key_bytes(k.key).hex(), "since": since - k.window} for k in keyed]).decode()
                 ahead = max(0, _NUMBERS_AHEAD - len(self._numbers))
-                cursor.execute("BEGIN; EXECUTE jobgate_locks(%s); EXECUTE jobgate_read(%s, %s, %s)", (locked, len(jobs) + ahead, orjson.dumps(projects).decode(), recall))
-                read = orjson.loads(_selected(cursor))
-                numbers, spare = read["ids"][: len(jobs)], read["ids"][len(jobs) :]
-                usage = {project: int(gpus) for project, gpus in read["usage"] or ()}
-                remembered = {
-                    (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
-                    for account, key, job_id, fingerprint, report in read["recalled"] or ()
-                }
-                for (job, decide), number in zip(jobs, numbers, strict=True):
-                    self._open(db, job, decide, number, usage, remembered, group)
-                # The other round trip: every write, and the commit (durable when it returns).
-                cursor.execute("EXECUTE jobgate_open(%s); COMMIT" if group.rows else "COMMIT", (orjson.dumps(group.rows).decode(),) if group.rows else None)
+                with _pipelined(db) as pipeline:
+                    db.execute("BEGIN", prepare=False)
+                    db.execute(_LOCKS, (locked,), prepare=True)
+                    reading = db.execute(_READ, (len(jobs) + ahead, orjson.dumps(projects).decode(), recall), prepare=True)
+                    pipeline.sync()
+                    read = orjson.loads(_value(reading))
+                    numbers, spare = read["ids"][: len(jobs)], read["ids"][len(jobs) :]
+                    usage = {project: int(gpus) for project, gpus in read["usage"] or ()}
+                    remembered = {
+                        (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
+                        for account, key, job_id, fingerprint, report in read["recalled"] or ()
+                    }
+                    for (job, decide), number in zip(jobs, numbers, strict=True):
+                        self._open(db, job, decide, number, usage, remembered, group)
+                    # The other round trip: every write, and the commit (durable when it returns).
+                    written = db.execute(_OPEN, (orjson.dumps(group.rows).decode(),), prepare=True) if group.rows else None
+                    db.execute("COMMIT", prepare=False)
                 self._keep_numbers(spare)
             recalled = {
                 (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
-                for account, key, job_id, fingerprint, report in orjson.loads(_selected(cursor) or "null") or ()
+                for account, key, job_id, fingerprint, report in orjson.loads(_value(written) or "null") or ()
             }
         window = self._pruning.due([job for job, _ in items])
         if window is not None:
@@ -458,7 +481,7 @@ class PostgresStore:
         # Every keyed admission looks its key up first: one statement at a time, each
         # its own transaction as it would be in READ COMMITTED anyway, so neither BEGIN
         # nor COMMIT costs a round trip.
-        with self._pool.connection() as db:
+        with self._connection() as db:
             db.autocommit = True
             try:
                 return self._recall(db, account, list(dict.fromkeys(keys)), window)
