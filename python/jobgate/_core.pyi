@@ -312,9 +312,11 @@ def fit_reports(reports: list[Report], max_bytes: int) -> list[Report]:
 
 def redact(text: str) -> str:
     """``text`` with the secret part of every credential replaced by ``***`` (token
-    bodies, URL passwords, values of ``NAME=value`` with a credential name): the same
-    detector as ``tao.execution.secret`` and ``tao.record.secret``, so what the store
-    keeps passes them, and what they leave alone is kept as it is."""
+    bodies, URL passwords, ``Authorization: Bearer|Basic`` values, the values of
+    ``--password``-style flags and of ``NAME=value`` with a credential name): the
+    detector of ``tao.execution.secret``, which ``tao.record.secret`` uses for fewer
+    shapes, so what the store keeps passes both, and what the first leaves alone is kept
+    as it is."""
 
 def read_document(document: Document) -> str:
     """The document as jobgate reads it, as JSON text: the input itself for JSON, the

@@ -69,6 +69,9 @@ def deliberate(kind: str, doc: Any, v: jobgate.Violation) -> bool:
     """Whether an error on a schema-valid document is one of the documented stricter cases."""
     if v.rule in STRICTER[kind]:
         return True
+    if v.rule == "forge.quota.job" and v.field == "/compute_shape":  # a total beyond 2^31 - 1 GPUs
+        shape = doc["compute_shape"]
+        return shape["nodes"] * shape["gpus"] > 2**31 - 1
     if v.rule == "json.syntax":  # strings that are not Unicode text (lone surrogates)
         return has_lone_surrogate(doc)
     value = lookup(doc, v.field) if v.field else None

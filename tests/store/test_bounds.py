@@ -69,6 +69,30 @@ def test_stored_message_cuts_at_a_character_with_a_marker():
     assert "hf_AbCdEf" not in stored_message("x" * 40 + " hf_AbCdEfGh1234567890abcdefgh", 64)
 
 
+def test_a_marked_message_is_stored_redacted_of_every_credential_shape(served):
+    """The attack: a backend's message holding an HTTP bearer header, a password flag and
+    a Slack token was stored as it came, and the exported record passed."""
+    job_id = admit(served).job_id
+    message = (
+        "pull failed: curl -H 'Authorization: Bearer abc123def456' https://reg.example.com; "
+        "mysql --password hunter2; notified xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx; "
+        "docker login --token glpat-xY9zAb3CdEfGh1JkL2m"
+    )
+    stored = (
+        "pull failed: curl -H 'Authorization: Bearer ***' https://reg.example.com; "
+        "mysql --password ***; notified xoxb-***; "
+        "docker login --token ***"
+    )
+    assert mark(served, job_id, message=message).transitions[-1].message == stored
+    record = get(served, job_id)
+    assert record["transitions"][-1]["message"] == stored
+    for secret in ("abc123def456", "hunter2", "AbCdEfGhIjKlMnOpQrStUvWx", "xY9zAb3CdEfGh1JkL2m"):
+        assert secret not in json.dumps(record)
+    jsonschema_valid(record)
+    report = jobgate.Validator().check(mutate(BUNDLE, {"/command": stored + " {config_path}"}))
+    assert report.verdict == "pass", [(v.rule, v.field) for v in report.violations]
+
+
 def test_long_messages_are_cut_and_the_record_stays_readable(served):
     job_id = admit(served).job_id
     huge = "ImagePullBackOff: " + "x" * (8 << 20)

@@ -195,7 +195,7 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
 fn secrets_anywhere<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     match v.ty() {
         Type::Str(s) => {
-            if let Some(why) = secrets::find_credential(s) {
+            if let Some(why) = secrets::find_credential(s, secrets::Shapes::Record) {
                 ctx.here(
                     Rule::TaoRecordSecret,
                     format!(

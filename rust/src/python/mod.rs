@@ -28,7 +28,7 @@ use crate::rules::Rule;
 use guard::guarded;
 
 /// `text` with the secret part of every credential replaced by `***`: the detector of
-/// `tao.execution.secret` and `tao.record.secret`, as the store applies it to what it keeps.
+/// `tao.execution.secret` (every shape), as the store applies it to what it keeps.
 #[pyfunction]
 fn redact(text: &str) -> String {
     crate::secrets::redact(text)

@@ -233,22 +233,27 @@ fn bind<'t, 'i, 'k>(
     Ok(Some(cur))
 }
 
-/// Placeholders and credentials in `command` and `args`.
+/// Placeholders and credentials in `command` and `args`. A flag's value in `args` is
+/// the element after it (`["--password", "hunter2"]`): the credential is reported there.
 pub(super) fn commands(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
     if let Some(command) = Fields::str_of(f.command) {
-        strings_rules(command, || pointer(&["command"]), ctx);
+        strings_rules(command, None, || pointer(&["command"]), ctx);
     }
     if let Some(args) = f.args {
+        let mut previous = None;
         for (i, arg) in args.items().enumerate() {
-            if let Some(s) = arg.as_str() {
-                strings_rules(s, || pointer(&["args", &i.to_string()]), ctx);
+            let s = arg.as_str();
+            if let Some(s) = s {
+                strings_rules(s, previous, || pointer(&["args", &i.to_string()]), ctx);
             }
+            previous = s;
         }
     }
 }
 
-/// Placeholders and credentials in one command string; `field` is rendered only on a hit.
-fn strings_rules(s: &str, field: impl Fn() -> String, ctx: &mut Ctx<'_>) {
+/// Placeholders and credentials in one command string, `previous` the argument before
+/// it when it is one of `args`; `field` is rendered only on a hit.
+fn strings_rules(s: &str, previous: Option<&str>, field: impl Fn() -> String, ctx: &mut Ctx<'_>) {
     if crate::text::has_byte(s, b'{') {
         for name in unknown_placeholders(s) {
             ctx.at(
@@ -258,7 +263,7 @@ fn strings_rules(s: &str, field: impl Fn() -> String, ctx: &mut Ctx<'_>) {
             );
         }
     }
-    if let Some(why) = secrets::find_credential(s) {
+    if let Some(why) = secrets::find_credential_in_arg(previous, s) {
         ctx.at(
             field(),
             Rule::TaoExecutionSecret,
@@ -283,7 +288,12 @@ pub(super) fn execution(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
         if let Some(cmds) = cmds {
             for (i, c) in cmds.items().enumerate() {
                 if let Some(s) = c.as_str() {
-                    strings_rules(s, || pointer(&["execution", list, &i.to_string()]), ctx);
+                    strings_rules(
+                        s,
+                        None,
+                        || pointer(&["execution", list, &i.to_string()]),
+                        ctx,
+                    );
                 }
             }
         }
