@@ -44,6 +44,7 @@ class Settings:
         max_depth: int,
         max_package_bytes: int,
         max_package_members: int,
+        max_package_ratio: int,
         package_cache_bytes: int,
         max_violations: int,
         registries: Sequence[str] | None,
@@ -128,6 +129,7 @@ class Validator:
         projects: Sequence[str] | None = None,
         home: str | None = None,
         release_gil: bool = False,
+        timeout: float | None = None,
     ) -> Report:
         """Checks one document (JSON or YAML ``bytes``/``str``, or a parsed ``dict``).
 
@@ -136,7 +138,11 @@ class Validator:
         inside the root, hashing to their declared SHA-256, import-closed, and nothing
         undeclared in a package. With ``package`` the document may be ``None``: the
         package's own ``bundle.json``/``bundle.yaml`` is checked. Raises
-        ``FileNotFoundError`` when the root cannot be opened.
+        ``FileNotFoundError`` when the root cannot be opened. A package that inflates
+        past ``limits.max_package_ratio`` times its size (once past 16 MiB) is refused
+        with ``limits.size`` before the rest is inflated. With ``timeout`` (seconds:
+        the caller's remaining time), reading the package stops once it has passed and
+        ``TimeoutError`` is raised: no verdict.
 
         ``kind`` skips detection. The GIL is released for documents over 16 KiB, or
         always with ``release_gil=True`` (a hand-off costs more than checking a small

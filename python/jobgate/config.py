@@ -59,6 +59,7 @@ class Limits(_Model):
     max_batch: int = Field(4096, ge=1, description="documents per AdmitBatch / check_many call")
     max_package_bytes: int = Field(1 << 30, gt=0, description="all members of a package, inflated; and each file under a root")
     max_package_members: int = Field(100_000, gt=0, description="members a package may hold")
+    max_package_ratio: int = Field(100, ge=1, description="bytes a package may inflate to per byte of its own, once past 16 MiB (limits.size beyond): bounds the work of reading one, as max_package_bytes bounds what it holds")
     package_cache_bytes: int = Field(64 << 20, ge=0, description="memory, per process, for packages verified once and then served by the BLAKE3 of their bytes (a hit reports exactly what a miss would); 0 turns it off")
     max_violations: int = Field(1000, ge=1, description="violations listed per report; the rest are counted in limits.violations")
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=64, description="a transition message as stored, UTF-8; the rest is cut with a marker")
@@ -361,6 +362,7 @@ class Config(_Model):
             max_depth=self.limits.max_depth,
             max_package_bytes=self.limits.max_package_bytes,
             max_package_members=self.limits.max_package_members,
+            max_package_ratio=self.limits.max_package_ratio,
             package_cache_bytes=self.limits.package_cache_bytes,
             max_violations=self.limits.max_violations,
             registries=self.registry.allow,

@@ -49,6 +49,15 @@ impl Default for ReportLimits {
     }
 }
 
+/// How many bytes a package may inflate to per byte of its own, by default: source
+/// trees compress 3 to 6 times and JSON-heavy data about 30, while a compression bomb
+/// inflates thousands of times.
+pub const DEFAULT_MAX_PACKAGE_RATIO: u64 = 100;
+/// What any package may inflate to whatever its ratio: a small package inflates far
+/// past its size (tar pads every member to 512 bytes and its end to 10 KiB), and this
+/// much costs milliseconds to read.
+pub const PACKAGE_RATIO_FLOOR: u64 = 16 << 20;
+
 /// The memory the package cache (`files::package_cache`) may hold by default, about.
 pub const DEFAULT_PACKAGE_CACHE_BYTES: usize = 64 << 20;
 
@@ -58,6 +67,10 @@ pub struct PackageLimits {
     /// The most bytes all members may hold together, inflated.
     pub max_bytes: u64,
     pub max_members: usize,
+    /// The most bytes a package may inflate to per byte of its own, past
+    /// `PACKAGE_RATIO_FLOOR`: what bounds the work of reading it, as `max_bytes` bounds
+    /// what it may hold.
+    pub max_ratio: u64,
     /// The bundle document is a document: held in memory, so bounded as one.
     pub max_bundle_bytes: u64,
     /// Memory for packages read once and served again (`files::package_cache`); 0 is off.
@@ -69,8 +82,19 @@ impl Default for PackageLimits {
         PackageLimits {
             max_bytes: 1 << 30,
             max_members: 100_000,
+            max_ratio: DEFAULT_MAX_PACKAGE_RATIO,
             max_bundle_bytes: DEFAULT_MAX_BYTES as u64,
             cache_bytes: DEFAULT_PACKAGE_CACHE_BYTES,
         }
+    }
+}
+
+impl PackageLimits {
+    /// The bytes a package of `package_len` bytes may inflate to: its tar stream, or
+    /// its zip members together.
+    pub fn inflate_budget(&self, package_len: u64) -> u64 {
+        self.max_ratio
+            .saturating_mul(package_len)
+            .max(PACKAGE_RATIO_FLOOR)
     }
 }

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::io::Seek;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -85,21 +86,27 @@ impl Validator {
     }
 
     /// Checks a spec-bundle together with its supporting files, from a producer root or
-    /// a package (whose own bundle is checked when `input` is `None`). `Err` when the
-    /// root cannot be opened at all: that is a usage error, not a verdict.
+    /// a package (whose own bundle is checked when `input` is `None`), reading the
+    /// package until `deadline` at most. `Err` when no verdict can be given: the root
+    /// cannot be opened (a usage error) or the deadline passed.
     pub fn check_files(
         &self,
         input: Option<&[u8]>,
         kind: Option<Kind>,
         admission: &Admission,
         source: FileSource<'_>,
-    ) -> Result<Verified, String> {
+        deadline: Option<Instant>,
+    ) -> Result<Verified, Unjudged> {
         match source {
             FileSource::Root(dir) => {
-                let input =
-                    input.ok_or("a document is needed to verify against a producer root")?;
+                let input = input.ok_or_else(|| {
+                    Unjudged::Usage("a document is needed to verify against a producer root".into())
+                })?;
                 let dir_handle = root::RootDir::open(dir).map_err(|e| {
-                    format!("the producer root {} cannot be opened: {e}", dir.display())
+                    Unjudged::Usage(format!(
+                        "the producer root {} cannot be opened: {e}",
+                        dir.display()
+                    ))
                 })?;
                 Ok(self.verify_with(input, kind, admission, |declared| {
                     root::verify(
@@ -111,8 +118,11 @@ impl Validator {
                 }))
             }
             FileSource::Package(path) => {
-                let contents = match self.read_package(path) {
+                let contents = match self.read_package(path, deadline) {
                     Ok(c) => c,
+                    Err(archive::PackageError::Deadline(why)) => {
+                        return Err(Unjudged::DeadlinePassed(why))
+                    }
                     Err(e) => return Ok(Verified::refused(kind, e.into_violation())),
                 };
                 let document = match (input, &contents.bundle) {
@@ -144,6 +154,7 @@ impl Validator {
     fn read_package(
         &self,
         path: &std::path::Path,
+        deadline: Option<Instant>,
     ) -> Result<Arc<package::Contents>, archive::PackageError> {
         // One open: the bytes hashed for the key are the bytes read, from one inode; a
         // file written to meanwhile (its stat moves) is read but not remembered.
@@ -172,7 +183,12 @@ impl Validator {
         let unread = |e: std::io::Error| archive::read_error(path, e);
         file.rewind().map_err(unread)?;
         let probe = file.try_clone().map_err(unread)?;
-        let contents = Arc::new(package::read_file(path, file, &self.config.package)?);
+        let contents = Arc::new(package::read_file(
+            path,
+            file,
+            &self.config.package,
+            deadline,
+        )?);
         if let (Some(key), true) = (key, before.is_some() && before == identity(&probe)) {
             self.packages.put(key, Arc::clone(&contents));
         }
@@ -232,8 +248,15 @@ impl Validator {
         source: FileSource<'_>,
         job_dir: &std::path::Path,
     ) -> Result<(Report, Option<Staged>), String> {
-        let verified =
-            self.check_files(input, Some(Kind::SpecBundle), &Admission::default(), source)?;
+        let verified = self
+            .check_files(
+                input,
+                Some(Kind::SpecBundle),
+                &Admission::default(),
+                source,
+                None,
+            )
+            .map_err(Unjudged::into_message)?;
         if !verified.report.ok() {
             return Ok((verified.report, None));
         }
@@ -329,6 +352,23 @@ impl Validator {
             Some(1) => items.iter().map(check).collect(),
             Some(n) => pool(n).install(|| items.par_iter().with_min_len(RUN).map(check).collect()),
             None => items.par_iter().with_min_len(RUN).map(check).collect(),
+        }
+    }
+}
+
+/// Why supporting files got no verdict.
+#[derive(Debug)]
+pub enum Unjudged {
+    /// Asked wrongly: no document for a root, a root that cannot be opened.
+    Usage(String),
+    /// The caller's deadline passed while the package was read; reading stopped.
+    DeadlinePassed(String),
+}
+
+impl Unjudged {
+    pub fn into_message(self) -> String {
+        match self {
+            Unjudged::Usage(m) | Unjudged::DeadlinePassed(m) => m,
         }
     }
 }

@@ -22,6 +22,7 @@ def settings(**overrides):
         "max_depth": 8,
         "max_package_bytes": 1 << 20,
         "max_package_members": 10,
+        "max_package_ratio": 100,
         "package_cache_bytes": 0,
         "max_violations": 10,
         "registries": None,

@@ -1,6 +1,7 @@
 """Archives built byte by byte, as the package tests (`test_package_differential`)
 and the smuggling tests of every entry point (`server/test_smuggled`) need them:
-tar and zip entries in any order, duplicated, compressed in several frames."""
+tar and zip entries in any order, duplicated, compressed in several frames; and
+compression bombs, streamed from zeros so that no test holds what they inflate to."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import struct
 import tarfile
 import warnings
 import zipfile
+import zlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +113,78 @@ def packaged(extra: list[tuple] | None = None) -> tuple[dict, list[tuple]]:
     """The bundle declaring scripts/helper.py, and the entries of its honest package."""
     doc = bundle({"scripts/helper.py": HELPER})
     return doc, [("file", "bundle.json", json.dumps(doc).encode()), ("file", "scripts/helper.py", HELPER), *(extra or [])]
+
+
+MiB = 1 << 20
+
+
+def _zeros(size: int) -> Iterable[bytes]:
+    block = bytes(8 * MiB)
+    while size > 0:
+        yield block[: min(size, len(block))]
+        size -= len(block)
+
+
+def _tar_member(name: str, size: int, pax: dict[str, str] | None = None) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.pax_headers = pax or {}
+    return info.tobuf(format=tarfile.PAX_FORMAT)
+
+
+def _tar_file(name: str, data: bytes) -> bytes:
+    return _tar_member(name, len(data)) + data + bytes(-len(data) % 512)
+
+
+def _compress(fmt: str, parts: Iterable[bytes]) -> bytes:
+    """`parts` joined and compressed as the tar.zst or tar.gz `fmt` names (fast levels:
+    zeros compress as well either way)."""
+    c = zstandard.ZstdCompressor(level=1).compressobj() if fmt == "tar.zst" else zlib.compressobj(1, zlib.DEFLATED, 31)
+    return b"".join(c.compress(p) for p in parts) + c.flush()
+
+
+@functools.cache
+def bomb(shape: str, size: int, member: str = "zeros.bin") -> bytes:
+    """A package holding a bundle declaring nothing and inflating to about `size` bytes
+    of zeros or padding, `shape` being:
+    "tar.zst" / "tar.gz": one member (named `member`) of `size` zeros;
+    "zip": one deflated member (named `member`) of `size` zeros;
+    "pax": a tar.zst of empty members, each behind a 1 MiB pax record (no member declares a byte);
+    "trailer": a tar.gz whose end marker is followed by `size` zeros (nothing declares them);
+    "frames": a tar.zst whose tar is split by `size` // 8 empty skippable zstd frames;
+    "records": a plain tar of one empty member behind a pax header of `size` bytes of
+    distinct, empty records (nothing inflates: the work is in reading them);
+    "deep": a plain tar of one empty member named `size` bytes deep ("a/a/.../a/x")."""
+    document = json.dumps(bundle({})).encode()
+    if shape == "zip":
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+            z.writestr("bundle.json", document)
+            with z.open(member, "w") as f:
+                for block in _zeros(size):
+                    f.write(block)
+        return buf.getvalue()
+    head = _tar_file("bundle.json", document)
+    end = bytes(1024)
+    if shape in ("tar.zst", "tar.gz"):
+        return _compress(shape, [head, _tar_member(member, size), *_zeros(size), bytes(-size % 512), end])
+    if shape == "pax":
+        record = {"comment": "x" * (MiB - 20)}
+        return _compress("tar.zst", [head, *(_tar_member(f"empty/{i}", 0, record) for i in range(size // MiB)), end])
+    if shape == "trailer":
+        return _compress("tar.gz", [head, end, *_zeros(size)])
+    if shape == "frames":
+        return zst(head) + skippable(b"") * (size // 8) + zst(end)
+    if shape == "records":
+        records, length = [], 0
+        while length < size - 16:
+            body = f" k{len(records)}=\n"
+            records.append(f"{len(body) + len(str(len(body) + 2))}{body}")  # "<length> k<i>=\n"
+            length += len(records[-1])
+        data = "".join(records).encode()
+        pax = tarfile.TarInfo("././@PaxHeader")
+        pax.size, pax.type = len(data), tarfile.XHDTYPE
+        return head + pax.tobuf(format=tarfile.USTAR_FORMAT) + data + bytes(-len(data) % 512) + _tar_file("empty", b"") + end
+    if shape == "deep":
+        return head + _tar_file("a/" * (size // 2) + "x", b"") + end
+    raise ValueError(shape)

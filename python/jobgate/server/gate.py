@@ -342,7 +342,7 @@ class Gate:
         return None if grant.reaches(project) else project
 
     def admit(
-        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b""
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b"", timeout: float | None = None
     ) -> Admission:
         """Checks (and unless `dry_run`, admits) one document; with `package`, a
         spec-bundle's supporting files are verified against that archive too. A real
@@ -357,9 +357,13 @@ class Gate:
         raises KeyReused. Dry runs ignore the key. The store recalls the key in the
         transaction that would open the record; an admission that does not get that
         far (a document that no longer reads as launchable, say) recalls it first
-        when it fails, so that a retry is answered as the first admission was."""
+        when it fails, so that a retry is answered as the first admission was.
+
+        With `timeout` (the call's remaining seconds), reading the package stops once
+        it has passed, with TimeoutError."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
+            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, facts=facts, grant=grant, key=key, fingerprint=fingerprint, deadline=deadline)
         except (KeyReused, StoreUnavailable, StoreFull):
             raise
         except Exception:
@@ -377,13 +381,13 @@ class Gate:
             return None
 
     def _admit_document(
-        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, facts, grant: Grant | None, key: str, fingerprint: bytes
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, facts, grant: Grant | None, key: str, fingerprint: bytes, deadline: float | None = None
     ) -> Admission:
         if not package:
             admission = self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
         else:
             with sources.spooled(package) as path:
-                admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
+                admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant, key=key, fingerprint=fingerprint, deadline=deadline)
             if not admission.replayed:  # a replay is stored as it was first shown, the package already named
                 report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
                 admission = Admission(ReportView.from_dict(report), admission.job_id, gpus_in_use=admission.gpus_in_use)
@@ -394,7 +398,7 @@ class Gate:
         return admission
 
     def _admit(
-        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b""
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b"", deadline: float | None = None
     ) -> Admission:
         # The core reads what admission needs from its own parse: no Python dict per document.
         if facts is None and not dry_run:
@@ -410,10 +414,12 @@ class Gate:
         home = grant.home if grant is not None else None
 
         def check(in_use: int | None) -> jobgate.Report:
-            # The service's RPC threads keep running Python while the core checks.
+            # The service's RPC threads keep running Python while the core checks; the
+            # package is read until the call's deadline, wherever the check runs.
+            timeout = None if deadline is None else deadline - time.monotonic()
             if quota is None or in_use is None:
-                return self.validator.check(data, kind, package=package, owner=account, projects=projects, home=home, release_gil=True)
-            return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, home=home, release_gil=True)
+                return self.validator.check(data, kind, package=package, owner=account, projects=projects, home=home, release_gil=True, timeout=timeout)
+            return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, home=home, release_gil=True, timeout=timeout)
 
         if not dry_run and key and self.store is not None and facts is None:
             earlier = self.recall(account, [key]).get(key)  # no record to open: the key may recall one

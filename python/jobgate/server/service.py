@@ -139,7 +139,11 @@ class AdmissionService:
         self, context: grpc.ServicerContext, rpc: str, field: str, data: bytes, kind: str | None, caller: Caller, *, dry_run: bool, package: bytes, facts=None, key: str = "", fingerprint: bytes = b""
     ) -> Admission:
         try:
-            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, facts=facts, grant=caller.grant, key=key, fingerprint=fingerprint)
+            # Only a package takes long to read: it is read within the call's deadline.
+            timeout = context.time_remaining() if package else None
+            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, facts=facts, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=timeout)
+        except TimeoutError:
+            errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"{field}.package: the deadline passed while the package was read; reading it stopped", errors.DEADLINE_PASSED, {"field": f"{field}.package"})
         except NotLaunchable as e:
             bad_request(context, field, str(e))
         except Unstorable as e:

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags};
 
+use super::budget::Stop;
 use super::root::not_regular;
 use crate::refusal;
 use crate::report::Violation;
@@ -31,13 +32,16 @@ pub enum PackageError {
     Size(String),
     /// Not an archive, torn, or laid out so that its readers could disagree.
     Unreadable(String),
+    /// The caller's deadline passed while it was read: no verdict on it.
+    Deadline(String),
 }
 
 impl PackageError {
     pub fn into_violation(self) -> Violation {
         match self {
             PackageError::Size(m) => refusal::oversized(m),
-            PackageError::Unreadable(m) => refusal::unreadable(m),
+            // Only a caller that set a deadline meets this, and it asks for no report.
+            PackageError::Unreadable(m) | PackageError::Deadline(m) => refusal::unreadable(m),
         }
     }
 }
@@ -63,10 +67,27 @@ pub(crate) fn refused(path: &Path, why: impl fmt::Display) -> PackageError {
     PackageError::Unreadable(format!("the package {} {why}", path.display()))
 }
 
-/// An error met while reading the package: a refusal says what is wrong with it.
+/// Whether `e` says why the package is refused or no longer read (rather than being an
+/// error of the reader that met it).
+pub(crate) fn is_verdict(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|i| i.is::<Refusal>() || i.is::<Stop>())
+}
+
+/// An error met while reading the package: a refusal says what is wrong with it, a
+/// stop that it was read too far or too long.
 pub(crate) fn read_error(path: &Path, e: io::Error) -> PackageError {
     if let Some(Refusal(why)) = e.get_ref().and_then(|i| i.downcast_ref::<Refusal>()) {
         return refused(path, why);
+    }
+    match e.get_ref().and_then(|i| i.downcast_ref::<Stop>()) {
+        Some(Stop::Budget(why)) => {
+            return PackageError::Size(format!("the package {} {why}", path.display()))
+        }
+        Some(Stop::Deadline(why)) => {
+            return PackageError::Deadline(format!("the package {} {why}", path.display()))
+        }
+        None => {}
     }
     if e.kind() == io::ErrorKind::UnexpectedEof {
         return refused(path, format_args!("is truncated: {e}"));

@@ -6,6 +6,7 @@
 //! `kinds::spec_bundle` rules do). Every path is resolved without leaving its root.
 
 pub mod archive;
+pub mod budget;
 pub mod cache;
 pub mod declared;
 pub mod hashing;

@@ -7,17 +7,22 @@
 //! end-of-archive marker, a zip checked whole before it inflates (`tar_format`,
 //! `zip_format`, `streams`). Sizes are bounded before anything is inflated where the
 //! format says them up front (zip's central directory, tar headers), and counted as
-//! they inflate otherwise. Members with absolute paths, `..`, links, devices or
-//! repeated names are never followed.
+//! they inflate otherwise. The work of reading is bounded too: what a package inflates
+//! to, against `limits.max_package_ratio` times its size, and the caller's deadline
+//! (`budget`). Members are never read as archives themselves. Members with absolute
+//! paths, `..`, links, devices or repeated names are never followed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, Write};
+use std::ops::Bound;
 use std::path::Path;
+use std::time::Instant;
 
 use super::archive::{
-    open_regular, read_error, refused, MemberKind, PackageError, Refusal, Visitor,
+    is_verdict, open_regular, read_error, refused, MemberKind, PackageError, Visitor,
 };
+use super::budget::{Meter, Metered};
 use super::declared::{compare, undeclared_imports, violation, Declared, Found};
 use super::hashing::sha256_reader;
 use super::imports::{ImportScanner, Imports};
@@ -50,30 +55,42 @@ pub struct Contents {
 
 /// Streams every member of the archive at `path` through `visit`, once, in order, and
 /// refuses the archive (after the members it already streamed, for tars) where its
-/// extractors could read anything else.
+/// extractors could read anything else, or where it inflates past its budget; stops
+/// (`PackageError::Deadline`) once `deadline` has passed.
 pub fn visit(
     path: &Path,
     limits: &PackageLimits,
+    deadline: Option<Instant>,
     visit: &mut Visitor<'_>,
 ) -> Result<(), PackageError> {
-    visit_file(path, open_regular(path)?, limits, visit)
+    let file = open_regular(path)?;
+    let meter = Meter::new(limits, length(path, &file)?, deadline);
+    visit_file(path, file, limits, &meter, visit)
 }
 
-/// `visit` of an archive already opened (at its first byte); `path` names it in messages.
+fn length(path: &Path, file: &File) -> Result<u64, PackageError> {
+    Ok(file.metadata().map_err(|e| read_error(path, e))?.len())
+}
+
+/// `visit` of an archive already opened (at its first byte), its work charged to
+/// `meter`; `path` names it in messages.
 pub fn visit_file(
     path: &Path,
     file: File,
     limits: &PackageLimits,
+    meter: &Meter,
     visit: &mut Visitor<'_>,
 ) -> Result<(), PackageError> {
-    let len = file.metadata().map_err(|e| read_error(path, e))?.len();
+    let len = length(path, &file)?;
+    // A deadline already passed is honoured before a byte is read.
+    meter.charge(0).map_err(|e| read_error(path, e))?;
     let mut magic = [0u8; 262];
     let n = read_up_to(&mut &file, &mut magic)
         .and_then(|n| (&file).rewind().map(|()| n))
         .map_err(|e| read_error(path, e))?;
     let magic = &magic[..n];
     if magic.starts_with(b"PK\x03\x04") || magic.starts_with(b"PK\x05\x06") {
-        return zip_format::visit(path, &file, limits, visit);
+        return zip_format::visit(path, &file, limits, meter, visit);
     }
     let zip = zip_format::zip_inside(&file, len).map_err(|e| read_error(path, e))?;
     let tar = magic.len() >= 262 && &magic[257..262] == b"ustar";
@@ -84,14 +101,17 @@ pub fn visit_file(
         Some(_) => return Err(refused(path, "holds a zip archive after data that is not part of it (data prepended to the zip); a package is one archive from its first byte")),
         None => {}
     }
+    // The tar stream is charged as it inflates: headers, data, padding and what follows
+    // the end marker alike.
     let reader = BufReader::with_capacity(1 << 20, file);
     if magic.starts_with(&[0x1f, 0x8b]) {
-        tar_format::visit(path, GzipMembers::new(reader), limits, visit)
+        let members = Metered::new(GzipMembers::new(reader, meter), meter);
+        tar_format::visit(path, members, limits, visit)
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        let frames = ZstdFrames::new(reader).map_err(|e| read_error(path, e))?;
-        tar_format::visit(path, frames, limits, visit)
+        let frames = ZstdFrames::new(reader, meter).map_err(|e| read_error(path, e))?;
+        tar_format::visit(path, Metered::new(frames, meter), limits, visit)
     } else if tar {
-        tar_format::visit(path, reader, limits, visit)
+        tar_format::visit(path, Metered::new(reader, meter), limits, visit)
     } else {
         Err(PackageError::Unreadable(format!(
             "{} is not a tar, tar.gz, tar.zst or zip archive",
@@ -100,8 +120,13 @@ pub fn visit_file(
     }
 }
 
-pub fn read(path: &Path, limits: &PackageLimits) -> Result<Contents, PackageError> {
-    read_file(path, open_regular(path)?, limits)
+/// What the package at `path` holds, read as `visit` reads it.
+pub fn read(
+    path: &Path,
+    limits: &PackageLimits,
+    deadline: Option<Instant>,
+) -> Result<Contents, PackageError> {
+    read_file(path, open_regular(path)?, limits, deadline)
 }
 
 /// `read` of an archive already opened (at its first byte); `path` names it in messages.
@@ -109,7 +134,9 @@ pub fn read_file(
     path: &Path,
     file: File,
     limits: &PackageLimits,
+    deadline: Option<Instant>,
 ) -> Result<Contents, PackageError> {
+    let meter = Meter::new(limits, length(path, &file)?, deadline);
     let mut c = Collector {
         path,
         contents: Contents::default(),
@@ -118,24 +145,31 @@ pub fn read_file(
         entries: 0,
         total: 0,
         limits,
+        meter: &meter,
     };
-    visit_file(path, file, limits, &mut |raw, kind, size, reader| {
-        let Some(name) = c.admit(raw, kind, size)? else {
-            return Ok(());
-        };
-        match kind {
-            MemberKind::Regular => c.regular(name, reader, size),
-            kind => {
-                c.contents.members.push(Member {
-                    name,
-                    kind,
-                    found: None,
-                    imports: Imports::default(),
-                });
-                Ok(())
+    visit_file(
+        path,
+        file,
+        limits,
+        &meter,
+        &mut |raw, kind, size, reader| {
+            let Some(name) = c.admit(raw, kind, size)? else {
+                return Ok(());
+            };
+            match kind {
+                MemberKind::Regular => c.regular(name, reader, size),
+                kind => {
+                    c.contents.members.push(Member {
+                        name,
+                        kind,
+                        found: None,
+                        imports: Imports::default(),
+                    });
+                    Ok(())
+                }
             }
-        }
-    })?;
+        },
+    )?;
     c.conflicts();
     Ok(c.contents)
 }
@@ -157,11 +191,12 @@ struct Collector<'a> {
     path: &'a Path,
     contents: Contents,
     seen: HashMap<String, usize>,
-    /// Directories, stated or implied by a member's path.
+    /// Directories stated as members; the others are implied by members' names.
     directories: HashSet<String>,
     entries: usize,
     total: u64,
     limits: &'a PackageLimits,
+    meter: &'a Meter,
 }
 
 impl Collector<'_> {
@@ -183,6 +218,14 @@ impl Collector<'_> {
             return Err(PackageError::Size(format!(
                 "the package's members hold more than {} bytes; refused before inflating them",
                 self.limits.max_bytes
+            )));
+        }
+        // Tar headers say sizes as they stream: a member that would take the package past
+        // its inflate budget is refused at its header.
+        if let Some(why) = self.meter.refuse_declared(self.total) {
+            return Err(PackageError::Size(format!(
+                "the package {} {why}",
+                self.path.display()
             )));
         }
         if kind == MemberKind::Directory {
@@ -224,22 +267,11 @@ impl Collector<'_> {
             ));
             return Ok(None);
         }
-        if let Some(slash) = name.rfind('/') {
-            self.directory(&name[..slash]);
-        }
         Ok(Some(name))
     }
 
-    /// Records a directory and every directory above it.
     fn directory(&mut self, name: &str) {
-        let mut dir = name;
-        loop {
-            self.directories.insert(dir.to_string());
-            match dir.rfind('/') {
-                Some(slash) => dir = &dir[..slash],
-                None => return,
-            }
-        }
+        self.directories.insert(name.to_string());
     }
 
     /// The bundle document already found, when `name` is another one.
@@ -259,13 +291,27 @@ impl Collector<'_> {
         ));
     }
 
-    /// A name held both as a file and as a directory: extractors keep one or fail.
+    /// A name held both as a file and as a directory: extractors keep one or fail. A
+    /// file is a directory too when one is stated by its name or another member's name
+    /// runs on under it, which in sorted order is the first name from "<file>/" on.
+    /// Directories are never listed one per level of every name: a member named a
+    /// million levels deep would make them hundreds of GiB.
     fn conflicts(&mut self) {
-        let mut clashes: Vec<&String> = self
+        let names: BTreeSet<&str> = self
             .seen
             .keys()
-            .filter(|n| self.directories.contains(n.as_str()))
+            .chain(&self.directories)
+            .map(String::as_str)
             .collect();
+        let is_directory = |name: &str| {
+            let under = format!("{name}/");
+            self.directories.contains(name)
+                || names
+                    .range::<str, _>((Bound::Included(under.as_str()), Bound::Unbounded))
+                    .next()
+                    .is_some_and(|n| n.starts_with(&under))
+        };
+        let mut clashes: Vec<&String> = self.seen.keys().filter(|n| is_directory(n)).collect();
         clashes.sort();
         for name in clashes {
             self.contents.violations.push(violation(
@@ -284,12 +330,10 @@ impl Collector<'_> {
     ) -> Result<(), PackageError> {
         let path = self.path;
         let member_error = |e: io::Error| match e.kind() {
-            io::ErrorKind::InvalidData if e.get_ref().is_some_and(|i| !i.is::<Refusal>()) => {
-                PackageError::Size(format!(
-                    "the package member {name} holds more than it declares"
-                ))
-            }
-            _ if e.get_ref().is_some_and(|i| i.is::<Refusal>()) => read_error(path, e),
+            _ if is_verdict(&e) => read_error(path, e),
+            io::ErrorKind::InvalidData if e.get_ref().is_some() => PackageError::Size(format!(
+                "the package member {name} holds more than it declares"
+            )),
             _ => refused(
                 path,
                 format_args!("cannot be read at its member {name}: {e}"),
@@ -416,10 +460,28 @@ mod tests {
     }
 
     fn read_bytes(name: &str, bytes: &[u8]) -> Result<Contents, String> {
+        read_with(name, bytes, &PackageLimits::default(), None)
+            .map_err(|e| e.into_violation().message)
+    }
+
+    fn read_with(
+        name: &str,
+        bytes: &[u8],
+        limits: &PackageLimits,
+        deadline: Option<Instant>,
+    ) -> Result<Contents, PackageError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
-        read(&path, &PackageLimits::default()).map_err(|e| e.into_violation().message)
+        read(&path, limits, deadline)
+    }
+
+    /// The `limits.size` refusal of a package, with its path left out.
+    fn oversized(name: &str, bytes: &[u8]) -> String {
+        match read_with(name, bytes, &PackageLimits::default(), None) {
+            Err(PackageError::Size(why)) => why[why.find(name).unwrap() + name.len()..].into(),
+            other => panic!("not refused for its size: {other:?}"),
+        }
     }
 
     fn refusal_of(name: &str, bytes: &[u8]) -> String {
@@ -559,14 +621,27 @@ mod tests {
         bytes.extend(entry(b"a", b'0', b"x"));
         bytes.extend(entry(b"b", b'0', b"x"));
         bytes.extend(entry(b"b/c", b'0', b"x"));
+        // names sorting between "c" and "c/...": c is still found a directory
+        for name in [
+            &b"c"[..],
+            b"c-d",
+            b"c.e/f",
+            b"c/g/h",
+            b"e",
+            b"e-x",
+            b"e.y/z",
+        ] {
+            bytes.extend(entry(name, b'0', b"x"));
+        }
         bytes.extend(end());
         let c = read_bytes("p.tar", &bytes).unwrap();
         let clashes: Vec<_> = c
             .violations
             .iter()
             .filter(|v| v.message.contains("both as a file and as a directory"))
+            .map(|v| v.message.split(' ').nth(3).unwrap_or_default())
             .collect();
-        assert_eq!(clashes.len(), 2, "{:?}", c.violations);
+        assert_eq!(clashes, ["a", "b", "c"], "{:?}", c.violations);
     }
 
     #[test]
@@ -584,5 +659,103 @@ mod tests {
             Some(sha256_bytes(&big))
         );
         assert!(c.members[1].imports.modules.is_empty());
+    }
+
+    const RATIO: &str = "more than limits.max_package_ratio = 100 times its";
+
+    #[test]
+    fn a_member_declared_past_the_inflate_budget_is_refused_at_its_header() {
+        // 512 MiB of zeros (under limits.max_package_bytes) is a few KiB of zstd: its
+        // header alone refuses it, before it inflates.
+        let mut tar = entry(b"bundle.json", b'0', b"{}");
+        tar.extend(crate::files::tar_format::tests::header(
+            b"zeros.bin",
+            b'0',
+            1 << 29,
+        ));
+        let bytes = zstd::encode_all(&tar[..], 3).unwrap();
+        let why = oversized("p.tar.zst", &bytes);
+        assert!(
+            why.starts_with(" declares 536870914 bytes of members, ")
+                && why.contains(&format!("{RATIO} {} bytes allows", bytes.len()))
+                && why.ends_with("refused before inflating them"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_stream_inflating_past_the_budget_is_refused_as_it_inflates() {
+        // Nothing declares the zeros after the end marker: the stream's own count stops them.
+        let mut tar = tar(&[("bundle.json", b"{}")], true);
+        tar.resize(tar.len() + (17 << 20), 0);
+        let bytes = zstd::encode_all(&tar[..], 1).unwrap();
+        let why = oversized("p.tar.zst", &bytes);
+        assert!(
+            why.starts_with(&format!(
+                " inflates past {} bytes, {RATIO}",
+                crate::limits::PACKAGE_RATIO_FLOOR
+            )) && why.ends_with("refused before inflating the rest"),
+            "{why}"
+        );
+        // With the ratio raised, the same package reads whole.
+        let raised = PackageLimits {
+            max_ratio: 1 << 20,
+            ..PackageLimits::default()
+        };
+        assert!(read_with("p.tar.zst", &bytes, &raised, None).is_ok());
+    }
+
+    #[test]
+    fn empty_gzip_members_and_zstd_frames_are_charged_as_they_start() {
+        let mut gz = gzip(&tar(&[("bundle.json", b"{}")], false));
+        let empty = gzip(b"");
+        for _ in 0..300 {
+            gz.extend_from_slice(&empty);
+        }
+        gz.extend(gzip(&end()));
+        assert!(oversized("p.tar.gz", &gz).contains(RATIO));
+
+        let mut zst = zstd::encode_all(&tar(&[("bundle.json", b"{}")], false)[..], 3).unwrap();
+        let skippable = [0x50, 0x2a, 0x4d, 0x18, 0, 0, 0, 0];
+        for _ in 0..300 {
+            zst.extend_from_slice(&skippable);
+        }
+        zst.extend(zstd::encode_all(&end()[..], 3).unwrap());
+        assert!(oversized("p.tar.zst", &zst).contains(RATIO));
+    }
+
+    #[test]
+    fn an_archive_inside_a_package_is_a_member_never_inflated() {
+        let mut inner = tar(&[("bundle.json", b"{}")], false);
+        inner.extend(crate::files::tar_format::tests::header(
+            b"zeros.bin",
+            b'0',
+            1 << 30,
+        ));
+        let bomb = zstd::encode_all(&inner[..], 3).unwrap();
+        let c = read_bytes("p.tar", &tar(&[("bomb.tar.zst", &bomb)], true)).unwrap();
+        let found = c.members[0].found.as_ref().unwrap();
+        assert_eq!(
+            (found.size, &found.sha256),
+            (bomb.len() as u64, &sha256_bytes(&bomb))
+        );
+    }
+
+    #[test]
+    fn a_passed_deadline_stops_reading_with_no_verdict() {
+        let bytes = gzip(&tar(&[("bundle.json", b"{}"), ("helper.py", HELPER)], true));
+        let limits = PackageLimits::default();
+        assert!(read_with("p.tar.gz", &bytes, &limits, None).is_ok());
+        match read_with("p.tar.gz", &bytes, &limits, Some(Instant::now())) {
+            Err(PackageError::Deadline(why)) => {
+                assert!(
+                    why.ends_with(
+                        "was not read before the deadline: reading stopped after 0 bytes inflated"
+                    ),
+                    "{why}"
+                )
+            }
+            other => panic!("not stopped: {other:?}"),
+        }
     }
 }

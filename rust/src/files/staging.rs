@@ -708,7 +708,7 @@ fn write_all(
         FileSource::Package(path) => {
             let mut result = Ok(());
             let mut staged = 0usize;
-            package::visit(path, limits, &mut |raw, kind, _size, reader| {
+            package::visit(path, limits, None, &mut |raw, kind, _size, reader| {
                 let name = normalize(raw.strip_prefix("./").unwrap_or(raw));
                 if let (MemberKind::Regular, Some(entry)) = (kind, by_source.get(&name)) {
                     if result.is_ok() {

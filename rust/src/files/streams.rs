@@ -4,31 +4,35 @@
 //! Owns the boundaries between members and frames; must not interpret what they hold
 //! (`tar_format` does). A decoder that stopped at the first member would leave the
 //! rest for the extractor alone to see, and bytes after the last member that do not
-//! start another one are refused, never skipped.
+//! start another one are refused, never skipped. Every member or frame after the first
+//! is charged to the package's meter as it starts (`budget`).
 
 use std::io::{self, BufRead, Read};
 
 use super::archive::refusal;
+use super::budget::{Meter, STREAM_START_COST};
 
 const ZSTD_MAGIC: u8 = 0x28; // first byte of 0xFD2FB528, little-endian
 const SKIPPABLE_FIRST: std::ops::RangeInclusive<u8> = 0x50..=0x5f; // 0x184D2A50..=0x184D2A5F
 
 /// Every gzip member of a stream, decompressed back to back.
-pub struct GzipMembers<R: BufRead> {
+pub struct GzipMembers<'m, R: BufRead> {
     current: Option<flate2::bufread::GzDecoder<R>>,
     members: u64,
+    meter: &'m Meter,
 }
 
-impl<R: BufRead> GzipMembers<R> {
-    pub fn new(reader: R) -> Self {
+impl<'m, R: BufRead> GzipMembers<'m, R> {
+    pub fn new(reader: R, meter: &'m Meter) -> Self {
         GzipMembers {
             current: Some(flate2::bufread::GzDecoder::new(reader)),
             members: 1,
+            meter,
         }
     }
 }
 
-impl<R: BufRead> Read for GzipMembers<R> {
+impl<R: BufRead> Read for GzipMembers<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             let Some(decoder) = self.current.as_mut() else {
@@ -56,6 +60,7 @@ impl<R: BufRead> Read for GzipMembers<R> {
             if rest[0] != 0x1f {
                 return Err(not_a_member());
             }
+            self.meter.charge(STREAM_START_COST)?;
             let next = flate2::bufread::GzDecoder::new(inner);
             if next.header().is_none() {
                 return Err(not_a_member());
@@ -67,24 +72,26 @@ impl<R: BufRead> Read for GzipMembers<R> {
 }
 
 /// Every zstd frame of a stream (skippable frames included), decompressed back to back.
-pub struct ZstdFrames<R: BufRead> {
+pub struct ZstdFrames<'m, R: BufRead> {
     current: Option<zstd::stream::read::Decoder<'static, R>>,
     frames: u64,
     /// The current frame has produced nothing yet.
     fresh: bool,
+    meter: &'m Meter,
 }
 
-impl<R: BufRead> ZstdFrames<R> {
-    pub fn new(reader: R) -> io::Result<Self> {
+impl<'m, R: BufRead> ZstdFrames<'m, R> {
+    pub fn new(reader: R, meter: &'m Meter) -> io::Result<Self> {
         Ok(ZstdFrames {
             current: Some(zstd::stream::read::Decoder::with_buffer(reader)?.single_frame()),
             frames: 1,
             fresh: true,
+            meter,
         })
     }
 }
 
-impl<R: BufRead> Read for ZstdFrames<R> {
+impl<R: BufRead> Read for ZstdFrames<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             let Some(decoder) = self.current.as_mut() else {
@@ -120,6 +127,7 @@ impl<R: BufRead> Read for ZstdFrames<R> {
                     self.frames
                 )));
             }
+            self.meter.charge(STREAM_START_COST)?;
             self.frames += 1;
             self.fresh = true;
             self.current = Some(zstd::stream::read::Decoder::with_buffer(inner)?.single_frame());
@@ -144,12 +152,17 @@ pub(crate) fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize>
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::limits::PackageLimits;
     use std::io::Write;
 
     pub(crate) fn gzip(data: &[u8]) -> Vec<u8> {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         e.write_all(data).unwrap();
         e.finish().unwrap()
+    }
+
+    fn meter() -> Meter {
+        Meter::new(&PackageLimits::default(), 1 << 20, None)
     }
 
     fn read_all(r: &mut impl Read) -> io::Result<Vec<u8>> {
@@ -171,7 +184,7 @@ pub(crate) mod tests {
         data.extend(gzip(b"second "));
         data.extend(gzip(b""));
         data.extend(gzip(b"third"));
-        let out = read_all(&mut GzipMembers::new(&data[..])).unwrap();
+        let out = read_all(&mut GzipMembers::new(&data[..], &meter())).unwrap();
         assert_eq!(out, b"first second third");
     }
 
@@ -185,14 +198,14 @@ pub(crate) mod tests {
         ] {
             let mut data = gzip(b"tar bytes");
             data.extend_from_slice(tail);
-            let e = read_all(&mut GzipMembers::new(&data[..])).unwrap_err();
+            let e = read_all(&mut GzipMembers::new(&data[..], &meter())).unwrap_err();
             assert!(refused(&e).contains("after gzip member 1"), "{tail:?}: {e}");
         }
         // a torn second member is an error too, never a silent end
         let mut data = gzip(b"one");
         let second = gzip(b"two");
         data.extend_from_slice(&second[..second.len() - 4]);
-        assert!(read_all(&mut GzipMembers::new(&data[..])).is_err());
+        assert!(read_all(&mut GzipMembers::new(&data[..], &meter())).is_err());
     }
 
     #[test]
@@ -201,7 +214,7 @@ pub(crate) mod tests {
         // a skippable frame: magic 0x184D2A53, length 5, five bytes
         data.extend_from_slice(&[0x53, 0x2a, 0x4d, 0x18, 5, 0, 0, 0, 1, 2, 3, 4, 5]);
         data.extend(zstd::encode_all(&b"second"[..], 3).unwrap());
-        let out = read_all(&mut ZstdFrames::new(&data[..]).unwrap()).unwrap();
+        let out = read_all(&mut ZstdFrames::new(&data[..], &meter()).unwrap()).unwrap();
         assert_eq!(out, b"first second");
     }
 
@@ -211,11 +224,13 @@ pub(crate) mod tests {
         for tail in [&b"PK\x05\x06 appended"[..], b"garbage", b"\x28\xb5\x2f"] {
             let mut data = data.clone();
             data.extend_from_slice(tail);
-            let e = read_all(&mut ZstdFrames::new(&data[..]).unwrap()).unwrap_err();
+            let e = read_all(&mut ZstdFrames::new(&data[..], &meter()).unwrap()).unwrap_err();
             assert!(refused(&e).contains("after zstd frame 1"), "{tail:?}: {e}");
         }
         // a torn frame is an error
         let data = zstd::encode_all(&[7u8; 4096][..], 3).unwrap();
-        assert!(read_all(&mut ZstdFrames::new(&data[..data.len() - 3]).unwrap()).is_err());
+        assert!(
+            read_all(&mut ZstdFrames::new(&data[..data.len() - 3], &meter()).unwrap()).is_err()
+        );
     }
 }

@@ -8,6 +8,7 @@
 //! extracted. Owns the tar layout; must not decide what a member may be (the caller
 //! does).
 
+use std::collections::HashSet;
 use std::io::{self, Read};
 use std::path::Path;
 
@@ -276,15 +277,16 @@ struct Pax {
 impl Pax {
     fn local(data: &[u8]) -> Result<Pax, String> {
         let mut pax = Pax::default();
-        let mut seen: Vec<&[u8]> = Vec::new();
+        // A set: a header may hold as many records as MAX_EXTENSION bytes fit, and
+        // checking each against a list of the others would take seconds.
+        let mut seen: HashSet<&[u8]> = HashSet::new();
         for (key, value) in records(data)? {
-            if seen.contains(&key) {
+            if !seen.insert(key) {
                 return Err(format!(
                     "sets {} twice; extractors keep different ones",
                     String::from_utf8_lossy(key)
                 ));
             }
-            seen.push(key);
             if key.starts_with(b"GNU.sparse.") || key.starts_with(b"SCHILY.sparse") {
                 return Err(
                     "describes a sparse file, which extractors expand differently".to_string(),

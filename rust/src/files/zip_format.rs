@@ -15,6 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::archive::{refusal, refused, MemberKind, PackageError, Visitor};
+use super::budget::{Meter, Metered};
 use super::streams::read_up_to;
 use crate::limits::PackageLimits;
 
@@ -121,12 +122,14 @@ pub fn zip_inside(file: &File, len: u64) -> io::Result<Option<u64>> {
     Ok(opens.then_some(at))
 }
 
-/// Checks the whole layout, then streams every member through `visit` in central
-/// directory order.
+/// Checks the whole layout and what it declares against the inflate budget, then
+/// streams every member through `visit` in central directory order, charged to `meter`
+/// as it inflates.
 pub fn visit(
     path: &Path,
     file: &File,
     limits: &PackageLimits,
+    meter: &Meter,
     visit: &mut Visitor<'_>,
 ) -> Result<(), PackageError> {
     let io_error = |e| super::archive::read_error(path, e);
@@ -139,6 +142,15 @@ pub fn visit(
         Fault::Size(m) => PackageError::Size(m),
         Fault::Io(e) => io_error(e),
     })?;
+    // No member inflates past its declared size (`EntryReader`): a deflate bomb is
+    // refused from its central directory, before one byte inflates.
+    let declared = entries.iter().fold(0u64, |n, e| n.saturating_add(e.size));
+    if let Some(why) = meter.refuse_declared(declared) {
+        return Err(PackageError::Size(format!(
+            "the package {} {why}",
+            path.display()
+        )));
+    }
     for e in &entries {
         if e.name.ends_with('/') {
             visit(&e.name, MemberKind::Directory, 0, &mut io::empty())?;
@@ -150,7 +162,7 @@ pub fn visit(
             0o020000 | 0o060000 | 0o010000 => MemberKind::Device,
             _ => MemberKind::Other,
         };
-        let mut reader = EntryReader::new(file, e);
+        let mut reader = Metered::new(EntryReader::new(file, e), meter);
         visit(&e.name, kind, e.size, &mut reader)?;
     }
     Ok(())
@@ -661,17 +673,25 @@ mod tests {
     }
 
     fn read(bytes: &[u8]) -> Result<Vec<(String, MemberKind, Vec<u8>)>, String> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("p.zip");
-        std::fs::write(&path, bytes).unwrap();
-        let file = File::open(&path).unwrap();
-        let mut out = Vec::new();
         let limits = PackageLimits {
             max_bytes: 1 << 20,
             max_members: 100,
             ..PackageLimits::default()
         };
-        super::visit(&path, &file, &limits, &mut |name, kind, _, r| {
+        read_with(bytes, &limits)
+    }
+
+    fn read_with(
+        bytes: &[u8],
+        limits: &PackageLimits,
+    ) -> Result<Vec<(String, MemberKind, Vec<u8>)>, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.zip");
+        std::fs::write(&path, bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        let mut out = Vec::new();
+        let meter = Meter::new(limits, bytes.len() as u64, None);
+        super::visit(&path, &file, limits, &meter, &mut |name, kind, _, r| {
             let mut data = Vec::new();
             r.read_to_end(&mut data)
                 .map_err(|e| super::super::archive::read_error(Path::new("p.zip"), e))?;
@@ -929,6 +949,37 @@ mod tests {
         let bytes = zip.bytes();
         assert!(bytes.len() < 10_000);
         assert!(refusal_of(&bytes).contains("refused before inflating"));
+    }
+
+    #[test]
+    fn a_member_declared_past_the_inflate_budget_is_refused_before_inflating() {
+        // 20 MiB declared, under limits.max_package_bytes: refused from the central
+        // directory, whether the size is a deflate bomb's or a lie.
+        let mut zip = Zip::new(&[Spec {
+            name: "zeros.bin",
+            data: b"\0\0\0\0",
+            deflate: true,
+        }]);
+        let size = (20u32 << 20).to_le_bytes();
+        zip.locals[0][22..26].copy_from_slice(&size);
+        zip.centrals[0][24..28].copy_from_slice(&size);
+        let bytes = zip.bytes();
+        let why = read_with(&bytes, &PackageLimits::default()).unwrap_err();
+        assert!(
+            why.contains(&format!(" declares 20971520 bytes of members, more than limits.max_package_ratio = 100 times its {} bytes allows", bytes.len()))
+                && why.ends_with("refused before inflating them"),
+            "{why}"
+        );
+        // A size that lies is still found out when the ratio lets it be read.
+        let raised = PackageLimits {
+            max_ratio: 1 << 20,
+            ..PackageLimits::default()
+        };
+        let why = read_with(&bytes, &raised).unwrap_err();
+        assert!(
+            why.contains("inflates to 4 bytes where its central directory declares 20971520"),
+            "{why}"
+        );
     }
 
     #[test]

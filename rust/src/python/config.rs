@@ -68,13 +68,14 @@ pub struct Settings {
 #[pymethods]
 impl Settings {
     #[new]
-    #[pyo3(signature = (*, max_document_bytes, max_depth, max_package_bytes, max_package_members, package_cache_bytes, max_violations, registries, series, max_gpus_per_job, catalog, rules, project_rules))]
+    #[pyo3(signature = (*, max_document_bytes, max_depth, max_package_bytes, max_package_members, max_package_ratio, package_cache_bytes, max_violations, registries, series, max_gpus_per_job, catalog, rules, project_rules))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         max_document_bytes: usize,
         max_depth: usize,
         max_package_bytes: u64,
         max_package_members: usize,
+        max_package_ratio: u64,
         package_cache_bytes: usize,
         max_violations: usize,
         registries: Option<Vec<String>>,
@@ -89,6 +90,7 @@ impl Settings {
         config.package.max_bundle_bytes = max_document_bytes as u64;
         config.package.max_bytes = max_package_bytes;
         config.package.max_members = max_package_members;
+        config.package.max_ratio = max_package_ratio.max(1);
         config.package.cache_bytes = package_cache_bytes;
         config.report.max_violations = max_violations.max(1);
         config.registries = registries;

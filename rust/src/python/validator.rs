@@ -2,24 +2,41 @@
 //! (`Facts`, `Staging`, `BatchOutcome`). Reads documents through `input`, checks them
 //! with the GIL released where that pays, and wraps the reports (`report`).
 
-use pyo3::exceptions::{PyFileNotFoundError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyFileNotFoundError, PyTimeoutError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict};
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use crate::admission::{Admission, QuotaTable};
 use crate::config::CoreConfig;
 use crate::kind::Kind;
 use crate::report::Report as CoreReport;
-use crate::validator::Validator as CoreValidator;
+use crate::validator::{Unjudged, Validator as CoreValidator};
 
 use super::config::Settings;
 use super::guard::guarded;
 use super::input::{file_source, parse_kind, Document};
 use super::report::Report;
+
+/// The instant `timeout` seconds from now: `None` for no timeout (or one too far to
+/// reach), now for a negative one (a deadline already passed).
+fn deadline_after(timeout: Option<f64>) -> PyResult<Option<Instant>> {
+    let Some(seconds) = timeout else {
+        return Ok(None);
+    };
+    if seconds.is_nan() {
+        return Err(PyValueError::new_err(
+            "timeout must be a number of seconds, not NaN",
+        ));
+    }
+    Ok(Duration::try_from_secs_f64(seconds.max(0.0))
+        .ok()
+        .and_then(|d| Instant::now().checked_add(d)))
+}
 
 /// Documents larger than this are checked with the GIL released; smaller ones finish
 /// faster than a GIL hand-off costs.
@@ -48,7 +65,9 @@ impl Validator {
 
     /// Checks one document: `bytes`, `str` (JSON or YAML) or an already-parsed `dict`;
     /// with `root` or `package`, also its supporting files.
-    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None, projects=None, home=None, release_gil=false))]
+    /// With `timeout` (seconds), reading the package stops with TimeoutError once
+    /// that much time has passed.
+    #[pyo3(signature = (document, kind=None, root=None, package=None, *, owner=None, project_gpus_in_use=None, project_quota=None, projects=None, home=None, release_gil=false, timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
@@ -63,8 +82,10 @@ impl Validator {
         projects: Option<Vec<String>>,
         home: Option<String>,
         release_gil: bool,
+        timeout: Option<f64>,
     ) -> PyResult<Py<Report>> {
         let kind = parse_kind(kind)?;
+        let deadline = deadline_after(timeout)?;
         let admission = Admission {
             owner,
             project_gpus_in_use,
@@ -88,8 +109,16 @@ impl Validator {
             }
             let bytes = doc.as_ref().map(Document::bytes);
             let verified = py
-                .detach(|| guarded(|| self.core.check_files(bytes, kind, &admission, source)))?
-                .map_err(PyFileNotFoundError::new_err)?;
+                .detach(|| {
+                    guarded(|| {
+                        self.core
+                            .check_files(bytes, kind, &admission, source, deadline)
+                    })
+                })?
+                .map_err(|e| match e {
+                    Unjudged::Usage(m) => PyFileNotFoundError::new_err(m),
+                    Unjudged::DeadlinePassed(m) => PyTimeoutError::new_err(m),
+                })?;
             return to_python(py, verified.report);
         }
         let doc = doc.ok_or_else(|| {
