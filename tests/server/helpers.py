@@ -51,11 +51,11 @@ def config_for(tmp_path, accounts: dict | None = None, **server):
 class Running:
     """A server started by `create_server` on a loopback port, and clients for it:
     `server`, `port`, `gate`, `store`, `metrics` and `metrics_port` are those of the
-    `Started` it returned."""
+    `Started` it returned. With `log_stream` the request log is written there."""
 
-    def __init__(self, config, store=None) -> None:
+    def __init__(self, config, store=None, log_stream=None) -> None:
         self.config = config
-        self.started = create_server(config, "127.0.0.1:0", store=store)
+        self.started = create_server(config, "127.0.0.1:0", store=store, log_stream=log_stream)
         s = self.started
         self.server, self.port, self.gate, self.store, self.metrics, self.metrics_port = s.server, s.port, s.gate, s.store, s.metrics, s.metrics_port
         # A client that reads what the server may send (records of several MiB).

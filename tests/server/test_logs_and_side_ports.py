@@ -178,8 +178,8 @@ def test_a_denied_line_carries_the_request_id_of_its_call(served):
     with pytest.raises(grpc.RpcError) as given:
         jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id="j-2", state="RUNNING"), metadata=[*bearer(TOKEN), ("x-request-id", "trace-42")], timeout=10)
     assert made.value.code() == given.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    made_id = dict(made.value.initial_metadata())["x-request-id"]
-    assert dict(given.value.initial_metadata())["x-request-id"] == "trace-42"
+    made_id = dict(made.value.trailing_metadata())["x-request-id"]
+    assert dict(given.value.trailing_metadata())["x-request-id"] == "trace-42"
     for job_id, request_id in (("j-1", made_id), ("j-2", "trace-42")):
         denied = s.wait_for(lambda e, job_id=job_id: e["message"] == "denied" and e.get("job_id") == job_id)
         call = s.wait_for(lambda e, request_id=request_id: e["message"] == "call" and e.get("request_id") == request_id)

@@ -309,10 +309,10 @@ def test_the_request_log_has_a_line_per_call(tmp_path):
         stub = admission_pb2_grpc.AdmissionServiceStub(channel)
         auth = [("authorization", f"Bearer {TOKEN}")]
         admitted, call = stub.Admit.with_call(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())), metadata=[*auth, ("x-request-id", "gw-42")], timeout=10)
-        assert ("x-request-id", "gw-42") in call.initial_metadata()
+        assert ("x-request-id", "gw-42") in call.trailing_metadata()
         bad = {**JOBSPEC, "kind": "Other"}
         _, call = stub.Admit.with_call(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(bad).encode()), dry_run=True), metadata=auth, timeout=10)
-        made = dict(call.initial_metadata())["x-request-id"]
+        made = dict(call.trailing_metadata())["x-request-id"]
         with pytest.raises(grpc.RpcError):
             stub.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=b"{}")), metadata=[("authorization", "Bearer wrong")], timeout=10)
         channel.close()

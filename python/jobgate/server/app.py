@@ -19,6 +19,7 @@ from concurrent import futures
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -27,10 +28,10 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 from jobgate.addresses import is_loopback
 from jobgate.config import Config, ConfigError, Tls, account_problem, shared_token, shared_token_problem
 from jobgate.server.auth import Authenticator
-from jobgate.server.calls import CallObserver
+from jobgate.server.calls import REQUEST_LOG, CallObserver
 from jobgate.server.gate import Gate
 from jobgate.server.grants import Denials, FailClosed
-from jobgate.server.logs import JsonLogFormatter
+from jobgate.server.logs import JsonLogFormatter, LineWriter
 from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService, add_servicers
 from jobgate.server.shadow import Shadow, load_candidate
@@ -190,7 +191,8 @@ def enable_reflection(server: grpc.Server, services: list[str]) -> None:
 class Started:
     """What `create_server` started: the server and the port it listens on, the gate,
     the job store (timed into the metrics), identity, the metrics and the port of
-    their HTTP endpoint (None when this process serves none)."""
+    their HTTP endpoint (None when this process serves none), and the request log's
+    writer (None when there is no request log)."""
 
     server: Server
     port: int
@@ -201,10 +203,13 @@ class Started:
     metrics_port: int | None = None
     # The store was opened by create_server (not handed to it): `close` closes it.
     owns_store: bool = False
+    request_log: LineWriter | None = None
 
     def close(self) -> None:
-        """Once the server has stopped: stops the gate and the metrics endpoint, and
-        closes the store when create_server opened it."""
+        """Once the server has stopped: writes the request log's last lines, stops the
+        gate and the metrics endpoint, and closes the store when create_server opened it."""
+        if self.request_log is not None:
+            self.request_log.close()
         self.gate.close()
         if self.gate.shadow is not None:
             self.gate.shadow.close()
@@ -213,9 +218,10 @@ class Started:
             self.store.close()
 
 
-def create_server(config: Config, address: str | None = None, *, store: JobStore | None = None) -> Started:
+def create_server(config: Config, address: str | None = None, *, store: JobStore | None = None, log_stream: BinaryIO | None = None) -> Started:
     """A configured, started server on `address` (port 0 picks a free port), on
-    `store` or else the one the configuration names."""
+    `store` or else the one the configuration names. The request log (when
+    `server.request_log` is info) is written to `log_stream`; without one there is none."""
     listen = address or config.server.listen
     check_startable(config, listen)
     owns_store = store is None
@@ -246,6 +252,9 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         gate = Gate(config, store, shadow)
         undo.callback(gate.close)
         auth = Authenticator(config, Denials(metrics))
+        request_log = LineWriter(log_stream, REQUEST_LOG, metrics.log_lines_dropped) if log_stream is not None and config.server.request_log == "info" else None
+        if request_log is not None:
+            undo.callback(request_log.close)
         settings = config.server
         streams = StreamGuard(settings.max_streams, settings.max_streams_per_account, auth.identify)
         watches = Watches(store, settings.watch_poll_seconds)
@@ -256,8 +265,9 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             # health checks, whatever the streams do.
             futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
             # The request log and call metrics outermost: they see every call, those the
-            # grants table or the stream limits refuse too.
-            interceptors=[CallObserver(auth.identify, metrics), FailClosed(auth.denials, auth.identify), streams],
+            # grants table or the stream limits refuse too. The two within are applied
+            # once per method, not per call.
+            interceptors=[CallObserver(auth.identify, metrics, request_log, within=(FailClosed(auth.denials, auth.identify), streams))],
             # Only the workers of one `serve --workers N` share a port; anything else
             # already listening there makes this start fail.
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
@@ -276,7 +286,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
                 raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
     running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
-    return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store)
+    return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store, request_log=request_log)
 
 
 def listen_on(server: grpc.Server, listen: str, tls: Tls | None) -> int:
@@ -300,9 +310,7 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter())
     logging.basicConfig(level=logging.INFO, handlers=[handler])
-    levels = {"info": logging.INFO, "warning": logging.WARNING, "off": logging.CRITICAL + 1}
-    logging.getLogger("jobgate.requests").setLevel(levels[config.server.request_log])
-    started = create_server(config, address)
+    started = create_server(config, address, log_stream=sys.stderr.buffer)
     server, port = started.server, started.port
     host = (address or config.server.listen).rsplit(":", 1)[0]
     serving = {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}

@@ -2,9 +2,9 @@
 per-call metrics.
 
 The request log is one JSON line per call: a request id (the caller's `x-request-id`,
-or one made here, and returned to the caller in the response's initial metadata), the
-account, the RPC, the gRPC status, and for admissions the verdict, job id and rule
-ids; and the latency. Denials are logged where they are decided (`grants`), with
+or one made here, returned to the caller in the call's trailing metadata, and for a
+stream in its initial metadata too, as it opens), the account, the RPC, the gRPC status, and for admissions the verdict, job id and
+rule ids; and the latency. Denials are logged where they are decided (`grants`), with
 their reason and the call's request id (`current_request_id`).
 
 The metrics are the conventional ones of gRPC servers (go-grpc-prometheus's names,
@@ -14,27 +14,32 @@ messages each call received and sent; plus `jobgate_rpcs_in_flight`, where a str
 counts for as long as it is open. The health service's `Watch` runs without a thread
 of its own and is passed through unwatched.
 
+Watching costs a call little: the wrapper of each method, with its metric series
+already labelled, is built at the method's first call and reused by every later one
+(with the interceptors it runs inside it, which decide from the method and its
+handler alone); the log line is handed to a writer thread (`logs.LineWriter`), which
+encodes and writes it.
+
 Must not judge documents or change any response: it only watches calls pass.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 
 import grpc
 
+from jobgate.server.logs import LineWriter
 from jobgate.server.metrics import Metrics
 
-log = logging.getLogger("jobgate.requests")
-
+REQUEST_LOG = "jobgate.requests"  # the logger its lines name
 REQUEST_ID = "x-request-id"
 MAX_REQUEST_ID = 128  # a longer caller-given id is replaced, not logged whole
-# The id of the call the current thread is handling: a call runs on one thread of the
-# server's pool from its first message to its status, streams included.
+# The id of the call being handled: gRPC runs each call in a context of its own, from
+# its first message to its status, streams included.
 _current: ContextVar[str | None] = ContextVar("jobgate_request_id", default=None)
 
 
@@ -51,6 +56,13 @@ def request_id(context: grpc.ServicerContext) -> str:
     return secrets.token_hex(8)
 
 
+def return_id(context: grpc.ServicerContext, rid: str) -> None:
+    """Adds the request id to the call's trailing metadata, beside what is there (an
+    error's status details): it rides with the status, in the frame that ends the call."""
+    kept = context.trailing_metadata() or ()
+    context.set_trailing_metadata((*kept, (REQUEST_ID, rid)))
+
+
 def outcome(response) -> dict:
     """What an admission response says, for the log: verdict, job id, rule ids."""
     report = getattr(response, "report", None)
@@ -62,110 +74,180 @@ def outcome(response) -> dict:
     return fields
 
 
-class _Call:
-    """One call as it is watched: its labels, start and counts of messages."""
+def status_of(context: grpc.ServicerContext, error: BaseException | None) -> str:
+    code = context.code()
+    if code is None and error is not None:
+        # A stream dropped by its client is closed (GeneratorExit) where it waited.
+        code = grpc.StatusCode.CANCELLED if isinstance(error, GeneratorExit) else grpc.StatusCode.UNKNOWN
+    return (code or grpc.StatusCode.OK).name
 
-    __slots__ = ("labels", "rpc", "rid", "started", "received", "sent")
 
-    def __init__(self, labels: tuple[str, str, str], rpc: str, rid: str | None) -> None:
-        self.labels, self.rpc, self.rid = labels, rpc, rid
-        self.started = time.perf_counter()
-        self.received = self.sent = 0
+class Watched:
+    """One method's metric series, labelled once: every call of it counts into them."""
+
+    __slots__ = ("labels", "rpc", "started", "in_flight", "handling", "received", "sent", "_handled", "_metrics")
+
+    def __init__(self, metrics: Metrics, labels: tuple[str, str, str]) -> None:
+        self.labels, self.rpc = labels, labels[2]
+        self.started = metrics.started.labels(*labels)
+        self.in_flight = metrics.in_flight.labels(self.rpc)
+        self.handling = metrics.handling.labels(*labels)
+        self.received = metrics.received.labels(*labels)
+        self.sent = metrics.sent.labels(*labels)
+        self._handled: dict[str, object] = {}  # by status: the few a method ends with
+        self._metrics = metrics
+
+    def handled(self, status: str):
+        child = self._handled.get(status)
+        if child is None:
+            child = self._handled[status] = self._metrics.handled.labels(*self.labels, status)
+        return child
 
 
 class CallObserver(grpc.ServerInterceptor):
-    def __init__(self, identify: Callable[[grpc.ServicerContext], str | None], metrics: Metrics) -> None:
+    """Watches every call, outermost: `within` (interceptors) run inside it, so the
+    calls they refuse are watched too. With `request_log` None there is no request log
+    and no request id is made or returned."""
+
+    def __init__(self, identify: Callable[[grpc.ServicerContext], str | None], metrics: Metrics, request_log: LineWriter | None, within: Sequence[grpc.ServerInterceptor] = ()) -> None:
         self._identify = identify
         self._metrics = metrics
+        self._log = request_log
+        self._within = tuple(within)
+        # method -> (the handler gRPC found for it, the one that serves it watched).
+        self._methods: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None:
-            return handler
-        service, _, method = handler_call_details.method.lstrip("/").rpartition("/")
+            return None  # no such method: gRPC answers UNIMPLEMENTED, nothing is kept for it
+        method = handler_call_details.method
+        known = self._methods.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        watched = self._watch(self._inner(handler, handler_call_details), method)
+        self._methods[method] = (handler, watched)
+        return watched
+
+    def _inner(self, handler: grpc.RpcMethodHandler, handler_call_details) -> grpc.RpcMethodHandler | None:
+        """`handler` as the interceptors within wrap it, innermost last."""
+        for interceptor in reversed(self._within):
+            handler = interceptor.intercept_service(lambda _details, h=handler: h, handler_call_details)
+            if handler is None:
+                return None
+        return handler
+
+    def _watch(self, handler: grpc.RpcMethodHandler | None, method: str) -> grpc.RpcMethodHandler | None:
+        if handler is None:
+            return None
+        service, _, name = method.lstrip("/").rpartition("/")
         behavior = handler.unary_unary or handler.stream_stream or handler.unary_stream or handler.stream_unary
         if getattr(behavior, "experimental_non_blocking", False):
             return handler  # the health service's Watch: no thread of its own to watch from
         if handler.unary_unary:
-            labels = ("unary", service, method)
-            return grpc.unary_unary_rpc_method_handler(self._unary(handler.unary_unary, labels, method, streamed_in=False), handler.request_deserializer, handler.response_serializer)
+            run = self._unary(behavior, Watched(self._metrics, ("unary", service, name)), streamed_in=False)
+            return grpc.unary_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
         if handler.stream_unary:
-            labels = ("client_stream", service, method)
-            return grpc.stream_unary_rpc_method_handler(self._unary(behavior, labels, method, streamed_in=True), handler.request_deserializer, handler.response_serializer)
+            run = self._unary(behavior, Watched(self._metrics, ("client_stream", service, name)), streamed_in=True)
+            return grpc.stream_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
         if handler.stream_stream:
-            labels = ("bidi_stream", service, method)
-            return grpc.stream_stream_rpc_method_handler(self._streaming(behavior, labels, method, streamed_in=True), handler.request_deserializer, handler.response_serializer)
-        labels = ("server_stream", service, method)
-        return grpc.unary_stream_rpc_method_handler(self._streaming(behavior, labels, method, streamed_in=False), handler.request_deserializer, handler.response_serializer)
+            run = self._streaming(behavior, Watched(self._metrics, ("bidi_stream", service, name)), streamed_in=True)
+            return grpc.stream_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+        run = self._streaming(behavior, Watched(self._metrics, ("server_stream", service, name)), streamed_in=False)
+        return grpc.unary_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
 
     # ---- around every call
 
-    def _begin(self, context: grpc.ServicerContext, labels: tuple[str, str, str], rpc: str, request, streamed_in: bool) -> tuple[_Call, object]:
-        """The call begins: its id sent, its start counted; the request (a stream of
-        them, counted as they are read) handed back for the servicer."""
+    def _begin(self, context: grpc.ServicerContext, watched: Watched, *, stream: bool) -> str | None:
+        """The call begins: its id made (a stream's sent at once), its start counted."""
         rid = None
-        if log.isEnabledFor(logging.INFO):  # with the request log off, no id is made or sent
+        if self._log is not None:
             rid = request_id(context)
-            try:
-                context.send_initial_metadata(((REQUEST_ID, rid),))
-            except Exception:  # noqa: BLE001 - metadata already sent: the id still goes to the log
-                pass
-        _current.set(rid)
-        self._metrics.started.labels(*labels).inc()
-        self._metrics.in_flight.labels(rpc).inc()
-        call = _Call(labels, rpc, rid)
+            _current.set(rid)
+            if stream:
+                # A stream may stay open for hours: its id goes ahead in its own frame. A
+                # unary call's goes with its status (`return_id`), sparing that frame.
+                try:
+                    context.send_initial_metadata(((REQUEST_ID, rid),))
+                except grpc.RpcError:  # cancelled already: the call still ends, and is logged, as such
+                    pass
+        watched.started.inc()
+        watched.in_flight.inc()
+        return rid
+
+    def _end(self, watched: Watched, context: grpc.ServicerContext, rid: str | None, started: float, received: int, sent: int, extra: dict, error: BaseException | None = None) -> None:
+        elapsed = time.perf_counter() - started
+        status = status_of(context, error)
+        watched.in_flight.dec()
+        watched.handled(status).inc()
+        watched.handling.observe(elapsed)
+        watched.received.inc(received)
+        watched.sent.inc(sent)
+        if rid is not None:
+            return_id(context, rid)
+            fields = {"request_id": rid, "account": self._identify(context), "rpc": watched.rpc, "status": status, "latency_ms": round(elapsed * 1000, 3), **extra}
+            self._log.write(time.time(), "call", fields)
+
+    def _unary(self, behavior, watched: Watched, *, streamed_in: bool):
         if streamed_in:
-            return call, self._counted(request, call)
-        call.received = 1
-        return call, request
 
-    def _end(self, call: _Call, context: grpc.ServicerContext, extra: dict, error: BaseException | None = None) -> None:
-        _current.set(None)  # the pool's thread goes on to other calls
-        code = context.code()
-        if code is None and error is not None:
-            # A stream dropped by its client is closed (GeneratorExit) where it waited.
-            code = grpc.StatusCode.CANCELLED if isinstance(error, GeneratorExit) else grpc.StatusCode.UNKNOWN
-        status = (code or grpc.StatusCode.OK).name
-        elapsed = time.perf_counter() - call.started
-        m = self._metrics
-        m.in_flight.labels(call.rpc).dec()
-        m.handled.labels(*call.labels, status).inc()
-        m.handling.labels(*call.labels).observe(elapsed)
-        m.received.labels(*call.labels).inc(call.received)
-        m.sent.labels(*call.labels).inc(call.sent)
-        if call.rid is not None:
-            fields = {"request_id": call.rid, "account": self._identify(context), "rpc": call.rpc, "status": status, "latency_ms": round(elapsed * 1000, 3), **extra}
-            log.info("call", extra={"fields": fields})
+            def run_streamed_in(requests, context):
+                rid = self._begin(context, watched, stream=True)
+                started = time.perf_counter()
+                counted = _Counted(requests)
+                try:
+                    response = behavior(counted, context)
+                except BaseException as e:
+                    self._end(watched, context, rid, started, counted.n, 0, {}, e)
+                    raise
+                self._end(watched, context, rid, started, counted.n, 1, outcome(response))
+                return response
 
-    def _counted(self, requests: Iterator, call: _Call) -> Iterator:
-        for request in requests:
-            call.received += 1
-            yield request
+            return run_streamed_in
 
-    def _unary(self, behavior, labels: tuple[str, str, str], rpc: str, *, streamed_in: bool):
         def run(request, context):
-            call, request = self._begin(context, labels, rpc, request, streamed_in)
+            rid = self._begin(context, watched, stream=False)
+            started = time.perf_counter()
             try:
                 response = behavior(request, context)
             except BaseException as e:
-                self._end(call, context, {}, e)
+                self._end(watched, context, rid, started, 1, 0, {}, e)
                 raise
-            call.sent = 1
-            self._end(call, context, outcome(response))
+            self._end(watched, context, rid, started, 1, 1, outcome(response))
             return response
 
         return run
 
-    def _streaming(self, behavior, labels: tuple[str, str, str], rpc: str, *, streamed_in: bool):
+    def _streaming(self, behavior, watched: Watched, *, streamed_in: bool):
         def run(request, context):
-            call, request = self._begin(context, labels, rpc, request, streamed_in)
+            rid = self._begin(context, watched, stream=True)
+            started = time.perf_counter()
+            counted = _Counted(request) if streamed_in else None
+            sent = 0
             try:
-                for response in behavior(request, context):
-                    call.sent += 1
+                for response in behavior(counted if streamed_in else request, context):
+                    sent += 1
                     yield response
             except BaseException as e:
-                self._end(call, context, {"responses": call.sent}, e)
+                self._end(watched, context, rid, started, counted.n if streamed_in else 1, sent, {"responses": sent}, e)
                 raise
-            self._end(call, context, {"responses": call.sent})
+            self._end(watched, context, rid, started, counted.n if streamed_in else 1, sent, {"responses": sent})
 
         return run
+
+
+class _Counted:
+    """A stream of requests, counted as the servicer reads them."""
+
+    __slots__ = ("_requests", "n")
+
+    def __init__(self, requests: Iterator) -> None:
+        self._requests, self.n = requests, 0
+
+    def __iter__(self) -> _Counted:
+        return self
+
+    def __next__(self):
+        request = next(self._requests)
+        self.n += 1
+        return request

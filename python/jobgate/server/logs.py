@@ -8,6 +8,11 @@ that would pass that is clipped harder, and at worst the line keeps its timestam
 level, logger and the start of its message. The log stays one bounded line per event
 however large the request was.
 
+A log with a line per call (the request log) is written by a thread of its own
+(`LineWriter`): the call hands over its fields and goes on, and the thread encodes
+and writes them, many lines to a write. A call never waits for the log: when the
+writer falls behind and its queue is full, the line is dropped and counted.
+
 Must not decide what is logged: the modules that log do; this only writes it.
 """
 
@@ -15,12 +20,18 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import queue
+import select
+import threading
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from itertools import islice
-from typing import Any
+from typing import Any, BinaryIO, Protocol
 
-# Characters in one log line, at most (JSON escapes included).
+import orjson
+
+# Bytes in one log line, at most (its newline aside).
 MAX_LINE = 16 * 1024
 
 
@@ -79,16 +90,64 @@ def bounded(value: Any, bounds: Bounds, depth: int = 0) -> Any:
     return clip(str(value), bounds.chars)
 
 
-def render(entry: dict[str, Any]) -> str:
-    """One JSON line of at most MAX_LINE characters for `entry`."""
+def encode(entry: dict[str, Any]) -> bytes:
+    """One JSON line of at most MAX_LINE bytes for `entry`, without its newline."""
+    if _plain(entry):
+        try:
+            line = orjson.dumps(entry)
+        except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits: bounded below
+            line = b""
+        # No string in a line this short can be longer than ROOMY keeps: bounding would
+        # change nothing.
+        if 0 < len(line) <= ROOMY.chars:
+            return line
     for bounds in (ROOMY, TIGHT):
         kept = {key: clip_middle(value, bounds.traceback) if key == "traceback" and isinstance(value, str) else bounded(value, bounds) for key, value in entry.items()}
-        line = json.dumps(kept)
+        line = _dumps(kept)
         if len(line) <= MAX_LINE:
             return line
     # Its fields left out whole: what happened and when still reach the log.
     head = {key: entry[key] for key in ("ts", "level", "logger") if key in entry}
-    return json.dumps({**head, "message": clip(str(entry.get("message", "")), 256), "clipped": f"the line's {len(entry) - len(head) - 1} fields passed {MAX_LINE} characters"})
+    return _dumps({**head, "message": clip(str(entry.get("message", "")), 256), "clipped": f"the line's {len(entry) - len(head) - 1} fields passed {MAX_LINE} bytes"})
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(entry: dict[str, Any]) -> bool:
+    """Whether `entry` holds only scalars and lists of at most ROOMY.items scalars: what
+    bounding keeps as it is, but for long strings (most lines, the request log's all)."""
+    for value in entry.values():
+        kind = type(value)
+        if kind not in _SCALARS and not (kind is list and len(value) <= ROOMY.items and all(type(v) in _SCALARS for v in value)):
+            return False
+    return True
+
+
+def render(entry: dict[str, Any]) -> str:
+    """`encode`, as text."""
+    return encode(entry).decode()
+
+
+def _dumps(kept: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(kept)
+    except orjson.JSONEncodeError:  # a string that is not UTF-8 (a lone surrogate): escaped instead
+        return json.dumps(kept).encode()
+
+
+_second: tuple[int, str] = (-1, "")  # the last second stamped, written out
+
+
+def timestamp(created: float) -> str:
+    """RFC 3339 UTC, to the millisecond (`created` from time.time())."""
+    global _second
+    fraction, seconds = math.modf(created)
+    whole, micro = divmod(int(seconds) * 1_000_000 + round(fraction * 1_000_000), 1_000_000)
+    second = _second
+    if second[0] != whole:  # lines come many to a second: the date is written once for them
+        second = _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{second[1]}.{micro // 1000:03d}Z"
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -96,9 +155,91 @@ class JsonLogFormatter(logging.Formatter):
     record's fields, and the traceback of an error logged with one; bounded (`render`)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        entry = {"ts": ts, "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
+        entry = {"ts": timestamp(record.created), "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
         entry.update(getattr(record, "fields", {}))
         if record.exc_info:
             entry["traceback"] = self.formatException(record.exc_info)
         return render(entry)
+
+
+class Counts(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+# Lines waiting for the writer, at most: past that, a line is dropped and counted.
+QUEUED_LINES = 8192
+# Lines are written together, whole, up to this many bytes a write: a write of at most
+# PIPE_BUF bytes to a pipe is never interleaved with another process's (the workers of
+# `serve --workers N` share their supervisor's stderr).
+WRITE_BYTES = select.PIPE_BUF
+# How long the writer lets lines gather after the first one arrives: one wake-up and a
+# few writes for a busy server's many lines.
+GATHER_SECONDS = 0.005
+_CLOSE = object()
+
+
+class LineWriter:
+    """The lines of one logger (`logger`, at info), written to `stream` by a thread of
+    their own. `write` hands a line's fields over and returns: the thread stamps,
+    bounds (`encode`) and writes them. When `capacity` lines are already waiting the
+    line is dropped and counted in `dropped`, as is a line the stream refuses; `close`
+    writes every line handed over before it."""
+
+    def __init__(self, stream: BinaryIO, logger: str, dropped: Counts, capacity: int | None = None) -> None:
+        self._stream, self._logger, self._dropped = stream, logger, dropped
+        self._capacity = QUEUED_LINES if capacity is None else capacity
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=f"{logger}-writer", daemon=True)
+        self._thread.start()
+
+    def write(self, created: float, message: str, fields: dict[str, Any]) -> None:
+        """Queues a line (`created` is its time.time()); never waits."""
+        if self._queue.qsize() >= self._capacity:
+            self._dropped.inc()
+            return
+        self._queue.put((created, message, fields))
+
+    def close(self, timeout: float = 30) -> None:
+        """Writes the lines queued so far and ends the thread (within `timeout` seconds:
+        a stream that takes nothing cannot hold a stopping server)."""
+        if self._thread.is_alive():
+            self._queue.put(_CLOSE)
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            time.sleep(GATHER_SECONDS)
+            while len(batch) < self._capacity:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            closing = any(item is _CLOSE for item in batch)
+            self._write_lines([item for item in batch if item is not _CLOSE])
+            if closing:
+                return
+
+    def _write_lines(self, items: list) -> None:
+        chunk: list[bytes] = []
+        size = 0
+        for created, message, fields in items:
+            try:
+                line = encode({"ts": timestamp(created), "level": "info", "logger": self._logger, "message": message, **fields}) + b"\n"
+            except Exception:  # noqa: BLE001 - a line that cannot be encoded is lost alone, counted
+                self._dropped.inc()
+                continue
+            if chunk and size + len(line) > WRITE_BYTES:
+                self._flush(chunk)
+                chunk, size = [], 0
+            chunk.append(line)
+            size += len(line)
+        if chunk:
+            self._flush(chunk)
+
+    def _flush(self, lines: list[bytes]) -> None:
+        try:
+            self._stream.write(b"".join(lines))
+            self._stream.flush()
+        except (OSError, ValueError):  # stderr closed or gone: the lines are lost, and counted
+            self._dropped.inc(len(lines))

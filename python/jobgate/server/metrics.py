@@ -9,6 +9,7 @@ one process (tests) never collide. Every metric is listed in the README.
   reason, retries answered by idempotency key;
 - the job store: time per operation (`jobgate_store_seconds`);
 - shadow admission: judged, disagreements by rule, dropped (`jobgate_shadow_*`);
+- the request log: lines dropped rather than make a call wait (`jobgate_log_lines_dropped_total`);
 - the process: `process_*` (CPU, memory, file descriptors) and `python_*`. With
   `serve --workers N` the supervising process serves them for each worker, labelled
   `worker`, beside the summed call and admission metrics.
@@ -68,6 +69,7 @@ class Metrics:
         self.shadow_disagreements = Counter("jobgate_shadow_disagreements_total", "Shadow judgments that differ from the served one, by rule (each rule a judgment adds or drops)", ["rule"], registry=r)
         self.shadow_dropped = Counter("jobgate_shadow_dropped_total", "Admissions not judged in shadow: the shadow queue was full", registry=r)
         self.store = Histogram("jobgate_store_seconds", "Time the job store took, by operation", ["operation"], buckets=LATENCY_BUCKETS, registry=r)
+        self.log_lines_dropped = Counter("jobgate_log_lines_dropped_total", "Request log lines not written: the log's writer had too many waiting, or stderr refused them", registry=r)
         if process:
             ProcessCollector(registry=r)
             PlatformCollector(registry=r)
