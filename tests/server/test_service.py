@@ -351,7 +351,12 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     t.start()
     import time
 
-    time.sleep(0.3)
+    # Stop once the batch is being handled (a loaded machine may take a while to send it).
+    in_flight = r.metrics.in_flight.labels("AdmitBatch")
+    deadline = time.monotonic() + 30
+    while in_flight._value.get() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert in_flight._value.get() == 1
     r.server.stop(30).wait()
     t.join(60)
     assert len(outcome["response"].results) == 2000
