@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
+import blake3
+
 from jobgate._core import redact
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -31,6 +33,11 @@ MAX_GPUS = 2**31 - 1
 MAX_BACKEND_REF_BYTES = 1024
 # An idempotency key, in UTF-8 bytes: a client's handle for one admission, not a payload.
 MAX_IDEMPOTENCY_KEY_BYTES = 128
+# Job numbers are permuted within this many bits (12 hex digits in an id); a store that
+# has given out every one refuses further admissions rather than repeat an id.
+JOB_NUMBER_BITS = 48
+# Rounds of the Feistel network that permutes them (as many as NIST's FF1 uses).
+_FEISTEL_ROUNDS = 10
 # Expired idempotency keys are deleted at most this often (seconds) per store, in a
 # transaction of their own; a lookup ignores them meanwhile. Bounded per pass so that
 # a backlog never holds the write lock for long.
@@ -64,7 +71,8 @@ class StoreUnavailable(Exception):
 
 
 class StoreFull(Exception):
-    """The store's disk is full; nothing was written."""
+    """The store can take nothing more (its disk is full, or every job id is given out);
+    nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -118,10 +126,32 @@ class NewJob:
     reads_usage: bool = True
 
 
-def job_suffix(prefix: str, number: int) -> str:
-    """`<prefix>-<hex>`: a number no other job has (a sequence, never reused) followed by
-    random hex, so ids cannot collide and are not guessable from one another."""
-    return f"{prefix}-{number:06x}{secrets.token_hex(3)}"
+def new_job_id(prefix: str, number: int, key: bytes) -> str:
+    """`<prefix>-<hex>`: the store's sequence number, permuted under the store's key (so
+    no other job has it, and nobody learns from their own ids how many jobs others
+    admitted), followed by random hex (so ids are not guessable from one another)."""
+    if not 0 <= number < 1 << JOB_NUMBER_BITS:
+        raise StoreFull(f"the job store has given out every one of its 2^{JOB_NUMBER_BITS} job ids; nothing was written")
+    return f"{prefix}-{permuted(number, key):0{JOB_NUMBER_BITS // 4}x}{secrets.token_hex(3)}"
+
+
+def permuted(number: int, key: bytes, bits: int = JOB_NUMBER_BITS) -> int:
+    """`number`'s image under a keyed permutation of the integers below 2^`bits` (`bits`
+    even): a balanced Feistel network whose round function is BLAKE3 keyed with `key`
+    (32 bytes). A bijection whatever the round function, so distinct numbers keep
+    distinct images."""
+    half = bits // 2
+    mask = (1 << half) - 1
+    left, right = number >> half, number & mask
+    for i in range(_FEISTEL_ROUNDS):
+        mixed = int.from_bytes(blake3.blake3(bytes((i, half)) + right.to_bytes(16, "big"), key=key).digest(16), "big")
+        left, right = right, left ^ (mixed & mask)
+    return (left << half) | right
+
+
+def new_id_key() -> bytes:
+    """A store's key for `permuted`, made once with its schema and kept in it."""
+    return secrets.token_bytes(blake3.blake3.key_size)
 
 
 def opened_record(job: NewJob, job_id: str, ts: str) -> dict[str, Any]:

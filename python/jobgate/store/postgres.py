@@ -37,9 +37,10 @@ from jobgate.store.base import (
     apply_mark,
     check_mark,
     check_room,
-    job_suffix,
     key_bytes,
     list_filter,
+    new_id_key,
+    new_job_id,
     now,
     opened_record,
     storable,
@@ -103,6 +104,11 @@ MIGRATIONS = [
         PRIMARY KEY (account, key)
     );
     CREATE INDEX idempotency_keys_created ON idempotency_keys (created);
+    """,
+    # 6: the key that permutes job numbers into ids, one row shared by every replica
+    # (written at open when missing, under the migration lock).
+    """
+    CREATE TABLE job_id_key (one INTEGER PRIMARY KEY CHECK (one = 1), key BYTEA NOT NULL);
     """,
 ]
 
@@ -307,7 +313,7 @@ class PostgresStore:
         self._pruning = Pruning()
         self._numbers: list[int] = []
         self._numbers_lock = threading.Lock()
-        self._migrate()
+        self._id_key = self._migrate()
 
     def _connect(self) -> psycopg.Connection:
         # A server that does not answer must not hold a caller forever.
@@ -332,7 +338,8 @@ class PostgresStore:
             yield db
 
     @_translated
-    def _migrate(self) -> None:
+    def _migrate(self) -> bytes:
+        """Brings the schema up to date; returns the store's job id key."""
         with self._transaction() as db:
             db.execute("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
             db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
@@ -341,6 +348,8 @@ class PostgresStore:
                 if version not in done:
                     db.execute(sql)
                     db.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (version, now()))
+            db.execute("INSERT INTO job_id_key VALUES (1, %s) ON CONFLICT DO NOTHING", (new_id_key(),))
+            return bytes(db.execute("SELECT key FROM job_id_key").fetchone()[0])
 
     @_translated
     def gpus_in_use(self, project: str) -> int:
@@ -460,7 +469,7 @@ class PostgresStore:
         else:
             if usage is not None:
                 usage[job.project] = usage.get(job.project, 0) + job.gpus
-            group.open(job, job_suffix(job.id_prefix, number), slot)
+            group.open(job, new_job_id(job.id_prefix, number, self._id_key), slot)
 
     def _recall(self, db: psycopg.Connection, account: str, keys: list[str], window: float) -> dict[str, Remembered]:
         if not _text(account):

@@ -31,9 +31,10 @@ from jobgate.store.base import (
     apply_mark,
     check_mark,
     check_room,
-    job_suffix,
     key_bytes,
     list_filter,
+    new_id_key,
+    new_job_id,
     now,
     opened_record,
     storable,
@@ -89,6 +90,11 @@ MIGRATIONS = [
     );
     CREATE INDEX idempotency_keys_created ON idempotency_keys (created);
     """,
+    # 4: the key that permutes job numbers into ids, one row (written at open when
+    # missing, in the transaction that migrates).
+    """
+    CREATE TABLE job_id_key (one INTEGER PRIMARY KEY CHECK (one = 1), key BLOB NOT NULL);
+    """,
 ]
 
 # Ids per query of `latest`, well under SQLite's limit on bound parameters.
@@ -140,7 +146,7 @@ class SqliteStore:
         self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: True, close=sqlite3.Connection.close)
         self._pruning = Pruning()
-        self._migrate()
+        self._id_key = self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -179,7 +185,8 @@ class SqliteStore:
                 raise
 
     @_translated
-    def _migrate(self) -> None:
+    def _migrate(self) -> bytes:
+        """Brings the schema up to date; returns the store's job id key."""
         with self._writing() as db:
             db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
             done = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
@@ -188,6 +195,8 @@ class SqliteStore:
                     for statement in filter(str.strip, sql.split(";")):
                         db.execute(statement)
                     db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, now()))
+            db.execute("INSERT OR IGNORE INTO job_id_key VALUES (1, ?)", (new_id_key(),))
+            return bytes(db.execute("SELECT key FROM job_id_key").fetchone()[0])
 
     @_translated
     def gpus_in_use(self, project: str) -> int:
@@ -228,7 +237,7 @@ class SqliteStore:
         if not decide(int(row[0]) if row else 0):
             return None
         seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0])
-        job_id = job_suffix(job.id_prefix, seq)  # seq is taken inside the write transaction: unique
+        job_id = new_job_id(job.id_prefix, seq, self._id_key)  # seq is taken inside the write transaction: unique
         db.execute(
             "INSERT INTO project_usage VALUES (?, ?) ON CONFLICT (project) DO UPDATE SET gpus = gpus + excluded.gpus",
             (job.project, job.gpus),

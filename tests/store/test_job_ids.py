@@ -1,0 +1,157 @@
+"""Job ids on each store: the store's sequence number permuted under a key kept in the
+store, so ids never repeat (across replicas and restarts) while an account's own ids
+say nothing of how many jobs other teams admit; a store that has given out every
+number refuses rather than repeat one."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from jobgate.store import NewJob, StoreFull, open_store
+from jobgate.store.base import JOB_NUMBER_BITS, permuted
+from tests.helpers import sample
+from tests.server.helpers import Running
+from tests.store.helpers import config_on
+from tests.store.test_tenancy import ALICE, BOB, SPEECH, TEAMS, VISION, admit
+
+JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
+ID = re.compile(r"dino-train-[0-9a-f]{18}")
+
+
+def job(reads_usage: bool = True) -> NewJob:
+    return NewJob(
+        id_prefix="dino-train", project="my-lab", owner="alice", gpus=1, image="nvcr.io/nvidia/tao/tao-toolkit:6", network_arch="dino",
+        action="train", platform="local", storage_tier="A", results_root="/results", document=JOBSPEC, reads_usage=reads_usage,
+    )  # fmt: skip
+
+
+def admitted(*_in_use) -> bool:
+    return True
+
+
+def number(job_id: str) -> int:
+    """The number an id carries: its hex, less the random suffix."""
+    return int(job_id.rsplit("-", 1)[1][:-6], 16)
+
+
+def stored(backend) -> tuple[bytes, set[int]]:
+    """The key kept in the store, and what every number its sequence gave out becomes
+    under it, read from the database."""
+    path, url = backend
+    if url:
+        import psycopg
+
+        with psycopg.connect(url) as db:
+            key = bytes(db.execute("SELECT key FROM job_id_key").fetchone()[0])
+            top = db.execute("SELECT last_value FROM job_id_seq").fetchone()[0]
+    else:
+        with sqlite3.connect(Path(path) / "jobs.sqlite3") as db:
+            key = bytes(db.execute("SELECT key FROM job_id_key").fetchone()[0])
+            top = db.execute("SELECT MAX(seq) FROM jobs").fetchone()[0]
+    return key, {permuted(n, key) for n in range(1, top + 1)}
+
+
+def admit_some(store, n: int) -> list[str]:
+    ids: list[str] = []
+    for i in range(n):  # single admissions and groups, reading usage and not
+        ids += store.admit_many([(job(reads_usage=i % 3 != 0), admitted) for _ in range(1 + i % 4)])
+    return ids
+
+
+def test_the_permutation_is_a_bijection_on_a_small_domain():
+    key = bytes(range(32))
+    images = [permuted(n, key, bits=16) for n in range(1 << 16)]
+    assert sorted(images) == list(range(1 << 16))
+    assert images[:50] != sorted(images[:50])
+    # Another key, another permutation.
+    assert images != [permuted(n, bytes(32), bits=16) for n in range(1 << 16)]
+
+
+def test_ids_stay_unique_and_the_key_persists_across_a_restart(backend):
+    path, url = backend
+    store = open_store(path, url)
+    ids = admit_some(store, 40)
+    store.close()
+    key, _ = stored(backend)
+    store = open_store(path, url)
+    try:
+        ids += admit_some(store, 40)
+    finally:
+        store.close()
+    again, given = stored(backend)
+    assert again == key and len(key) == 32
+    assert len(set(ids)) == len(ids) == 2 * sum(1 + i % 4 for i in range(40))
+    assert all(ID.fullmatch(i) for i in ids)
+    # Before and after the restart, every id carries a sequence number under the one key.
+    assert {number(i) for i in ids} <= given
+
+
+def test_replicas_sharing_postgres_share_one_key(fresh_postgres, tmp_path):
+    backend = (str(tmp_path / "unused"), fresh_postgres)
+    replicas = [open_store(*backend), open_store(*backend)]
+    try:
+        ids: list[str] = []
+        for i in range(40):
+            ids += replicas[i % 2].admit_many([(job(reads_usage=i % 3 != 0), admitted) for _ in range(1 + i % 4)])
+    finally:
+        for r in replicas:
+            r.close()
+    _, given = stored(backend)
+    assert len(set(ids)) == len(ids) == sum(1 + i % 4 for i in range(40))
+    assert {number(i) for i in ids} <= given
+
+
+def test_an_account_cannot_count_other_teams_admissions_from_its_ids(backend, tmp_path):
+    r = Running(config_on(backend, tmp_path, TEAMS))
+
+    def finished(doc, md) -> str:
+        """Admitted, then finished, so that the projects' quotas never refuse."""
+        job_id = admit(r, doc, md).job_id
+        r.store.mark(job_id, "COMPLETE", "done", "poller")
+        return job_id
+
+    try:
+        alice, between = [number(finished(VISION, ALICE))], []
+        for i in range(50):
+            between.append(i % 5)
+            for _ in range(i % 5):
+                finished(SPEECH, BOB)
+            alice.append(number(finished(VISION, ALICE)))
+    finally:
+        r.close()
+    # A sequence in the id moves by one per admission anywhere: alice would read bob's
+    # count off the difference between her consecutive ids.
+    steps = [later - earlier for earlier, later in zip(alice, alice[1:], strict=False)]
+    assert not any(step == count + 1 for step, count in zip(steps, between, strict=True))
+    assert alice != sorted(alice) and alice != sorted(alice, reverse=True)
+
+
+def test_a_store_that_gave_out_every_number_refuses_loudly(backend):
+    path, url = backend
+    store = open_store(path, url)
+    (first,) = store.admit_many([(job(), admitted)])
+    store.close()
+    last = (1 << JOB_NUMBER_BITS) - 1
+    if url:
+        import psycopg
+
+        with psycopg.connect(url) as db:
+            db.execute("SELECT setval('job_id_seq', %s)", (last - 1,))
+    else:
+        with sqlite3.connect(Path(path) / "jobs.sqlite3") as db:
+            db.execute("UPDATE jobs SET seq = ?", (last - 1,))
+    store = open_store(path, url)
+    try:
+        (final,) = store.admit_many([(job(), admitted)])
+        assert ID.fullmatch(final)
+        for reads_usage in (True, False):
+            with pytest.raises(StoreFull, match=r"every one of its 2\^48 job ids"):
+                store.admit_many([(job(reads_usage), admitted)])
+        assert sorted(rec["id"] for rec in store.list(limit=10)) == sorted([first, final])
+    finally:
+        store.close()
