@@ -53,15 +53,15 @@ pub struct QuotaTable {
 }
 
 impl QuotaTable {
-    /// The GPUs `project` may hold in unfinished jobs; `None` is unlimited. A project
-    /// is named as `metadata.project` gives it, surrounding whitespace aside.
+    /// The GPUs `project` may hold in unfinished jobs; `None` is unlimited. `project`
+    /// is the name as `patterns::project_of` reads it, the name its jobs are recorded under.
     pub fn quota_of(&self, project: &str) -> Option<u64> {
-        self.projects.get(project.trim()).copied().or(self.default)
+        self.projects.get(project).copied().or(self.default)
     }
 
     /// The GPUs `project`'s unfinished jobs hold.
     pub fn in_use_of(&self, project: &str) -> u64 {
-        self.in_use.get(project.trim()).copied().unwrap_or(0)
+        self.in_use.get(project).copied().unwrap_or(0)
     }
 }
 
@@ -77,7 +77,6 @@ mod tests {
             in_use: HashMap::from([("lab".to_string(), 3)]),
         };
         assert_eq!(table.quota_of("lab"), Some(64));
-        assert_eq!(table.quota_of(" lab "), Some(64));
         assert_eq!(table.quota_of("other"), Some(8));
         let admission = Admission {
             quotas: Some(table),

@@ -8,6 +8,7 @@ use std::io::Write;
 
 use crate::gpus;
 use crate::kind::Kind;
+use crate::kinds::jobspec::patterns::project_of;
 use crate::node::{Type, Value};
 use crate::schema::COUNT_MAX;
 
@@ -45,7 +46,7 @@ pub fn facts(root: Value<'_, '_>, kind: Option<Kind>) -> Facts {
     };
     match kind {
         Some(Kind::JobSpec) => {
-            f.project = text(root.at(&["metadata", "project"]));
+            f.project = project_of(root.at(&["metadata", "project"])).to_string();
             let spec = root.get("spec");
             f.gpus = charged(gpus::of_jobspec(spec, &mut |_| {}));
             let recipe = text(spec.and_then(|s| s.at(&["recipe", "name"])));

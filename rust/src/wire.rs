@@ -178,9 +178,13 @@ pub fn answer(
     if batch.len() > max_batch {
         return outcome;
     }
-    let mut reports = validator.check_each(&batch.items, threads, admission, |(raw, kind)| {
-        (raw.as_slice(), *kind)
-    });
+    let mut reports = if admission.quotas.is_some() {
+        in_item_order(validator, &batch.items, admission)
+    } else {
+        validator.check_each(&batch.items, threads, admission, |(raw, kind)| {
+            (raw.as_slice(), *kind)
+        })
+    };
     if let Some(budget) = max_response_bytes {
         crate::report::fit(&mut reports, budget);
     }
@@ -198,6 +202,38 @@ pub fn answer(
     };
     outcome.response = Some(response.encode_to_vec());
     outcome
+}
+
+/// The reports of a batch judged under project quotas, as a real batch answers: one item
+/// after another, each against the usage plus the GPUs of the earlier items that passed
+/// (a JobSpec charged to its project, a spec-bundle to the account's home).
+fn in_item_order(
+    validator: &Validator,
+    items: &[(Vec<u8>, Option<Kind>)],
+    admission: &Admission,
+) -> Vec<Report> {
+    let mut admission = admission.clone();
+    let home = admission.home.clone().unwrap_or_default();
+    items
+        .iter()
+        .map(|(raw, kind)| {
+            let report = validator.check(raw, *kind, &admission);
+            if report.ok() {
+                let charge = validator
+                    .facts(raw, *kind, None)
+                    .and_then(|(f, _)| match f.kind {
+                        Some(Kind::JobSpec) => Some((f.project, f.gpus)),
+                        Some(Kind::SpecBundle) => Some((home.clone(), f.gpus)),
+                        _ => None,
+                    });
+                if let (Some((project, gpus)), Some(table)) = (charge, admission.quotas.as_mut()) {
+                    let held = table.in_use.entry(project).or_default();
+                    *held = held.saturating_add(gpus);
+                }
+            }
+            report
+        })
+        .collect()
 }
 
 fn count(outcome: &mut BatchOutcome, report: &Report) {

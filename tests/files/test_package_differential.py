@@ -556,3 +556,24 @@ def test_with_the_package_cache_off_nothing_is_kept_and_reports_are_the_same(tmp
         assert [off.check(doc, package=p) for p in (good, bad)] == [on.check(doc, package=p) for p in (good, bad)]
     assert off.package_cache_stats() == {"hits": 0, "misses": 0, "entries": 0}
     assert on.package_cache_stats() == {"hits": 2, "misses": 2, "entries": 2}
+
+
+@pytest.mark.parametrize("shape", ["tar with a pax path", "zip"])
+def test_a_member_name_longer_than_path_max_is_refused_and_never_quoted_whole(tmp_path, shape):
+    # The attack: names were held whole up to the pax record limit (1 MiB each), so a
+    # package of many such members held far more in names than it inflated to.
+    doc, entries = packaged()
+    long_name = "scripts/" + "a" * 5000 + ".py"
+    at_limit = "scripts/" + "b" * (4096 - len("scripts/.py")) + ".py"
+    members = [*entries, ("file", long_name, b"x"), ("file", at_limit, b"y")]
+    data = zip_bytes(members) if shape == "zip" else tar_bytes(members)
+    report = V.check(doc, package=write(tmp_path, "p.zip" if shape == "zip" else "p.tar", data))
+    # the long name is refused as no extractor could create it; the one at PATH_MAX is
+    # read (and undeclared), both quoted in a few hundred bytes
+    assert pairs(report) == [("tao.supporting_file.path", F), ("tao.supporting_file.undeclared", F)]
+    refused, undeclared = report.violations
+    assert refused.message.startswith('the package member "scripts/aaaa') and refused.message.endswith(
+        "... (5011 bytes) is a name of 5011 bytes, longer than the 4096 bytes (PATH_MAX) an extractor can create"
+    )
+    assert undeclared.message.endswith("... (4096 bytes), which is neither the bundle nor a declared source")
+    assert all(len(v.message) < 400 for v in report.violations)

@@ -193,16 +193,17 @@ def test_quota_is_consumed_in_batch_order(tmp_path):
         r.close()
 
 
-def test_a_dry_run_batch_is_judged_on_one_snapshot_of_quota_usage(tmp_path):
+def test_a_dry_run_batch_consumes_quota_in_item_order_from_one_snapshot_of_usage(tmp_path):
     r = running_with_quota(tmp_path, 16)
     try:
         assert r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=r.auth).job_id
         other = mutate(JOBSPEC, {"/metadata/project": "other-lab"})
         request = admission_pb2.AdmitBatchRequest(documents=[raw(JOBSPEC), raw(JOBSPEC), raw(other)], dry_run=True)
         batch = r.admission.AdmitBatch(request, metadata=r.auth)
-        # 8 of my-lab's 16 GPUs are held: each 8-GPU document fits on its own (a dry run
-        # consumes nothing), and other-lab falls under the default quota.
-        assert [x.report.verdict for x in batch.results] == ["pass", "pass", "pass"]
+        # 8 of my-lab's 16 GPUs are held: the first 8-GPU document fits, the second does
+        # not once the first is counted (as the real batch would answer), and other-lab
+        # falls under the default quota.
+        assert [x.report.verdict for x in batch.results] == ["pass", "fail", "pass"]
         assert r.admission.Admit(admission_pb2.AdmitRequest(document=raw(JOBSPEC)), metadata=r.auth).job_id
         batch = r.admission.AdmitBatch(request, metadata=r.auth)
         assert [pairs(x.report) for x in batch.results] == [[("forge.quota.project", "/spec/resources")]] * 2 + [[]]

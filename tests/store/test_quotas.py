@@ -237,3 +237,90 @@ def test_a_retry_after_losing_the_project_is_forbidden_and_names_no_job(backend,
     assert admit(r, VISION, ALICE, key="first-job").job_id == job
     assert [x.job_id for x in batch(r, [VISION, BUNDLE], ALICE, keys=keys)] == [job, bundle]
     assert held(r) == before
+
+
+# ---- one reading of metadata.project for the grant, the quota and the record
+
+# Python's str.strip takes \x1c-\x1f as whitespace; Rust's str::trim keeps them.
+SPELLINGS = ["vision\x1f", "\x1cvision", "\x1dvision\x1e", " \x1fvision\x1c ", "\x1evision"]
+
+
+def test_a_project_spelled_with_control_characters_is_charged_as_the_project_it_passes_as(backend, tmp_path, started):
+    # The attack: with forge.project a warning, "vision\x1f" passed alice's grant as
+    # "vision" but was recorded (and charged) as "vision\x1f": no quota, hidden from her.
+    r = started(backend, tmp_path, quotas={"vision": 8}, rules={"forge.project": "warning"})
+    first = admit(r, VISION, ALICE).job_id
+    assert first and held(r) == ([first], {"vision": 8, "speech": 0})
+    spelled = [mutate(VISION, {"/metadata/project": s}) for s in SPELLINGS]
+    over = [("forge.quota.project", "/spec/resources")]
+    responses = [
+        *(admit(r, d, ALICE) for d in spelled),
+        *(admit(r, d, ALICE, dry_run=True) for d in spelled),
+        *batch(r, spelled, ALICE),
+        *batch(r, spelled, ALICE, dry_run=True),
+        *stream(r, spelled, ALICE),
+    ]
+    for x in responses:
+        errors = [(v.rule, v.field) for v in x.report.violations if v.severity == "error"]
+        assert (x.report.verdict, x.job_id, errors) == ("fail", "", over)
+        quota = next(v for v in x.report.violations if v.rule == "forge.quota.project")
+        assert quota.message == 'project "vision" holds 8 GPUs in unfinished jobs; 8 more would exceed its quota of 8'
+    assert held(r) == ([first], {"vision": 8, "speech": 0})
+    # with room again, each spelling is admitted as vision, charged there and seen by alice
+    r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=first, state="COMPLETE", source="poller"), metadata=POLLER, timeout=60)
+    job = admit(r, spelled[0], ALICE).job_id
+    assert job and r.store.project(job) == "vision" and r.store.gpus_in_use("vision") == 8
+    assert r.jobs.GetJob(jobs_pb2.GetJobRequest(job_id=job), metadata=ALICE, timeout=60).job.id == job
+    assert [x.job_id for x in batch(r, spelled[1:], ALICE)] == [""] * (len(SPELLINGS) - 1)
+    assert {r.store.project(i) for i in held(r)[0]} == {"vision"}
+
+
+def test_a_launch_whose_project_the_grant_does_not_reach_is_never_admitted_uncharged(gate):
+    from types import SimpleNamespace
+
+    from jobgate.server.gate import Grant
+
+    gate.config = gate.config.model_copy(update={"quota": gate.config.quota.model_copy(update={"projects": {"vision": 8}})})
+    grant = Grant(("vision",), "vision")
+    data = json.dumps(VISION).encode()
+    real = gate.launch_facts(data, None, "alice")
+    # facts read otherwise than the core's check did: the grant does not reach them
+    fields = ("kind", "project", "gpus", "network_arch", "action", "image", "upload_excludes", "stamped")
+    forged = SimpleNamespace(**{f: getattr(real, f) for f in fields} | {"project": "vision\x1f"})
+    admission = gate.admit(data, None, "alice", dry_run=False, facts=forged, grant=grant)
+    assert (admission.report.ok, admission.job_id) == (False, "")
+    assert [(v.rule, v.message) for v in admission.report.violations] == [
+        ("forge.project.forbidden", 'this account may not submit to project "vision\\u001f"; it may submit to "vision"'),
+    ]
+    assert gate.store.list(limit=10) == []
+
+
+# ---- a dry-run batch answers as the real batch would
+
+
+def test_a_dry_run_batch_consumes_the_quota_in_item_order(backend, tmp_path, started):
+    r = started(backend, tmp_path, quotas={"vision": 16})
+    over = 'project "vision" holds 16 GPUs in unfinished jobs; 8 more would exceed its quota of 16'
+    bundle_over = "a spec-bundle runs in the account's project \"vision\", which holds 16 GPUs in unfinished jobs; 8 more would exceed its quota of 16"
+
+    def answers(results) -> list:
+        return [(x.report.verdict, [(v.rule, v.field, v.message) for v in x.report.violations]) for x in results]
+
+    expected = [("pass", []), ("pass", []), ("fail", [("forge.quota.project", "/spec/resources", over)])]
+    assert answers(batch(r, [VISION] * 3, ALICE, dry_run=True)) == expected  # answered by the core whole
+    assert answers(batch(r, [VISION] * 3, ALICE, dry_run=True, as_document=typed)) == expected
+    bundles = [("pass", []), ("pass", []), ("fail", [("forge.quota.project", "/compute_shape", bundle_over)])]
+    assert answers(batch(r, [BUNDLE] * 3, ALICE, dry_run=True)) == bundles
+    # a refused item consumes nothing; across kinds the order holds too
+    mixed = [SPEECH, BUNDLE, VISION, BUNDLE]
+    dry = answers(batch(r, mixed, ALICE, dry_run=True))
+    assert [v for v, _ in dry] == ["fail", "pass", "pass", "fail"]
+    assert held(r) == ([], {"vision": 0, "speech": 0})
+    # what the real batches answer, item for item, each from an empty project
+    for docs, answered in (([VISION] * 3, expected), ([BUNDLE] * 3, bundles), (mixed, dry)):
+        results = batch(r, docs, ALICE)
+        assert answers(results) == answered
+        for x in results:
+            if x.job_id:
+                r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=x.job_id, state="COMPLETE", source="poller"), metadata=POLLER, timeout=60)
+        assert r.store.gpus_in_use("vision") == 0

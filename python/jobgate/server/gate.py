@@ -271,11 +271,12 @@ class Gate:
                 for data, report in zip(documents, reports, strict=True):
                     self.shadow.offer_document(data, kind, account, projects, report)
             return reports
-        return jobgate.fit_reports([self.admit(d, kind, account, dry_run=True, grant=grant).report for d in documents], self.response_budget())
+        consumed: dict[str, int] = {}  # quota is consumed in item order, as a real batch does
+        return jobgate.fit_reports([self.admit(d, kind, account, dry_run=True, grant=grant, consumed=consumed).report for d in documents], self.response_budget())
 
     def check_batch_request(self, request: bytes, account: str, max_batch: int, grant: Grant | None = None):
         """The core's answer to an encoded dry-run AdmitBatchRequest of raw documents
-        (Validator.check_batch_request), project quotas judged on one snapshot of the
+        (Validator.check_batch_request), project quotas consumed in item order from one snapshot of the
         store's usage; `None` for any other request."""
         config, validator = self.config, self.validator
         quotas = {}
@@ -342,7 +343,19 @@ class Gate:
         return None if grant.reaches(project) else project
 
     def admit(
-        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes = b"", facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b"", timeout: float | None = None
+        self,
+        data: bytes,
+        kind: str | None,
+        account: str,
+        *,
+        dry_run: bool,
+        package: bytes = b"",
+        facts=None,
+        grant: Grant | None = None,
+        key: str = "",
+        fingerprint: bytes = b"",
+        timeout: float | None = None,
+        consumed: dict[str, int] | None = None,
     ) -> Admission:
         """Checks (and unless `dry_run`, admits) one document; with `package`, a
         spec-bundle's supporting files are verified against that archive too. A real
@@ -360,10 +373,12 @@ class Gate:
         when it fails, so that a retry is answered as the first admission was.
 
         With `timeout` (the call's remaining seconds), reading the package stops once
-        it has passed, with TimeoutError."""
+        it has passed, with TimeoutError. With `consumed` (a dry run of a batch's items
+        in order), each project's usage counts the GPUs of the earlier items that passed,
+        and a passing item adds its own: the dry run answers as the real batch would."""
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, facts=facts, grant=grant, key=key, fingerprint=fingerprint, deadline=deadline)
+            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, facts=facts, grant=grant, key=key, fingerprint=fingerprint, deadline=deadline, consumed=consumed)
         except (KeyReused, StoreUnavailable, StoreFull):
             raise
         except Exception:
@@ -381,13 +396,13 @@ class Gate:
             return None
 
     def _admit_document(
-        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, facts, grant: Grant | None, key: str, fingerprint: bytes, deadline: float | None = None
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, facts, grant: Grant | None, key: str, fingerprint: bytes, deadline: float | None = None, consumed: dict[str, int] | None = None
     ) -> Admission:
         if not package:
-            admission = self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant, key=key, fingerprint=fingerprint)
+            admission = self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant, key=key, fingerprint=fingerprint, consumed=consumed)
         else:
             with sources.spooled(package) as path:
-                admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant, key=key, fingerprint=fingerprint, deadline=deadline)
+                admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant, key=key, fingerprint=fingerprint, deadline=deadline, consumed=consumed)
             if not admission.replayed:  # a replay is stored as it was first shown, the package already named
                 report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
                 admission = Admission(ReportView.from_dict(report), admission.job_id, gpus_in_use=admission.gpus_in_use)
@@ -398,7 +413,19 @@ class Gate:
         return admission
 
     def _admit(
-        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: str | None, facts=None, grant: Grant | None = None, key: str = "", fingerprint: bytes = b"", deadline: float | None = None
+        self,
+        data: bytes,
+        kind: str | None,
+        account: str,
+        *,
+        dry_run: bool,
+        package: str | None,
+        facts=None,
+        grant: Grant | None = None,
+        key: str = "",
+        fingerprint: bytes = b"",
+        deadline: float | None = None,
+        consumed: dict[str, int] | None = None,
     ) -> Admission:
         # The core reads what admission needs from its own parse: no Python dict per document.
         if facts is None and not dry_run:
@@ -408,7 +435,9 @@ class Gate:
         project = charged_project(facts, grant) if facts is not None else ""
         # Every kind that launches is charged; a project outside the grant is answered
         # by forge.project.forbidden alone, so its usage is not even read.
-        charged = facts is not None and facts.kind in LAUNCHABLE and (grant is None or grant.reaches(project))
+        launches = facts is not None and facts.kind in LAUNCHABLE
+        outside = launches and grant is not None and not grant.reaches(project)
+        charged = launches and not outside
         quota = self.quota(project) if charged else None
         projects = grant.projects if grant is not None else None
         home = grant.home if grant is not None else None
@@ -418,8 +447,14 @@ class Gate:
             # package is read until the call's deadline, wherever the check runs.
             timeout = None if deadline is None else deadline - time.monotonic()
             if quota is None or in_use is None:
-                return self.validator.check(data, kind, package=package, owner=account, projects=projects, home=home, release_gil=True, timeout=timeout)
-            return self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, home=home, release_gil=True, timeout=timeout)
+                report = self.validator.check(data, kind, package=package, owner=account, projects=projects, home=home, release_gil=True, timeout=timeout)
+            else:
+                report = self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, home=home, release_gil=True, timeout=timeout)
+            if outside and report.ok and grant is not None:
+                # A launch is never admitted uncharged: should the core's reading of the
+                # project ever pass one the grant does not reach, it is refused here.
+                return jobgate._core.refused_project(project, list(grant.projects), kind=facts.kind)
+            return report
 
         if not dry_run and key and self.store is not None and facts is None:
             earlier = self.recall(account, [key]).get(key)  # no record to open: the key may recall one
@@ -427,7 +462,12 @@ class Gate:
                 return self.replay(earlier, key, fingerprint, grant)
         if dry_run or self.store is None or facts is None:
             in_use = self.store.gpus_in_use(project) if (self.store is not None and quota is not None) else None
-            return Admission(check(in_use), gpus_in_use=in_use if quota is not None else None)
+            if in_use is not None and consumed is not None:
+                in_use += consumed.get(project, 0)
+            report = check(in_use)
+            if consumed is not None and charged and report.ok:
+                consumed[project] = consumed.get(project, 0) + facts.gpus
+            return Admission(report, gpus_in_use=in_use if quota is not None else None)
 
         report_box: list[jobgate.Report] = []
         failure: list[BaseException] = []

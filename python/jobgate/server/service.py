@@ -136,12 +136,25 @@ class AdmissionService:
         return caller
 
     def _admit(
-        self, context: grpc.ServicerContext, rpc: str, field: str, data: bytes, kind: str | None, caller: Caller, *, dry_run: bool, package: bytes, facts=None, key: str = "", fingerprint: bytes = b""
+        self,
+        context: grpc.ServicerContext,
+        rpc: str,
+        field: str,
+        data: bytes,
+        kind: str | None,
+        caller: Caller,
+        *,
+        dry_run: bool,
+        package: bytes,
+        facts=None,
+        key: str = "",
+        fingerprint: bytes = b"",
+        consumed: dict[str, int] | None = None,
     ) -> Admission:
         try:
             # Only a package takes long to read: it is read within the call's deadline.
             timeout = context.time_remaining() if package else None
-            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, facts=facts, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=timeout)
+            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, facts=facts, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=timeout, consumed=consumed)
         except TimeoutError:
             errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"{field}.package: the deadline passed while the package was read; reading it stopped", errors.DEADLINE_PASSED, {"field": f"{field}.package"})
         except NotLaunchable as e:
@@ -245,7 +258,9 @@ class AdmissionService:
                     facts[i] = self.gate.launch_facts(data, kind, account)
                 except NotLaunchable as e:
                     bad_request(context, f"documents[{i}]", str(e))
-        # Item by item: quota is consumed in item order; a passed deadline stops the batch.
+        # Item by item: quota is consumed in item order (a dry run counts what it would
+        # consume); a passed deadline stops the batch.
+        consumed: dict[str, int] | None = {} if message.dry_run else None
         results = []
         for i, (data, kind, package) in enumerate(items):
             if not context.is_active():
@@ -254,7 +269,7 @@ class AdmissionService:
             if key in recalled:
                 r = self._replay(context, "AdmitBatch", field, caller, recalled[key], key, prints[i])
             else:
-                r = self._admit(context, "AdmitBatch", field, data, kind, caller, dry_run=message.dry_run, package=package, facts=facts[i], key=key, fingerprint=prints[i])
+                r = self._admit(context, "AdmitBatch", field, data, kind, caller, dry_run=message.dry_run, package=package, facts=facts[i], key=key, fingerprint=prints[i], consumed=consumed)
             if not r.replayed:
                 self.metrics.report("AdmitBatch", r.report)
                 self._refused_projects("AdmitBatch", caller, [(r.report, data, kind)])

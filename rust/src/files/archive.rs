@@ -116,3 +116,23 @@ pub(crate) fn open_regular(path: &Path) -> Result<File, PackageError> {
     rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(|e| read_error(path, e.into()))?;
     Ok(File::from(fd))
 }
+
+/// The first characters of a long member name, all a message quotes of it.
+const SHOWN_CHARS: usize = 200;
+
+pub fn head(name: &str) -> &str {
+    name.char_indices()
+        .nth(SHOWN_CHARS)
+        .map_or(name, |(cut, _)| &name[..cut])
+}
+
+/// A member name as a refusal names it: whole when short, else its first characters
+/// and its length, so that no message holds a name as long as the archive allows.
+pub fn clipped(name: &str) -> std::borrow::Cow<'_, str> {
+    let first = head(name);
+    if first.len() == name.len() {
+        std::borrow::Cow::Borrowed(name)
+    } else {
+        std::borrow::Cow::Owned(format!("{first}... ({} bytes)", name.len()))
+    }
+}

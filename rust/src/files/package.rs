@@ -20,7 +20,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::archive::{
-    is_verdict, open_regular, read_error, refused, MemberKind, PackageError, Visitor,
+    clipped, head, is_verdict, open_regular, read_error, refused, MemberKind, PackageError, Visitor,
 };
 use super::budget::{Meter, Metered};
 use super::declared::{compare, undeclared_imports, violation, Declared, Found};
@@ -179,12 +179,31 @@ pub fn read_file(
 /// one, `a.py/` or `a.py/.`: extractors make a directory of it). `./a`, `a//b` and
 /// `a/./b` name `a` and `a/b`, as every extractor writes them.
 fn member_name(raw: &str) -> Result<String, String> {
+    // Names are held for the whole package: none longer than any extractor can create.
+    if raw.len() > PATH_MAX {
+        return Err(format!(
+            "the package member {} is a name of {} bytes, longer than the {PATH_MAX} bytes (PATH_MAX) an extractor can create",
+            shown(raw),
+            raw.len()
+        ));
+    }
     let name = normalize(raw);
     if name.is_empty() && !raw.starts_with('/') {
         return Ok(name); // `.` or `./`: the package's own root; the caller decides
     }
-    relative_path(raw).map_err(|why| format!("the package member {raw:?} {why}"))?;
+    relative_path(raw).map_err(|why| format!("the package member {} {why}", shown(raw)))?;
     Ok(name)
+}
+
+/// The longest member name accepted, in bytes: Linux's PATH_MAX.
+const PATH_MAX: usize = 4096;
+
+/// A member name as a message quotes it: escaped, and clipped (`clipped`) when long.
+fn shown(raw: &str) -> String {
+    match clipped(raw) {
+        std::borrow::Cow::Borrowed(whole) => format!("{whole:?}"),
+        std::borrow::Cow::Owned(_) => format!("{:?}... ({} bytes)", head(raw), raw.len()),
+    }
 }
 
 struct Collector<'a> {
@@ -238,11 +257,11 @@ impl Collector<'_> {
         }
         let name = match member_name(raw) {
             Ok(n) if n.is_empty() => {
-                self.path_violation(format!("the package member {raw:?} names no file"));
+                self.path_violation(format!("the package member {} names no file", shown(raw)));
                 return Ok(None);
             }
             Ok(_) if names_a_directory(raw) => {
-                self.path_violation(format!("the package member {raw:?} is a file named like a directory, which extractors create as a directory; name the file without a trailing '/' or '/.'"));
+                self.path_violation(format!("the package member {} is a file named like a directory, which extractors create as a directory; name the file without a trailing '/' or '/.'", shown(raw)));
                 return Ok(None);
             }
             Ok(n) => n,
@@ -263,7 +282,10 @@ impl Collector<'_> {
             self.contents.violations.push(violation(
                 "/execution/supporting_files".into(),
                 Rule::TaoSupportingFileUndeclared,
-                format!("the package holds {name} more than once; a reader could take either copy"),
+                format!(
+                    "the package holds {} more than once; a reader could take either copy",
+                    clipped(&name)
+                ),
             ));
             return Ok(None);
         }
@@ -317,7 +339,7 @@ impl Collector<'_> {
             self.contents.violations.push(violation(
                 "/execution/supporting_files".into(),
                 Rule::TaoSupportingFileUndeclared,
-                format!("the package holds {name} both as a file and as a directory; an extractor would keep only one of them"),
+                format!("the package holds {} both as a file and as a directory; an extractor would keep only one of them", clipped(name)),
             ));
         }
     }
@@ -332,11 +354,12 @@ impl Collector<'_> {
         let member_error = |e: io::Error| match e.kind() {
             _ if is_verdict(&e) => read_error(path, e),
             io::ErrorKind::InvalidData if e.get_ref().is_some() => PackageError::Size(format!(
-                "the package member {name} holds more than it declares"
+                "the package member {} holds more than it declares",
+                clipped(&name)
             )),
             _ => refused(
                 path,
-                format_args!("cannot be read at its member {name}: {e}"),
+                format_args!("cannot be read at its member {}: {e}", clipped(&name)),
             ),
         };
         if BUNDLE_NAMES.contains(&name.as_str()) {
@@ -433,7 +456,7 @@ pub fn compare_members(
                 Rule::TaoSupportingFileUndeclared,
                 format!(
                     "the package holds {}, which is neither the bundle nor a declared source",
-                    m.name
+                    clipped(&m.name)
                 ),
             ));
         }

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::io::{self, Read};
 use std::path::Path;
 
-use super::archive::{read_error, refusal, refused, MemberKind, PackageError, Visitor};
+use super::archive::{clipped, read_error, refusal, refused, MemberKind, PackageError, Visitor};
 use crate::limits::PackageLimits;
 
 const BLOCK: usize = 512;
@@ -175,10 +175,10 @@ fn member<R: Read>(
     };
     if size != 0 && !matches!(kind, MemberKind::Regular | MemberKind::Other) {
         // tarfile reads no data after a directory, link or device; GNU tar skips it.
-        return Err(refused(path, format!("holds {name}, a directory, link or device, with {size} bytes of data, which extractors read differently")));
+        return Err(refused(path, format!("holds {}, a directory, link or device, with {size} bytes of data, which extractors read differently", clipped(&name))));
     }
     if kind == MemberKind::Regular && name.ends_with('/') {
-        return Err(refused(path, format!("holds a regular file named {name}, with a trailing slash, which extractors read as a directory")));
+        return Err(refused(path, format!("holds a regular file named {}, with a trailing slash, which extractors read as a directory", clipped(&name))));
     }
     let mut data = Data {
         stream,

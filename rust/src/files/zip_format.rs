@@ -14,7 +14,7 @@ use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::archive::{refusal, refused, MemberKind, PackageError, Visitor};
+use super::archive::{clipped, refusal, refused, MemberKind, PackageError, Visitor};
 use super::budget::{Meter, Metered};
 use super::streams::read_up_to;
 use crate::limits::PackageLimits;
@@ -287,17 +287,18 @@ fn layout(file: &File, len: u64, limits: &PackageLimits) -> Result<Vec<Entry>, F
             return Err(format!("has a zip central directory holding fewer entries than the {count} its end record counts").into());
         }
         let name = name(raw, flags)?;
+        let shown = clipped(&name);
         if flags & (FLAG_ENCRYPTED | FLAG_STRONG_ENCRYPTION) != 0 || method == 99 {
-            return Err(format!("holds {name} encrypted; a package is never encrypted").into());
+            return Err(format!("holds {shown} encrypted; a package is never encrypted").into());
         }
         if flags & !FLAGS_READ != 0 {
-            return Err(format!("sets zip flags {:#06x} on {name}, which zip readers treat differently; rebuild it with a plain zip writer", flags & !FLAGS_READ).into());
+            return Err(format!("sets zip flags {:#06x} on {shown}, which zip readers treat differently; rebuild it with a plain zip writer", flags & !FLAGS_READ).into());
         }
         if method != 0 && method != 8 {
-            return Err(format!("compresses {name} with zip method {method}; only stored (0) and deflate (8) are read").into());
+            return Err(format!("compresses {shown} with zip method {method}; only stored (0) and deflate (8) are read").into());
         }
         if compressed == 0xffff_ffff || size == 0xffff_ffff || offset == 0xffff_ffff {
-            return Err(format!("uses ZIP64 sizes for {name}, {ZIP64_WHY}").into());
+            return Err(format!("uses ZIP64 sizes for {shown}, {ZIP64_WHY}").into());
         }
         if start_disk != 0 {
             return Err("is a multi-disk zip archive; rebuild it as one file"
@@ -305,18 +306,18 @@ fn layout(file: &File, len: u64, limits: &PackageLimits) -> Result<Vec<Entry>, F
                 .into());
         }
         if needed & 0xff > MAX_VERSION {
-            return Err(format!("needs zip version {}.{} to extract {name}, newer than zip readers open; rebuild it with a plain zip writer", (needed & 0xff) / 10, (needed & 0xff) % 10).into());
+            return Err(format!("needs zip version {}.{} to extract {shown}, newer than zip readers open; rebuild it with a plain zip writer", (needed & 0xff) / 10, (needed & 0xff) % 10).into());
         }
-        extra_fields(&extra, &name)?;
+        extra_fields(&extra, &shown)?;
         if method == 0 && compressed != size {
-            return Err(format!("stores {name} uncompressed with a compressed size ({compressed}) other than its size ({size})").into());
+            return Err(format!("stores {shown} uncompressed with a compressed size ({compressed}) other than its size ({size})").into());
         }
         if method == 0 && flags & FLAG_DESCRIPTOR != 0 {
-            return Err(format!("stores {name} uncompressed with its sizes after the data, where streaming zip readers cannot find its end; rebuild it with a seekable zip writer").into());
+            return Err(format!("stores {shown} uncompressed with its sizes after the data, where streaming zip readers cannot find its end; rebuild it with a seekable zip writer").into());
         }
         if name.ends_with('/') && size != 0 {
             return Err(format!(
-                "holds the directory {name} with {size} bytes of data, which extractors drop"
+                "holds the directory {shown} with {size} bytes of data, which extractors drop"
             )
             .into());
         }
@@ -439,6 +440,7 @@ fn name(raw: Vec<u8>, flags: u16) -> Result<String, String> {
 }
 
 /// Extra fields tile their block; neither ZIP64 nor the Info-ZIP Unicode Path field.
+/// `name` is the member's as messages show it.
 fn extra_fields(extra: &[u8], name: &str) -> Result<(), String> {
     let mut pos = 0;
     while pos < extra.len() {

@@ -258,7 +258,8 @@ impl Validator {
     /// handles those.
     ///
     /// With `quota_default` or `quota_projects`, `forge.quota.project` is judged per
-    /// document against `gpus_in_use`, one snapshot for the batch: a `{project: GPUs}`
+    /// document against `gpus_in_use`, one snapshot for the batch plus the GPUs of the
+    /// earlier items that passed (quota consumed in item order): a `{project: GPUs}`
     /// mapping, or a callable returning one, called only when this path answers the
     /// request (so a request it leaves to the caller costs no usage lookup).
     #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, home=None, max_response_bytes=None))]

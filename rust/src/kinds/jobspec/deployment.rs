@@ -14,13 +14,13 @@ use crate::rules::Rule;
 use crate::schema::{Ctx, COUNT_MAX};
 use crate::text::py_trim;
 
-use super::patterns::str_of;
+use super::patterns::{project_of, str_of};
 
 /// `forge.project.forbidden`: a JobSpec is admitted only into a project the account
 /// is granted.
 /// `project` is `metadata.project`.
 pub fn project_grant(project: Option<Value<'_, '_>>, admission: &Admission, ctx: &mut Ctx<'_>) {
-    let project = str_of(project);
+    let project = project_of(project);
     if !admission.may_submit_to(project) {
         let granted = admission.projects.as_deref().unwrap_or_default();
         ctx.out.push(refusal::project_forbidden(
@@ -69,13 +69,12 @@ pub fn quotas(
             ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaJob, format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
         }
     }
-    if !admission.may_submit_to(str_of(project_field)) {
+    let project = project_of(project_field);
+    if !admission.may_submit_to(project) {
         return;
     }
-    let project = project_field.and_then(|v| v.as_str()).unwrap_or("");
     if let Some((quota, in_use)) = admission.quota_for(project) {
         if in_use.saturating_add(total) > quota {
-            let project = str_of(project_field);
             ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaProject, format!("project {} holds {in_use} GPUs in unfinished jobs; {total} more would exceed its quota of {quota}", quote(project)));
         }
     }

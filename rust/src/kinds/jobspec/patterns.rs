@@ -28,6 +28,13 @@ pub fn str_of<'i>(v: Option<Value<'_, 'i>>) -> &'i str {
     v.and_then(|v| v.as_str()).map_or("", py_trim)
 }
 
+/// `metadata.project` as every consumer reads it: the grant, the quota, per-project
+/// severities and the record. One reading, so no spelling can pass the grant under one
+/// name and be charged under another.
+pub fn project_of<'i>(metadata_project: Option<Value<'_, 'i>>) -> &'i str {
+    str_of(metadata_project)
+}
+
 fn not_blank(s: &str) -> Result<(), String> {
     if py_is_blank(s) {
         Err("is blank".into())
