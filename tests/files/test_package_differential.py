@@ -112,6 +112,25 @@ def test_local_and_central_names_differ(tmp_path):
     assert "in its local header" in refusal(V.check(doc, package=path))
 
 
+@pytest.mark.skipif(shutil.which("unzip") is None, reason="Info-ZIP's unzip is not installed")
+@pytest.mark.parametrize("needed", [46, 47, 63])
+def test_a_zip_version_unzip_cannot_extract_is_refused(tmp_path, needed):
+    # Found by the differential property below: jobgate and zipfile took 4.7, UnZip 6.0 refuses it (exit 81).
+    doc, entries = packaged()
+    raw = bytearray(zip_bytes(entries))
+    for at in range(len(raw)):
+        if raw[at : at + 4] == b"PK\x01\x02":
+            raw[at + 6 : at + 8] = needed.to_bytes(2, "little")
+    path = write(tmp_path, "p.zip", bytes(raw))
+    unzipped = subprocess.run(["unzip", "-qq", "-o", str(path), "-d", str(tmp_path / "out")], capture_output=True)
+    report = V.check(doc, package=path)
+    if needed <= 46:
+        assert unzipped.returncode == 0 and report.ok, report.violations
+    else:
+        assert unzipped.returncode != 0
+        assert f"needs zip version {needed // 10}.{needed % 10}" in refusal(report)
+
+
 def test_a_tar_with_a_zip_appended(tmp_path):
     doc, entries = packaged()
     path = write(tmp_path, "p.tar", tar_bytes(entries) + zip_bytes([("file", "evil.sh", EVIL)]))

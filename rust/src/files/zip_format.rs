@@ -36,8 +36,9 @@ const FLAG_STRONG_ENCRYPTION: u16 = 1 << 6;
 const FLAG_UTF8: u16 = 1 << 11;
 /// The flags read: deflate options (bits 1-2), data descriptor, UTF-8 names.
 const FLAGS_READ: u16 = 0b110 | FLAG_DESCRIPTOR | FLAG_UTF8;
-/// The highest "version needed to extract" `zipfile` opens (6.3).
-const MAX_VERSION: u16 = 63;
+/// The highest "version needed to extract" every extractor opens: Info-ZIP's UnZip 6.0
+/// refuses above 4.6 (exit 81), `zipfile` above 6.3.
+const MAX_VERSION: u16 = 46;
 
 const ZIP64_WHY: &str = "which jobgate does not read: a package stays far below 4 GiB (limits.max_package_bytes is 1 GiB by default), so rebuild it as a plain zip";
 
