@@ -113,6 +113,13 @@ def rule_ids(response) -> list[str]:
     return [v.rule for v in response.report.violations]
 
 
+def stopped_log(proc: subprocess.Popen) -> str:
+    """What a server wrote besides its request log, once stopped: the account of a failure."""
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    return "\n".join(line for line in err.splitlines() if '"jobgate.requests"' not in line)
+
+
 def test_sighup_reloads_and_keeps_the_last_good_configuration(tmp_path):
     cfg = tmp_path / "jobgate.toml"
     write_config(cfg, tmp_path, catalog=False)
@@ -127,7 +134,7 @@ def test_sighup_reloads_and_keeps_the_last_good_configuration(tmp_path):
         deadline = time.time() + 20
         while rule_ids(admit(stub, JOBSPEC)) and time.time() < deadline:
             time.sleep(0.2)
-        assert admit(stub, JOBSPEC).report.verdict == "pass"
+        assert admit(stub, JOBSPEC).report.verdict == "pass", stopped_log(proc)
         cfg.write_text("[limits]\nmax_depth = 'deep'\n")
         proc.send_signal(signal.SIGHUP)
         time.sleep(1)
