@@ -343,7 +343,11 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGHUP, reload)
-    stopped.wait()
+    # Python runs signal handlers on the main thread, when it runs Python: a signal
+    # delivered while it sleeps in an untimed wait could go unhandled until the next
+    # one, so it wakes to look.
+    while not stopped.wait(0.2):
+        pass
     started.close()
     log.info("stopped")
     return 0
