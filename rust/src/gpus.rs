@@ -245,6 +245,14 @@ mod tests {
     }
 
     /// The schema rules the kind's own walk reports for `doc`, as (field, rule).
+    /// The schema's (field, rule) pairs for `doc` whose field starts with `prefix`.
+    fn schema_rules_under(doc: &str, kind: crate::kind::Kind, prefix: &str) -> Vec<(String, Rule)> {
+        schema_rules(doc, kind)
+            .into_iter()
+            .filter(|(f, _)| f.starts_with(prefix))
+            .collect()
+    }
+
     fn schema_rules(doc: &str, kind: crate::kind::Kind) -> Vec<(String, Rule)> {
         with_document(doc.as_bytes(), &Limits::default(), |d| {
             let mut ctx = Ctx::new();
@@ -303,11 +311,11 @@ mod tests {
             let found = vec![(at("gpus_per_node"), rule)];
             assert_eq!(read(&doc, jobspec), (None, found.clone()), "{value}");
             // The schema reports the same rule at the same field.
-            let schema: Vec<_> = schema_rules(&doc, crate::kind::Kind::JobSpec)
-                .into_iter()
-                .filter(|(f, _)| f.starts_with("/spec/resources/pools"))
-                .collect();
-            assert_eq!(schema, found, "{value}");
+            assert_eq!(
+                schema_rules_under(&doc, crate::kind::Kind::JobSpec, "/spec/resources/pools"),
+                found,
+                "{value}"
+            );
         }
         let both = pools(r#"[{"nodes":"x","gpus_per_node":-2}]"#);
         assert_eq!(
@@ -365,11 +373,11 @@ mod tests {
             let doc = shape(gpus, "1");
             let found = vec![("/compute_shape/gpus".to_string(), rule)];
             assert_eq!(read(&doc, bundle), (None, found.clone()), "{gpus}");
-            let schema: Vec<_> = schema_rules(&doc, crate::kind::Kind::SpecBundle)
-                .into_iter()
-                .filter(|(f, _)| f.starts_with("/compute_shape"))
-                .collect();
-            assert_eq!(schema, found, "{gpus}");
+            assert_eq!(
+                schema_rules_under(&doc, crate::kind::Kind::SpecBundle, "/compute_shape"),
+                found,
+                "{gpus}"
+            );
         }
         for (doc, field, rule) in [
             (
