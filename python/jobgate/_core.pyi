@@ -155,6 +155,25 @@ class Validator:
         outside it is told nothing of its quota; ``home`` names the project the
         account's spec-bundles are charged to (they name none).
         """
+    def judge(
+        self,
+        document: Document,
+        kind: Kind | None = None,
+        package: str | PathLike[str] | None = None,
+        *,
+        owner: str | None = None,
+        projects: Sequence[str] | None = None,
+        home: str | None = None,
+        stamp: bool = False,
+        release_gil: bool = False,
+        timeout: float | None = None,
+    ) -> Judgement:
+        """Checks one document for admission and reads, from the same parse, what
+        admission needs of it: one call per document. The report is ``check``'s with
+        the same arguments, except the project quota, which ``Judgement.with_usage``
+        judges once the usage of the project is known (read in the transaction that
+        opens the record). With ``stamp``, ``facts.stamped`` is the document rewritten
+        with ``owner``; ``package`` and ``timeout`` as for ``check``."""
     def facts(self, document: Document, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
         """Project, GPU count, id parts and image of a document, and with ``owner`` the
         document rewritten with that owner; ``None`` when it cannot be read."""
@@ -217,10 +236,29 @@ class Validator:
         """Checks many documents with the GIL released, on every core (or ``threads``).
         With ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does."""
 
+class Judgement:
+    """What ``Validator.judge`` decided of one document for admission."""
+
+    report: Report
+    """The report, without the project quota (``with_usage``)."""
+    facts: Facts | None
+    """What admission needs of the document; ``None`` when it cannot be read."""
+    @property
+    def gpus_claimed(self) -> int | None:
+        """The GPUs the document charges to its project's quota; ``None`` when the quota
+        does not apply to it (a kind that launches nothing, a count that cannot be
+        charged, a project outside the grant)."""
+    def with_usage(self, gpus_in_use: int, quota: int) -> Report:
+        """The report knowing that the project charged holds ``gpus_in_use`` GPUs under
+        ``quota``: with ``forge.quota.project`` when the document's GPUs do not fit, else
+        ``report`` itself. Reads no document again."""
+
 class Facts:
     """What admission needs besides the verdict, read from the core's own parse."""
 
     kind: str
+    launches: bool
+    """Whether the kind launches a job (jobspec, spec_bundle): only those are admitted."""
     project: str
     gpus: int
     """What the quota charges: the GPUs the rules counted (0 for a document refused

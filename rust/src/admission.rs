@@ -22,6 +22,10 @@ pub struct Admission {
     /// The project the account's spec-bundles are admitted into and charged to: they
     /// name none.
     pub home: Option<String>,
+    /// The project quota is judged after the report, against the usage read when the
+    /// record is opened: the rules keep what the launch charges (`quota::Claim`)
+    /// instead of judging it, when no quota is given here.
+    pub defer_quota: bool,
 }
 
 impl Admission {

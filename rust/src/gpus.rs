@@ -10,9 +10,12 @@
 //! may relax them: `judge` then refuses the document with the locked
 //! `forge.quota.job`, so that what is admitted is always what is charged.
 
+use crate::admission::Admission;
 use crate::config::CoreConfig;
+use crate::kind::Kind;
 use crate::node::{Type, Value};
 use crate::pointer::pointer;
+use crate::quota;
 use crate::rules::{Rule, Severity};
 use crate::schema::{Ctx, COUNT_MAX};
 
@@ -209,6 +212,36 @@ pub fn judge(u: Unusable, config: &CoreConfig, project: Option<&str>, ctx: &mut 
                 u.rule.id()
             ),
         );
+    }
+}
+
+/// Charges `gpus` of a `kind` launch to `project`: judged now when the admission
+/// gives the project's quota and usage, else kept in `ctx` for the caller that reads
+/// the usage later (`Admission::defer_quota`). A project outside the grant is never
+/// charged: `forge.project.forbidden` answers it, and its usage is not the caller's
+/// to learn.
+pub fn charge(
+    kind: Kind,
+    project: Option<&str>,
+    gpus: u64,
+    admission: &Admission,
+    ctx: &mut Ctx<'_>,
+) {
+    let name = project.unwrap_or_default();
+    if !admission.may_submit_to(name) {
+        return;
+    }
+    let claim = || quota::Claim {
+        kind,
+        project: project.map(str::to_string),
+        gpus,
+    };
+    if let Some((quota, in_use)) = admission.quota_for(name) {
+        if let Some(v) = claim().judge(in_use, quota) {
+            ctx.out.push(v);
+        }
+    } else if admission.defer_quota {
+        ctx.claim = Some(claim());
     }
 }
 

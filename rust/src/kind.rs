@@ -30,6 +30,12 @@ impl Kind {
         }
     }
 
+    /// Whether a document of this kind launches a job (and opens a record, charged to
+    /// a project's quota); the others describe jobs already run.
+    pub fn launches(self) -> bool {
+        matches!(self, Kind::JobSpec | Kind::SpecBundle)
+    }
+
     pub fn parse(name: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.as_str() == name)
     }

@@ -5,7 +5,7 @@
 //! The modules form no import circle (`module_graph` tests it): the vocabulary at the
 //! bottom (`rules`, `limits`, `text`, `seen`, `tape`, `node`, `pointer`, `kind`,
 //! `admission`, `paths`, `secrets`, `config`, `locate`) imports nothing above it;
-//! `report`, `refusal` and `schema`
+//! `report`, `refusal`, `quota` and `schema`
 //! build on it, and `gpus` on `schema`; the parser (`document`, `yaml`), the rules of each kind (`kinds`), the
 //! file checks (`files`) and `facts` on those; `validator` ties them together, and
 //! `wire` and `python` face the outside.
@@ -23,6 +23,7 @@ pub mod locate;
 pub mod node;
 pub mod paths;
 pub mod pointer;
+pub mod quota;
 pub mod refusal;
 pub mod report;
 pub mod rules;

@@ -26,6 +26,17 @@ pub struct Violation {
 }
 
 impl Violation {
+    /// Places this violation in `source` as `Report::locate` does (`None`: not text).
+    fn place(&mut self, source: Option<&[u8]>) {
+        if let Some(source) = source {
+            let target = Target {
+                pointer: &self.field,
+                key: self.rule.locates_key(),
+            };
+            self.at = locate::locate(source, &[target]).pop();
+        }
+    }
+
     /// A violation of `rule` at its catalogued severity.
     pub fn new(rule: Rule, field: String, message: String) -> Violation {
         Violation {
@@ -100,13 +111,18 @@ impl Collected {
         if self.omitted == 0 {
             report.state_omitted("");
         } else {
-            report.state_omitted(&format!(
-                "a report lists at most {} violations and {} bytes of fields and messages (limits.max_violations)",
-                self.limits.max_violations, self.limits.max_bytes
-            ));
+            report.state_omitted(&omitted_reason(self.limits));
         }
         report
     }
+}
+
+/// Why a report leaves violations out, once its limits are reached.
+fn omitted_reason(limits: ReportLimits) -> String {
+    format!(
+        "a report lists at most {} violations and {} bytes of fields and messages (limits.max_violations)",
+        limits.max_violations, limits.max_bytes
+    )
 }
 
 /// How many violations a report leaves out, and how many of those are errors.
@@ -226,6 +242,41 @@ impl Report {
             at: None, // about the report, not a place in the document
             default: None,
         });
+        sort(&mut self.violations);
+    }
+
+    /// Adds a violation judged after the report was made (the project quota, judged
+    /// against usage read later: `validator::Judgement::with_usage`), placed in
+    /// `source` when given. Kept when the report has room within `limits`, else
+    /// counted in `limits.violations`, as a violation found while the document was
+    /// walked would have been.
+    pub fn add(&mut self, mut violation: Violation, limits: ReportLimits, source: Option<&[u8]>) {
+        let listed = self
+            .violations
+            .iter()
+            .filter(|v| v.rule != Rule::LimitsViolations);
+        let (count, bytes) = listed.fold((0, 0), |(n, b), v| {
+            (n + 1, b + v.field.len() + v.message.len())
+        });
+        let size = violation.field.len() + violation.message.len();
+        if self.omitted.count > 0
+            || count >= limits.max_violations
+            || bytes + size > limits.max_bytes
+        {
+            self.omitted.count += 1;
+            self.omitted.errors += usize::from(violation.severity == Severity::Error);
+            self.state_omitted(&omitted_reason(limits));
+            if let Some(stated) = self
+                .violations
+                .iter_mut()
+                .find(|v| v.rule == Rule::LimitsViolations)
+            {
+                stated.place(source);
+            }
+            return;
+        }
+        violation.place(source);
+        self.violations.push(violation);
         sort(&mut self.violations);
     }
 

@@ -9,6 +9,7 @@
 use crate::limits::ReportLimits;
 use crate::node::{Type, Value};
 use crate::pointer::Path;
+use crate::quota::Claim;
 use crate::report::{Collected, Violation};
 use crate::rules::{Rule, Severity};
 use crate::text::safe_segment;
@@ -19,6 +20,9 @@ use crate::text::safe_segment;
 pub struct Ctx<'i> {
     pub path: Path<'i>,
     pub out: Collected,
+    /// What the launch charges to its project, when the quota is judged later
+    /// (`quota::charge`).
+    pub claim: Option<Claim>,
 }
 
 impl<'i> Ctx<'i> {
@@ -30,6 +34,7 @@ impl<'i> Ctx<'i> {
         Ctx {
             path: Path::new(),
             out: Collected::new(limits),
+            claim: None,
         }
     }
 

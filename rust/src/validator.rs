@@ -10,18 +10,22 @@ use rayon::prelude::*;
 use crate::admission::Admission;
 use crate::config::CoreConfig;
 use crate::document;
+use crate::facts::Facts;
 use crate::files::cache::DigestCache;
 use crate::files::package_cache::{self, PackageCache};
 use crate::files::staging::{self, FileSource, Staged};
 use crate::files::{self, archive, package, root, Declared, Found};
 use crate::kind::Kind;
 use crate::kinds;
+use crate::limits::ReportLimits;
+use crate::quota::Claim;
 use crate::refusal;
 use crate::report::{Collected, Report, Violation};
-use crate::rules::Rule;
+use crate::rules::{Rule, Severity};
 use crate::schema::Ctx;
 
-/// Immutable once built, so one validator is shared freely across threads.
+/// Its configuration is fixed once built and its caches lock what they share, so one
+/// validator is shared freely across threads.
 #[derive(Clone, Debug, Default)]
 pub struct Validator {
     pub config: CoreConfig,
@@ -42,30 +46,27 @@ impl Validator {
 
     /// Checks one document (JSON or YAML bytes); `kind` overrides detection.
     pub fn check(&self, input: &[u8], kind: Option<Kind>, admission: &Admission) -> Report {
-        let enforcement = &self.config.enforcement;
-        let result = document::with_document(input, &self.config.limits, |doc| {
-            let mut ctx = Ctx::with_limits(self.config.report);
-            let kind = self.apply_rules(doc, kind, admission, &mut ctx);
-            // The project only when a project sets its own severities.
-            let project = (!enforcement.projects.is_empty())
-                .then(|| crate::facts::facts(doc.root, kind).project);
-            (kind, ctx.out, project)
-        });
-        match result {
-            Ok((kind, collected, project)) => {
-                let mut report = collected.into_report(kind);
-                if !enforcement.is_empty() {
-                    report.enforce(enforcement, project.as_deref());
-                }
-                report.locate(input);
-                report
-            }
-            Err(violation) => {
-                let mut report = Report::new(kind, vec![violation]);
-                report.locate_refusal(input);
-                report
-            }
-        }
+        let read = self.read(input, kind, admission, Wants::default());
+        self.finish(read, input).report
+    }
+
+    /// Checks one document and reads, from the same parse, what admission needs of it
+    /// (`Facts`), with `stamp` the document rewritten with that owner, and with
+    /// `Admission::defer_quota` what the launch charges to its project (`Judgement::with_usage`).
+    pub fn judge(
+        &self,
+        input: &[u8],
+        kind: Option<Kind>,
+        admission: &Admission,
+        stamp: Option<&str>,
+    ) -> Judgement {
+        let wants = Wants {
+            facts: true,
+            stamp,
+            declared: false,
+        };
+        let read = self.read(input, kind, admission, wants);
+        self.finish(read, input)
     }
 
     /// What admission needs besides the verdict, and (with `owner`) the document
@@ -75,7 +76,7 @@ impl Validator {
         input: &[u8],
         kind: Option<Kind>,
         owner: Option<&str>,
-    ) -> Option<(crate::facts::Facts, Option<Vec<u8>>)> {
+    ) -> Option<(Facts, Option<Vec<u8>>)> {
         document::with_document(input, &self.config.limits, |doc| {
             (
                 crate::facts::facts(doc.root, kind),
@@ -97,6 +98,27 @@ impl Validator {
         source: FileSource<'_>,
         deadline: Option<Instant>,
     ) -> Result<Verified, Unjudged> {
+        self.judge_files(input, kind, admission, source, deadline, None, false)
+    }
+
+    /// `check_files`, and as `judge` does, what admission needs of the document
+    /// (`facts`), read from the same parse; with `stamp`, rewritten with that owner.
+    #[allow(clippy::too_many_arguments)]
+    pub fn judge_files(
+        &self,
+        input: Option<&[u8]>,
+        kind: Option<Kind>,
+        admission: &Admission,
+        source: FileSource<'_>,
+        deadline: Option<Instant>,
+        stamp: Option<&str>,
+        facts: bool,
+    ) -> Result<Verified, Unjudged> {
+        let wants = Wants {
+            facts,
+            stamp,
+            declared: true,
+        };
         match source {
             FileSource::Root(dir) => {
                 let input = input.ok_or_else(|| {
@@ -108,7 +130,7 @@ impl Validator {
                         dir.display()
                     ))
                 })?;
-                Ok(self.verify_with(input, kind, admission, |declared| {
+                Ok(self.verify_with(input, kind, admission, wants, |declared| {
                     root::verify(
                         &dir_handle,
                         declared,
@@ -140,11 +162,13 @@ impl Validator {
                     (Some(doc), Some((name, own))) => self.other_bundle(doc, name, own),
                     _ => None,
                 };
-                Ok(self.verify_with(document, kind, admission, |declared| {
-                    let (mut violations, found) = package::compare_members(&contents, declared);
-                    violations.extend(shipped);
-                    (violations, found)
-                }))
+                Ok(
+                    self.verify_with(document, kind, admission, wants, |declared| {
+                        let (mut violations, found) = package::compare_members(&contents, declared);
+                        violations.extend(shipped);
+                        (violations, found)
+                    }),
+                )
             }
         }
     }
@@ -219,22 +243,19 @@ impl Validator {
         input: &[u8],
         kind: Option<Kind>,
         admission: &Admission,
+        wants: Wants<'_>,
         verify: impl FnOnce(&[Declared]) -> (Vec<Violation>, Vec<Option<Found>>),
     ) -> Verified {
-        let (kind, mut collected, declared) = self.check_declared(input, kind, admission);
+        let mut read = self.read(input, kind, admission, wants);
+        let declared = std::mem::take(&mut read.declared);
         let mut found = Vec::new();
-        if kind == Some(Kind::SpecBundle) {
+        if read.kind == Some(Kind::SpecBundle) {
             let (v, f) = verify(&declared);
-            collected.extend(v);
+            read.collected.extend(v);
             found = f;
         }
-        let mut report = collected.into_report(kind);
-        if !self.config.enforcement.is_empty() {
-            report.enforce(&self.config.enforcement, None); // bundles name no project
-        }
-        report.locate(input);
         Verified {
-            report,
+            judgement: self.finish(read, input),
             declared,
             found,
         }
@@ -257,8 +278,9 @@ impl Validator {
                 None,
             )
             .map_err(Unjudged::into_message)?;
-        if !verified.report.ok() {
-            return Ok((verified.report, None));
+        let report = verified.judgement.report;
+        if !report.ok() {
+            return Ok((report, None));
         }
         match staging::stage(
             &verified.declared,
@@ -267,11 +289,11 @@ impl Validator {
             job_dir,
             &self.config.package,
         ) {
-            Ok(staged) => Ok((verified.report, Some(staged))),
+            Ok(staged) => Ok((report, Some(staged))),
             Err(v) => {
-                let mut violations = verified.report.violations;
+                let mut violations = report.violations;
                 violations.push(v);
-                Ok((Report::new(verified.report.kind, violations), None))
+                Ok((Report::new(report.kind, violations), None))
             }
         }
     }
@@ -294,30 +316,89 @@ impl Validator {
         kind
     }
 
-    /// The document's own report, its kind, and its well-formed supporting-file entries.
-    fn check_declared(
+    /// One parse of the document: its rules applied, and what `wants` asks besides.
+    fn read(
         &self,
         input: &[u8],
         kind: Option<Kind>,
         admission: &Admission,
-    ) -> (Option<Kind>, Collected, Vec<Declared>) {
+        wants: Wants<'_>,
+    ) -> Read {
+        let enforcement = &self.config.enforcement;
         let result = document::with_document(input, &self.config.limits, |doc| {
             let mut ctx = Ctx::with_limits(self.config.report);
             let kind = self.apply_rules(doc, kind, admission, &mut ctx);
-            let declared = if kind == Some(Kind::SpecBundle) {
+            let declared = if wants.declared && kind == Some(Kind::SpecBundle) {
                 files::declared(doc.root)
             } else {
                 Vec::new()
             };
-            (kind, ctx.out, declared)
-        });
-        match result {
-            Ok(r) => r,
-            Err(v) => {
-                let mut collected = Collected::new(self.config.report);
-                collected.push(v);
-                (kind, collected, Vec::new())
+            // The project only when asked, or when a project sets its own severities.
+            let facts = (wants.facts || !enforcement.projects.is_empty())
+                .then(|| crate::facts::facts(doc.root, kind));
+            let stamped = wants.stamp.map(|o| crate::facts::stamp_owner(doc.root, o));
+            Read {
+                kind,
+                collected: ctx.out,
+                declared,
+                facts,
+                stamped,
+                claim: ctx.claim,
+                refused: false,
             }
+        });
+        result.unwrap_or_else(|violation| {
+            let mut collected = Collected::new(self.config.report);
+            collected.push(violation);
+            Read {
+                kind,
+                collected,
+                declared: Vec::new(),
+                facts: None,
+                stamped: None,
+                claim: None,
+                refused: true,
+            }
+        })
+    }
+
+    /// The report of what `read` found, under the deployment's severities and placed
+    /// in `input`.
+    fn finish(&self, mut read: Read, input: &[u8]) -> Judgement {
+        let enforcement = &self.config.enforcement;
+        let quota = read.claim.take().map(|claim| {
+            // A JobSpec's project may set its own severities; a bundle names none.
+            let project = (claim.kind == Kind::JobSpec)
+                .then_some(claim.project.as_deref())
+                .flatten();
+            DeferredQuota {
+                severity: enforcement
+                    .level(Rule::ForgeQuotaProject, project)
+                    .unwrap_or(Rule::ForgeQuotaProject.severity()),
+                limits: self.config.report,
+                claim,
+            }
+        });
+        let mut report = read.collected.into_report(read.kind);
+        if read.refused {
+            report.locate_refusal(input);
+        } else {
+            if !enforcement.is_empty() {
+                // Bundles name no project: the deployment's severities alone apply.
+                let project = read
+                    .facts
+                    .as_ref()
+                    .filter(|f| f.kind == Some(Kind::JobSpec) && !enforcement.projects.is_empty())
+                    .map(|f| f.project.as_str());
+                report.enforce(enforcement, project);
+            }
+            report.locate(input);
+        }
+        Judgement {
+            report,
+            facts: read.facts,
+            stamped: read.stamped,
+            quota,
         }
     }
 
@@ -373,9 +454,82 @@ impl Unjudged {
     }
 }
 
+/// What a reading of one document is asked for besides its report.
+#[derive(Clone, Copy, Default)]
+struct Wants<'a> {
+    /// What admission needs of it (`Facts`).
+    facts: bool,
+    /// The document rewritten with this owner.
+    stamp: Option<&'a str>,
+    /// A spec-bundle's well-formed supporting-file entries.
+    declared: bool,
+}
+
+/// What one parse of a document found (`Validator::read`).
+struct Read {
+    kind: Option<Kind>,
+    collected: Collected,
+    declared: Vec<Declared>,
+    facts: Option<Facts>,
+    stamped: Option<Vec<u8>>,
+    claim: Option<Claim>,
+    /// Refused before its rules could run (unreadable, too large, too deep).
+    refused: bool,
+}
+
+/// A document's report and what admission needs of it, from one reading.
+#[derive(Clone, Debug)]
+pub struct Judgement {
+    /// With `Admission::defer_quota`, without the project quota (`quota`).
+    pub report: Report,
+    /// What admission needs of the document; `None` when it could not be read (or
+    /// was not asked for).
+    pub facts: Option<Facts>,
+    /// The document rewritten with the owner asked for.
+    pub stamped: Option<Vec<u8>>,
+    /// The project quota, when the rules reached it and `Admission::defer_quota` left
+    /// it to be judged against usage read later.
+    pub quota: Option<DeferredQuota>,
+}
+
+/// The project quota of one judged document, left to be judged once the usage of
+/// its project is read (in the transaction that opens its record).
+#[derive(Clone, Debug)]
+pub struct DeferredQuota {
+    pub claim: Claim,
+    limits: ReportLimits,
+    /// `forge.quota.project`'s severity under the deployment's `[rules]`.
+    severity: Severity,
+}
+
+impl DeferredQuota {
+    /// `report` as the rules would have made it knowing that the charged project
+    /// holds `in_use` GPUs under `quota`: with `forge.quota.project` when the claim
+    /// does not fit; `None` when it fits (the report stands as judged). `source` is
+    /// the text the report was made from, to place the violation (`None` for a
+    /// document that was not text).
+    pub fn apply(
+        &self,
+        report: &Report,
+        in_use: u64,
+        quota: u64,
+        source: Option<&[u8]>,
+    ) -> Option<Report> {
+        let mut violation = self.claim.judge(in_use, quota)?;
+        if violation.severity != self.severity {
+            violation.default = Some(violation.severity);
+            violation.severity = self.severity;
+        }
+        let mut report = report.clone();
+        report.add(violation, self.limits, source);
+        Some(report)
+    }
+}
+
 /// A document's report with what its supporting files were found to be.
 pub struct Verified {
-    pub report: Report,
+    /// The report, and what admission needs of the document when asked.
+    pub judgement: Judgement,
     pub declared: Vec<Declared>,
     /// Per declared entry: the digest and size found, where it could be read.
     pub found: Vec<Option<Found>>,
@@ -385,7 +539,12 @@ impl Verified {
     /// A document refused before its files could be looked at.
     fn refused(kind: Option<Kind>, violation: Violation) -> Verified {
         Verified {
-            report: Report::new(kind, vec![violation]),
+            judgement: Judgement {
+                report: Report::new(kind, vec![violation]),
+                facts: None,
+                stamped: None,
+                quota: None,
+            },
             declared: Vec::new(),
             found: Vec::new(),
         }

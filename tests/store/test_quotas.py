@@ -278,16 +278,17 @@ def test_a_project_spelled_with_control_characters_is_charged_as_the_project_it_
 def test_a_launch_whose_project_the_grant_does_not_reach_is_never_admitted_uncharged(gate):
     from types import SimpleNamespace
 
-    from jobgate.server.gate import Grant
+    from jobgate.server.gate import Grant, Judged
 
     gate.config = gate.config.model_copy(update={"quota": gate.config.quota.model_copy(update={"projects": {"vision": 8}})})
     grant = Grant(("vision",), "vision")
     data = json.dumps(VISION).encode()
-    real = gate.launch_facts(data, None, "alice")
+    real = gate.judge(data, None, "alice", dry_run=False, grant=grant)
     # facts read otherwise than the core's check did: the grant does not reach them
-    fields = ("kind", "project", "gpus", "network_arch", "action", "image", "upload_excludes", "stamped")
-    forged = SimpleNamespace(**{f: getattr(real, f) for f in fields} | {"project": "vision\x1f"})
-    admission = gate.admit(data, None, "alice", dry_run=False, facts=forged, grant=grant)
+    fields = ("kind", "launches", "project", "gpus", "network_arch", "action", "image", "upload_excludes", "stamped")
+    facts = SimpleNamespace(**{f: getattr(real.judgement.facts, f) for f in fields} | {"project": "vision\x1f"})
+    forged = Judged(SimpleNamespace(report=real.judgement.report, facts=facts, with_usage=real.judgement.with_usage))
+    admission = gate.admit(data, None, "alice", dry_run=False, judged=forged, grant=grant)
     assert (admission.report.ok, admission.job_id) == (False, "")
     assert [(v.rule, v.message) for v in admission.report.violations] == [
         ("forge.project.forbidden", 'this account may not submit to project "vision\\u001f"; it may submit to "vision"'),
@@ -324,3 +325,42 @@ def test_a_dry_run_batch_consumes_the_quota_in_item_order(backend, tmp_path, sta
             if x.job_id:
                 r.jobs.MarkJob(jobs_pb2.MarkJobRequest(job_id=x.job_id, state="COMPLETE", source="poller"), metadata=POLLER, timeout=60)
         assert r.store.gpus_in_use("vision") == 0
+
+
+def test_an_admission_reads_its_document_once_quota_and_record_included(gate):
+    """One call into the core per document: the report, the facts, the stamped record
+    and the project quota (judged in the commit group on the usage read there) all come
+    from `Validator.judge`; nothing checks or reads the document again."""
+    from collections import Counter
+
+    import jobgate
+    from jobgate.server.gate import Grant
+
+    calls: Counter[str] = Counter()
+
+    class Counting(jobgate.Validator):
+        __slots__ = ()
+
+        def judge(self, *args, **kwargs):
+            calls["judge"] += 1
+            return super().judge(*args, **kwargs)
+
+        def check(self, *args, **kwargs):
+            calls["check"] += 1
+            return super().check(*args, **kwargs)
+
+        def facts(self, *args, **kwargs):
+            calls["facts"] += 1
+            return super().facts(*args, **kwargs)
+
+    gate.config = gate.config.model_copy(update={"quota": gate.config.quota.model_copy(update={"projects": {"vision": 20}})})
+    gate.validator = Counting(gate.config)
+    grant, data = Grant(("vision",), "vision"), json.dumps(VISION).encode()
+    outcomes = [gate.admit(data, None, "alice", dry_run=dry, grant=grant) for dry in (True, False, False, False)]
+    assert calls == {"judge": 4}
+    assert [(a.report.ok, bool(a.job_id), a.gpus_in_use) for a in outcomes] == [(True, False, 0), (True, True, 0), (True, True, 8), (False, False, 16)]
+    assert [(v.rule, v.field) for v in outcomes[-1].report.violations] == [("forge.quota.project", "/spec/resources")]
+    assert outcomes[-1].report.violations[0].line == 1  # placed in the text, as check places it
+    job = outcomes[1].job_id
+    assert (gate.store.project(job), gate.store.gpus_in_use("vision")) == ("vision", 16)
+    assert json.loads(gate.store.document(job))["metadata"]["owner"] == "alice"  # stamped in the same reading

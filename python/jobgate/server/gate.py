@@ -70,6 +70,8 @@ class Admission:
     replayed: bool = False
     # The GPUs the document's project held when it was judged (None: no quota applied).
     gpus_in_use: int | None = None
+    # The project the document was admitted into or refused for ("" when unread).
+    project: str = ""
 
 
 class KeyReused(Exception):
@@ -87,10 +89,10 @@ class KeyReused(Exception):
         self.key, self.job_id = key, job_id
 
 
-def charged_project(facts, grant: Grant | None) -> str:
+def charged_project(facts, home: str | None) -> str:
     """The project a launch is admitted into and charged to: a JobSpec's own (the core
-    holds it to the grant); a spec-bundle names none and goes to its account's home."""
-    return facts.project if facts.kind == "jobspec" or grant is None else grant.home
+    holds it to the grant); a spec-bundle names none and goes to its account's `home`."""
+    return facts.project if facts.kind != "spec_bundle" or home is None else home
 
 
 def _segment(text: str, fallback: str) -> str:
@@ -108,10 +110,39 @@ class NotLaunchable(ValueError):
         self.kind = kind
 
 
-# Kinds a report can pass that open no record (they describe jobs, they do not launch one).
-NOT_LAUNCHABLE = ("job_record", "best_rec")
-# Kinds that launch, each charged against its project's quota.
-LAUNCHABLE = ("jobspec", "spec_bundle")
+@dataclass
+class Judged:
+    """A document as the core judged it for admission (`Gate.judge`): the judgement
+    and, when a package was sent with it, the name it was read under (reports name it
+    `PACKAGE_NAME`)."""
+
+    judgement: jobgate._core.Judgement
+    package: str | None = None
+
+
+class Verdict:
+    """One admission's report once its project's usage is known: the judgement's, or
+    with `forge.quota.project` when its GPUs do not fit the quota. Called by the store
+    with that usage, inside the transaction that would open the record (again if its
+    commit group is retried one by one); the document is not read again."""
+
+    __slots__ = ("judged", "quota", "report", "in_use")
+
+    def __init__(self, judged: Judged, quota: int | None) -> None:
+        self.judged, self.quota = judged, quota
+        self.report, self.in_use = judged.judgement.report, None
+
+    def __call__(self, in_use: int) -> bool:
+        if self.quota is not None:
+            self.in_use = in_use
+            self.report = self.judged.judgement.with_usage(in_use, self.quota)
+        return self.report.ok
+
+    def shown(self) -> bytes:
+        """The report as the caller is shown it, as JSON: what a replay returns."""
+        as_dict = self.report.to_dict()
+        package = self.judged.package
+        return orjson.dumps(renamed(as_dict, package, PACKAGE_NAME) if package else as_dict)
 
 
 class GroupCommitter:
@@ -295,13 +326,26 @@ class Gate:
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)
 
-    def launch_facts(self, data: bytes, kind: str | None, account: str):
-        """What a real admission reads from the document, or NotLaunchable when its kind
-        launches nothing: AdmitBatch asks this of every item before admitting any."""
-        facts = self.validator.facts(data, kind, owner=account)
-        if facts is not None and facts.kind in NOT_LAUNCHABLE:
+    def judge(self, data: bytes, kind: str | None, account: str, *, dry_run: bool, grant: Grant | None = None, package: bytes = b"", timeout: float | None = None) -> Judged:
+        """The core's one reading of a document for admission: its report (the project
+        quota left to `Verdict`) and what admission needs of it; with `package`, its
+        supporting files verified against that archive, read within `timeout` seconds
+        (else TimeoutError). A real admission of a kind that launches nothing raises
+        NotLaunchable: AdmitBatch judges every item before admitting any."""
+        projects = grant.projects if grant is not None else None
+        home = grant.home if grant is not None else None
+        # Only a record needs the document rewritten with its owner.
+        stamp = not dry_run and self.store is not None
+        if package:
+            with sources.spooled(package) as path:
+                judged = Judged(self.validator.judge(data, kind, path, owner=account, projects=projects, home=home, stamp=stamp, release_gil=True, timeout=timeout), path)
+        else:
+            # The service's RPC threads keep running Python while the core checks.
+            judged = Judged(self.validator.judge(data, kind, owner=account, projects=projects, home=home, stamp=stamp, release_gil=True))
+        facts = judged.judgement.facts
+        if not dry_run and facts is not None and not facts.launches:
             raise NotLaunchable(facts.kind)
-        return facts
+        return judged
 
     def project_of(self, data: bytes, kind: str | None) -> str:
         """The project a JobSpec names (for the record of a refusal)."""
@@ -350,7 +394,7 @@ class Gate:
         *,
         dry_run: bool,
         package: bytes = b"",
-        facts=None,
+        judged: Judged | None = None,
         grant: Grant | None = None,
         key: str = "",
         fingerprint: bytes = b"",
@@ -360,7 +404,7 @@ class Gate:
         """Checks (and unless `dry_run`, admits) one document; with `package`, a
         spec-bundle's supporting files are verified against that archive too. A real
         admission of a job_record or best_rec raises NotLaunchable and opens nothing;
-        `facts`, from `launch_facts`, spares reading the document twice. With `grant`,
+        `judged`, from `judge`, is the document already judged. With `grant`,
         a JobSpec outside its projects fails (forge.project.forbidden) and a
         spec-bundle is admitted into its home project; without, nothing is scoped.
 
@@ -376,9 +420,8 @@ class Gate:
         it has passed, with TimeoutError. With `consumed` (a dry run of a batch's items
         in order), each project's usage counts the GPUs of the earlier items that passed,
         and a passing item adds its own: the dry run answers as the real batch would."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, facts=facts, grant=grant, key=key, fingerprint=fingerprint, deadline=deadline, consumed=consumed)
+            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, judged=judged, grant=grant, key=key, fingerprint=fingerprint, timeout=timeout, consumed=consumed)
         except (KeyReused, StoreUnavailable, StoreFull):
             raise
         except Exception:
@@ -396,139 +439,56 @@ class Gate:
             return None
 
     def _admit_document(
-        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, facts, grant: Grant | None, key: str, fingerprint: bytes, deadline: float | None = None, consumed: dict[str, int] | None = None
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, judged: Judged | None, grant: Grant | None, key: str, fingerprint: bytes, timeout: float | None = None, consumed: dict[str, int] | None = None
     ) -> Admission:
-        if not package:
-            admission = self._admit(data, kind, account, dry_run=dry_run, package=None, facts=facts, grant=grant, key=key, fingerprint=fingerprint, consumed=consumed)
-        else:
-            with sources.spooled(package) as path:
-                admission = self._admit(data, kind, account, dry_run=dry_run, package=path, facts=facts, grant=grant, key=key, fingerprint=fingerprint, deadline=deadline, consumed=consumed)
-            if not admission.replayed:  # a replay is stored as it was first shown, the package already named
-                report = renamed(admission.report.to_dict(), path, PACKAGE_NAME)
-                admission = Admission(ReportView.from_dict(report), admission.job_id, gpus_in_use=admission.gpus_in_use)
+        if judged is None:
+            judged = self.judge(data, kind, account, dry_run=dry_run, grant=grant, package=package, timeout=timeout)
+        admission = self._admit(judged, account, dry_run=dry_run, grant=grant, key=key, fingerprint=fingerprint, consumed=consumed)
+        if judged.package is not None and not admission.replayed:  # a replay is stored as it was first shown
+            admission.report = ReportView.from_dict(renamed(admission.report.to_dict(), judged.package, PACKAGE_NAME))
         if self.shadow is not None and not admission.replayed:
             projects = grant.projects if grant is not None else None
             home = grant.home if grant is not None else None
             self.shadow.offer_document(data, kind, account, projects, admission.report, package=package, gpus_in_use=admission.gpus_in_use, home=home)
         return admission
 
-    def _admit(
-        self,
-        data: bytes,
-        kind: str | None,
-        account: str,
-        *,
-        dry_run: bool,
-        package: str | None,
-        facts=None,
-        grant: Grant | None = None,
-        key: str = "",
-        fingerprint: bytes = b"",
-        deadline: float | None = None,
-        consumed: dict[str, int] | None = None,
-    ) -> Admission:
-        # The core reads what admission needs from its own parse: no Python dict per document.
-        if facts is None and not dry_run:
-            facts = self.launch_facts(data, kind, account)
-        elif facts is None and self.has_quotas():
-            facts = self.validator.facts(data, kind, owner=None)
-        project = charged_project(facts, grant) if facts is not None else ""
+    def _admit(self, judged: Judged, account: str, *, dry_run: bool, grant: Grant | None, key: str, fingerprint: bytes, consumed: dict[str, int] | None) -> Admission:
+        facts = judged.judgement.facts
+        home = grant.home if grant is not None else None
+        project = charged_project(facts, home) if facts is not None else ""
         # Every kind that launches is charged; a project outside the grant is answered
         # by forge.project.forbidden alone, so its usage is not even read.
-        launches = facts is not None and facts.kind in LAUNCHABLE
+        launches = facts is not None and facts.launches
         outside = launches and grant is not None and not grant.reaches(project)
-        charged = launches and not outside
-        quota = self.quota(project) if charged else None
-        projects = grant.projects if grant is not None else None
-        home = grant.home if grant is not None else None
-
-        def check(in_use: int | None) -> jobgate.Report:
-            # The service's RPC threads keep running Python while the core checks; the
-            # package is read until the call's deadline, wherever the check runs.
-            timeout = None if deadline is None else deadline - time.monotonic()
-            if quota is None or in_use is None:
-                report = self.validator.check(data, kind, package=package, owner=account, projects=projects, home=home, release_gil=True, timeout=timeout)
-            else:
-                report = self.validator.check(data, kind, package=package, owner=account, project_gpus_in_use=in_use, project_quota=quota, projects=projects, home=home, release_gil=True, timeout=timeout)
-            if outside and report.ok and grant is not None:
-                # A launch is never admitted uncharged: should the core's reading of the
-                # project ever pass one the grant does not reach, it is refused here.
-                return jobgate._core.refused_project(project, list(grant.projects), kind=facts.kind)
-            return report
+        verdict = Verdict(judged, self.quota(project) if launches and not outside else None)
+        if outside and verdict.report.ok and grant is not None:
+            # A launch is never admitted uncharged: should the core's reading of the
+            # project ever pass one the grant does not reach, it is refused here.
+            verdict.report = jobgate._core.refused_project(project, list(grant.projects), kind=facts.kind)
 
         if not dry_run and key and self.store is not None and facts is None:
             earlier = self.recall(account, [key]).get(key)  # no record to open: the key may recall one
             if earlier is not None:
                 return self.replay(earlier, key, fingerprint, grant)
         if dry_run or self.store is None or facts is None:
-            in_use = self.store.gpus_in_use(project) if (self.store is not None and quota is not None) else None
-            if in_use is not None and consumed is not None:
-                in_use += consumed.get(project, 0)
-            report = check(in_use)
-            if consumed is not None and charged and report.ok:
-                consumed[project] = consumed.get(project, 0) + facts.gpus
-            return Admission(report, gpus_in_use=in_use if quota is not None else None)
+            if self.store is not None and verdict.quota is not None:
+                verdict(self.store.gpus_in_use(project) + (consumed.get(project, 0) if consumed is not None else 0))
+                if consumed is not None and verdict.report.ok:
+                    consumed[project] = consumed.get(project, 0) + facts.gpus
+            return Admission(verdict.report, gpus_in_use=verdict.in_use, project=project)
 
-        report_box: list[jobgate.Report] = []
-        failure: list[BaseException] = []
-
-        used: list[int] = []
-
-        # Without a quota the report does not depend on the project's usage: it is made
-        # here, on this RPC thread, in parallel with the others, rather than one after
-        # another on the committer thread while the group's locks are held.
-        early: list[jobgate.Report | Exception] = []
-        if quota is None:
-            try:
-                early.append(check(None))
-            except Exception as e:  # noqa: BLE001 - fails this admission only, as in decide
-                early.append(e)
-
-        def decide(in_use: int) -> bool:
-            # Runs on the committer thread, again if its group is retried one by one; a
-            # failure here fails this admission only.
-            report_box.clear()
-            failure.clear()
-            used[:] = [in_use]
-            try:
-                report = early[0] if early else check(in_use)
-                if isinstance(report, Exception):
-                    raise report
-                report_box.append(report)
-            except Exception as e:  # noqa: BLE001
-                failure.append(e)
-                return False
-            return report_box[-1].ok
-
-        idempotency = None
-        if key:
-
-            def shown_bytes(report: jobgate.Report) -> bytes:
-                # The report as the caller is shown it: a replay returns these bytes.
-                as_dict = report.to_dict()
-                return orjson.dumps(renamed(as_dict, package, PACKAGE_NAME) if package else as_dict)
-
-            # A report made early is encoded early too: the committer thread, which asks
-            # for the bytes inside the group's transaction, does not wait on it.
-            early_shown = [shown_bytes(early[0])] if early and not isinstance(early[0], Exception) else []
-
-            def shown() -> bytes:
-                return early_shown[0] if early_shown else shown_bytes(report_box[-1])
-
-            idempotency = IdempotencyKey(account, key, fingerprint, self.config.jobs.idempotency_window, shown)
-        # Without a quota, `decide` does not read the usage: the store may decide at once.
-        outcome = self.committer.admit(self._new_job(facts, account, grant, idempotency, reads_usage=quota is not None), decide)
+        idempotency = IdempotencyKey(account, key, fingerprint, self.config.jobs.idempotency_window, verdict.shown) if key else None
+        # Without a quota, the verdict does not read the usage: the store may decide at once.
+        outcome = self.committer.admit(self._new_job(facts, account, grant, idempotency, reads_usage=verdict.quota is not None), verdict)
         if isinstance(outcome, Remembered):  # the key was used meanwhile (a concurrent retry, another replica)
             return self.replay(outcome, key, fingerprint, grant)
-        if failure:
-            raise failure[0]
-        return Admission(report_box[-1], outcome or "", gpus_in_use=used[-1] if used and quota is not None else None)
+        return Admission(verdict.report, outcome or "", gpus_in_use=verdict.in_use, project=project)
 
     def _new_job(self, facts, account: str, grant: Grant | None, idempotency: IdempotencyKey | None = None, reads_usage: bool = True) -> NewJob:
         jobs = self.config.jobs
         return NewJob(
             id_prefix=f"{_segment(facts.network_arch, 'job')}-{_segment(facts.action, 'run')}",
-            project=charged_project(facts, grant),
+            project=charged_project(facts, grant.home if grant is not None else None),
             owner=account,
             gpus=facts.gpus,
             image=facts.image or "unknown/unknown",

@@ -38,7 +38,7 @@ from jobgate.reports import unlocated
 from jobgate.server import errors, recipes
 from jobgate.server.auth import Authenticator
 from jobgate.server.errors import bad_request
-from jobgate.server.gate import Admission, Gate, KeyReused, NotLaunchable
+from jobgate.server.gate import Admission, Gate, Judged, KeyReused, NotLaunchable
 from jobgate.server.grants import ADMISSION, JOBS, NOT_VISIBLE, PROJECT, Caller
 from jobgate.server.metrics import Metrics
 from jobgate.server.streams import SHUTTING_DOWN, Watches
@@ -107,6 +107,23 @@ def typed_as_typed(document: admission_pb2.Document, admission: Admission) -> Ad
     return admission
 
 
+def package_timeout(context: grpc.ServicerContext, package: bytes) -> float | None:
+    """Only a package takes long to read: it is read within the call's deadline."""
+    return context.time_remaining() if package else None
+
+
+@contextmanager
+def judging(context: grpc.ServicerContext, field: str) -> Iterator[None]:
+    """A document's judgement failing as the caller can act on it: a package read past
+    the deadline, a kind that launches nothing sent to be admitted."""
+    try:
+        yield
+    except TimeoutError:
+        errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"{field}.package: the deadline passed while the package was read; reading it stopped", errors.DEADLINE_PASSED, {"field": f"{field}.package"})
+    except NotLaunchable as e:
+        bad_request(context, field, str(e))
+
+
 def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> NoReturn:
     """ALREADY_EXISTS for a key reused by another request, naming the job the key's
     first request opened."""
@@ -146,19 +163,14 @@ class AdmissionService:
         *,
         dry_run: bool,
         package: bytes,
-        facts=None,
+        judged: Judged | None = None,
         key: str = "",
         fingerprint: bytes = b"",
         consumed: dict[str, int] | None = None,
     ) -> Admission:
         try:
-            # Only a package takes long to read: it is read within the call's deadline.
-            timeout = context.time_remaining() if package else None
-            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, facts=facts, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=timeout, consumed=consumed)
-        except TimeoutError:
-            errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"{field}.package: the deadline passed while the package was read; reading it stopped", errors.DEADLINE_PASSED, {"field": f"{field}.package"})
-        except NotLaunchable as e:
-            bad_request(context, field, str(e))
+            with judging(context, field):
+                admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, judged=judged, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package), consumed=consumed)
         except Unstorable as e:
             bad_request(context, field, f"cannot be stored: {e}")
         except KeyReused as e:
@@ -167,16 +179,16 @@ class AdmissionService:
             self._replayed(rpc, caller, key, admission.job_id)
         return admission
 
-    def _admit_document(self, context: grpc.ServicerContext, rpc: str, field: str, document: admission_pb2.Document, caller: Caller, *, dry_run: bool) -> tuple[Admission, bytes, str | None]:
+    def _admit_document(self, context: grpc.ServicerContext, rpc: str, field: str, document: admission_pb2.Document, caller: Caller, *, dry_run: bool) -> Admission:
         """Admit and AdmitStream: one document. Its key is recalled by the store in the
         transaction that would open its record (no round trip of its own): a retry gets
         the first admission's response, a key reused by another request is refused
-        (`Gate.admit`). Returns the admission, and the bytes and kind checked."""
+        (`Gate.admit`)."""
         data, kind = document_bytes(document, context, field)
         key = "" if dry_run else idempotency_key(document, context, field)
         digest = fingerprint(document) if key else b""
         admission = self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package, key=key, fingerprint=digest)
-        return typed_as_typed(document, admission), data, kind
+        return typed_as_typed(document, admission)
 
     def _replay(self, context: grpc.ServicerContext, rpc: str, field: str, caller: Caller, earlier: Remembered, key: str, digest: bytes) -> Admission:
         try:
@@ -204,12 +216,17 @@ class AdmissionService:
                 project = self.gate.project_of(data, kind)
                 self.denials.record(rpc, PROJECT, caller.name, f"project {project}", project=project)
 
+    def _refused_project(self, rpc: str, caller: Caller, admission: Admission) -> None:
+        """Records an admission refused for a project outside the caller's grant."""
+        if any(v.rule == FORBIDDEN for v in admission.report.violations):
+            self.denials.record(rpc, PROJECT, caller.name, f"project {admission.project}", project=admission.project)
+
     def Admit(self, request: admission_pb2.AdmitRequest, context):  # noqa: N802 - gRPC method names
         caller = self._caller(context, "Admit")
-        result, data, kind = self._admit_document(context, "Admit", "document", request.document, caller, dry_run=request.dry_run)
+        result = self._admit_document(context, "Admit", "document", request.document, caller, dry_run=request.dry_run)
         if not result.replayed:  # a replay was counted when it was first judged
             self.metrics.report("Admit", result.report)
-            self._refused_projects("Admit", caller, [(result.report, data, kind)])
+            self._refused_project("Admit", caller, result)
         return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
 
     def AdmitBatch(self, request: bytes, context):  # noqa: N802 - bytes in, bytes out (BYTES_IN)
@@ -249,15 +266,13 @@ class AdmissionService:
         for i, key in enumerate(keys):
             if key in recalled and recalled[key].fingerprint != prints[i]:
                 self._key_reused(context, "AdmitBatch", caller, self.gate.key_reused(recalled[key], key, caller.grant), f"documents[{i}]")
-        facts = [None] * len(items)
+        judged: list[Judged | None] = [None] * len(items)
         if not message.dry_run:
-            for i, (data, kind, _) in enumerate(items):
+            for i, (data, kind, package) in enumerate(items):
                 if keys[i] in recalled:
                     continue  # replayed: it was launchable when first admitted
-                try:
-                    facts[i] = self.gate.launch_facts(data, kind, account)
-                except NotLaunchable as e:
-                    bad_request(context, f"documents[{i}]", str(e))
+                with judging(context, f"documents[{i}]"):
+                    judged[i] = self.gate.judge(data, kind, account, dry_run=False, grant=caller.grant, package=package, timeout=package_timeout(context, package))
         # Item by item: quota is consumed in item order (a dry run counts what it would
         # consume); a passed deadline stops the batch.
         consumed: dict[str, int] | None = {} if message.dry_run else None
@@ -269,10 +284,10 @@ class AdmissionService:
             if key in recalled:
                 r = self._replay(context, "AdmitBatch", field, caller, recalled[key], key, prints[i])
             else:
-                r = self._admit(context, "AdmitBatch", field, data, kind, caller, dry_run=message.dry_run, package=package, facts=facts[i], key=key, fingerprint=prints[i], consumed=consumed)
+                r = self._admit(context, "AdmitBatch", field, data, kind, caller, dry_run=message.dry_run, package=package, judged=judged[i], key=key, fingerprint=prints[i], consumed=consumed)
             if not r.replayed:
                 self.metrics.report("AdmitBatch", r.report)
-                self._refused_projects("AdmitBatch", caller, [(r.report, data, kind)])
+                self._refused_project("AdmitBatch", caller, r)
             results.append(r)
         results = [typed_as_typed(d, r) for d, r in zip(message.documents, results, strict=True)]
         # The reports together fit the response: the largest are cut, verdicts kept.
@@ -290,10 +305,10 @@ class AdmissionService:
             # Each document under the grant in force when it arrives: a reload applies
             # to the next one, and a revoked token ends the stream.
             caller = self._caller(context, "AdmitStream")
-            r, data, kind = self._admit_document(context, "AdmitStream", "document", request.document, caller, dry_run=request.dry_run)
+            r = self._admit_document(context, "AdmitStream", "document", request.document, caller, dry_run=request.dry_run)
             if not r.replayed:
                 self.metrics.report("AdmitStream", r.report)
-                self._refused_projects("AdmitStream", caller, [(r.report, data, kind)])
+                self._refused_project("AdmitStream", caller, r)
             yield admission_pb2.AdmitStreamResponse(request_id=request.request_id, report=report_message(r.report), job_id=r.job_id)
 
     def RecipeStatus(self, request: admission_pb2.RecipeStatusRequest, context):  # noqa: N802

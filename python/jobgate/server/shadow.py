@@ -33,7 +33,7 @@ import jobgate
 from jobgate import sources
 from jobgate.config import Config, ConfigError, load_config
 from jobgate.reports import ReportView, renamed
-from jobgate.server.gate import LAUNCHABLE, PACKAGE_NAME, response_budget
+from jobgate.server.gate import PACKAGE_NAME, charged_project, response_budget
 from jobgate.server.logs import clip
 from jobgate.server.metrics import Metrics
 
@@ -161,24 +161,23 @@ class Shadow:
 
     def _judge_document(self, item: _Document) -> None:
         v = self.validator
-        quota_args: dict[str, Any] = {"home": item.home}
-        if item.gpus_in_use is not None:
-            facts = v.facts(item.data, item.kind)
-            quota = None
-            if facts is not None and facts.kind in LAUNCHABLE:
-                # Charged where the service charged it: a spec-bundle to the account's home.
-                quota = self._quota(facts.project if facts.kind == "jobspec" or item.home is None else item.home)
-            if quota is not None:
-                quota_args |= {"project_gpus_in_use": item.gpus_in_use, "project_quota": quota}
         if item.package:
             with sources.spooled(item.package) as path:
-                report = renamed(v.check(item.data, item.kind, package=path, owner=item.account, projects=item.projects, **quota_args).to_dict(), path, PACKAGE_NAME)
+                judgement = v.judge(item.data, item.kind, path, owner=item.account, projects=item.projects, home=item.home)
         else:
-            judged = v.check(item.data, item.kind, owner=item.account, projects=item.projects, **quota_args)
-            if isinstance(item.primary, jobgate.Report) and judged == item.primary:  # compared in the core: the common case costs no dict
-                self.metrics.shadow_judged.inc()
-                return
-            report = judged.to_dict()
+            path = None
+            judgement = v.judge(item.data, item.kind, owner=item.account, projects=item.projects, home=item.home)
+        judged = judgement.report
+        facts = judgement.facts
+        if item.gpus_in_use is not None and facts is not None and facts.launches:
+            # Charged where the service charged it: a spec-bundle to the account's home.
+            quota = self._quota(charged_project(facts, item.home))
+            if quota is not None:
+                judged = judgement.with_usage(item.gpus_in_use, quota)
+        if path is None and isinstance(item.primary, jobgate.Report) and judged == item.primary:  # compared in the core: the common case costs no dict
+            self.metrics.shadow_judged.inc()
+            return
+        report = renamed(judged.to_dict(), path, PACKAGE_NAME) if path is not None else judged.to_dict()
         self._compare("document", item.account, item.primary.to_dict(), report)
 
     def _judge_batch(self, item: _Batch) -> None:

@@ -63,6 +63,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<report::Violation>()?;
     m.add_class::<validator::Staging>()?;
     m.add_class::<validator::Facts>()?;
+    m.add_class::<validator::Judgement>()?;
     m.add_class::<validator::BatchOutcome>()?;
     m.add_class::<config::Settings>()?;
     m.add_class::<config::CatalogEntry>()?;

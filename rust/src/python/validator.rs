@@ -13,9 +13,13 @@ use std::time::{Duration, Instant};
 
 use crate::admission::{Admission, QuotaTable};
 use crate::config::CoreConfig;
+use crate::facts::Facts as CoreFacts;
+use crate::files::staging::FileSource;
 use crate::kind::Kind;
 use crate::report::Report as CoreReport;
-use crate::validator::{Unjudged, Validator as CoreValidator};
+use crate::validator::{
+    DeferredQuota, Judgement as CoreJudgement, Unjudged, Validator as CoreValidator,
+};
 
 use super::config::Settings;
 use super::guard::guarded;
@@ -90,9 +94,9 @@ impl Validator {
             owner,
             project_gpus_in_use,
             project_quota,
-            quotas: None,
             projects,
             home,
+            ..Default::default()
         };
         let doc = document
             .filter(|d| !d.is_none())
@@ -119,7 +123,7 @@ impl Validator {
                     Unjudged::Usage(m) => PyFileNotFoundError::new_err(m),
                     Unjudged::DeadlinePassed(m) => PyTimeoutError::new_err(m),
                 })?;
-            return to_python(py, verified.report);
+            return to_python(py, verified.judgement.report);
         }
         let doc = doc.ok_or_else(|| {
             PyTypeError::new_err("a document is needed unless a package is given")
@@ -138,6 +142,93 @@ impl Validator {
         to_python(py, report)
     }
 
+    /// Checks one document for admission and reads, from the same parse, what admission
+    /// needs of it (`Judgement.facts`): one call per document. The project quota is
+    /// left to `Judgement.with_usage`, judged against the usage read when the record is
+    /// opened. With `stamp`, the facts hold the document rewritten with `owner`; with
+    /// `package`, a spec-bundle's supporting files are verified against it, read until
+    /// `timeout` seconds have passed (then TimeoutError).
+    #[pyo3(signature = (document, kind=None, package=None, *, owner=None, projects=None, home=None, stamp=false, release_gil=false, timeout=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn judge(
+        &self,
+        py: Python<'_>,
+        document: &Bound<'_, PyAny>,
+        kind: Option<&str>,
+        package: Option<PathBuf>,
+        owner: Option<String>,
+        projects: Option<Vec<String>>,
+        home: Option<String>,
+        stamp: bool,
+        release_gil: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Judgement> {
+        let kind = parse_kind(kind)?;
+        let deadline = deadline_after(timeout)?;
+        let doc = Document::extract(document)?;
+        let stamp = if stamp { owner.clone() } else { None };
+        let admission = Admission {
+            owner,
+            projects,
+            home,
+            defer_quota: true,
+            ..Default::default()
+        };
+        let judgement = if doc.is_unreadable() {
+            CoreJudgement {
+                report: doc.check(&self.core, kind, &admission),
+                facts: None,
+                stamped: None,
+                quota: None,
+            }
+        } else if let Some(path) = package {
+            let bytes = doc.bytes();
+            let source = FileSource::Package(&path);
+            py.detach(|| {
+                guarded(|| {
+                    self.core.judge_files(
+                        Some(bytes),
+                        kind,
+                        &admission,
+                        source,
+                        deadline,
+                        stamp.as_deref(),
+                        true,
+                    )
+                })
+            })?
+            .map_err(|e| match e {
+                Unjudged::Usage(m) => PyFileNotFoundError::new_err(m),
+                Unjudged::DeadlinePassed(m) => PyTimeoutError::new_err(m),
+            })?
+            .judgement
+        } else {
+            let bytes = doc.bytes();
+            let judge = || guarded(|| self.core.judge(bytes, kind, &admission, stamp.as_deref()));
+            if release_gil || bytes.len() > DETACH_ABOVE {
+                py.detach(judge)?
+            } else {
+                judge()?
+            }
+        };
+        let mut report = judgement.report;
+        let text = doc.is_text();
+        if !text {
+            report.unlocate();
+        }
+        let facts = judgement
+            .facts
+            .map(|f| Py::new(py, Facts::new(py, f, judgement.stamped.as_deref())))
+            .transpose()?;
+        Ok(Judgement {
+            report: to_python(py, report)?,
+            facts,
+            // The text is kept only while a quota may still place a violation in it.
+            source: (text && judgement.quota.is_some()).then(|| document.clone().unbind()),
+            quota: judgement.quota,
+        })
+    }
+
     /// What admission needs besides the verdict (project, GPU count, id parts, image),
     /// read from the core's own parse; with `owner`, also the document rewritten with
     /// that owner. `None` when the document cannot be read.
@@ -153,16 +244,7 @@ impl Validator {
         let doc = Document::extract(document)?;
         let bytes = doc.bytes();
         let found = guarded(|| self.core.facts(bytes, kind, owner.as_deref()))?;
-        Ok(found.map(|(f, stamped)| Facts {
-            kind: f.kind.map_or("unknown", Kind::as_str),
-            project: f.project,
-            gpus: f.gpus,
-            network_arch: f.network_arch,
-            action: f.action,
-            image: f.image,
-            upload_excludes: f.upload_excludes,
-            stamped: stamped.map(|b| PyBytes::new(py, &b).unbind()),
-        }))
+        Ok(found.map(|(f, stamped)| Facts::new(py, f, stamped.as_deref())))
     }
 
     /// Verifies a spec-bundle's supporting files and stages them under
@@ -384,10 +466,61 @@ fn to_python(py: Python<'_>, report: CoreReport) -> PyResult<Py<Report>> {
     }
 }
 
+/// What `Validator.judge` decided of one document for admission: its report, what
+/// admission needs of it, and the project quota left to judge.
+#[pyclass(module = "jobgate._core", frozen)]
+pub struct Judgement {
+    /// The report, without the project quota (`with_usage`).
+    #[pyo3(get)]
+    report: Py<Report>,
+    /// What admission needs of the document; `None` when it cannot be read.
+    #[pyo3(get)]
+    facts: Option<Py<Facts>>,
+    quota: Option<DeferredQuota>,
+    /// The document as given, when it is text and a quota may place a violation in it.
+    source: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl Judgement {
+    /// The report knowing that the project charged holds `gpus_in_use` GPUs under
+    /// `quota`: with `forge.quota.project` when the document's GPUs do not fit, else
+    /// `report` itself. Reads no document again.
+    fn with_usage(&self, py: Python<'_>, gpus_in_use: u64, quota: u64) -> PyResult<Py<Report>> {
+        let Some(deferred) = &self.quota else {
+            return Ok(self.report.clone_ref(py));
+        };
+        let source = self
+            .source
+            .as_ref()
+            .map(|s| Document::extract(s.bind(py)))
+            .transpose()?;
+        match deferred.apply(
+            &self.report.get().inner,
+            gpus_in_use,
+            quota,
+            source.as_ref().map(Document::bytes),
+        ) {
+            Some(report) => to_python(py, report),
+            None => Ok(self.report.clone_ref(py)),
+        }
+    }
+
+    /// The GPUs the document charges to its project's quota; `None` when the quota
+    /// does not apply to it (a kind that launches nothing, a count that cannot be
+    /// charged, a project outside the grant).
+    #[getter]
+    fn gpus_claimed(&self) -> Option<u64> {
+        self.quota.as_ref().map(|q| q.claim.gpus)
+    }
+}
+
 /// What `Validator.facts` read from a document.
 #[pyclass(module = "jobgate._core", frozen, get_all)]
 pub struct Facts {
     kind: &'static str,
+    /// Whether the kind launches a job (jobspec, spec_bundle): only those are admitted.
+    launches: bool,
     project: String,
     gpus: u64,
     network_arch: String,
@@ -396,6 +529,22 @@ pub struct Facts {
     upload_excludes: Vec<String>,
     /// The document with the owner stamped in, when an owner was given.
     stamped: Option<Py<PyBytes>>,
+}
+
+impl Facts {
+    fn new(py: Python<'_>, f: CoreFacts, stamped: Option<&[u8]>) -> Facts {
+        Facts {
+            kind: f.kind.map_or("unknown", Kind::as_str),
+            launches: f.kind.is_some_and(Kind::launches),
+            project: f.project,
+            gpus: f.gpus,
+            network_arch: f.network_arch,
+            action: f.action,
+            image: f.image,
+            upload_excludes: f.upload_excludes,
+            stamped: stamped.map(|b| PyBytes::new(py, b).unbind()),
+        }
+    }
 }
 
 /// What `Validator.check_batch_request` answered.

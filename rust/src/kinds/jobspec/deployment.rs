@@ -6,6 +6,7 @@
 
 use crate::admission::Admission;
 use crate::config::{core_version_allowed, CatalogEntry, CoreConfig, Observability};
+use crate::gpus;
 use crate::kind::Kind;
 use crate::node::{few, quote, Value};
 use crate::pointer::pointer;
@@ -69,15 +70,13 @@ pub fn quotas(
             ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaJob, format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
         }
     }
-    let project = project_of(project_field);
-    if !admission.may_submit_to(project) {
-        return;
-    }
-    if let Some((quota, in_use)) = admission.quota_for(project) {
-        if in_use.saturating_add(total) > quota {
-            ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaProject, format!("project {} holds {in_use} GPUs in unfinished jobs; {total} more would exceed its quota of {quota}", quote(project)));
-        }
-    }
+    gpus::charge(
+        Kind::JobSpec,
+        Some(project_of(project_field)),
+        total,
+        admission,
+        ctx,
+    );
 }
 
 /// The registry host of an image reference, as a container runtime reads it.

@@ -6,7 +6,7 @@
 use crate::admission::Admission;
 use crate::config::CoreConfig;
 use crate::gpus;
-use crate::node::quote;
+use crate::kind::Kind;
 use crate::rules::Rule;
 use crate::schema::{Ctx, COUNT_MAX};
 
@@ -43,21 +43,12 @@ pub(super) fn quotas(
             );
         }
     }
-    let home = admission.home.as_deref();
-    if !admission.may_submit_to(home.unwrap_or_default()) {
-        return; // never the usage of a project outside the grant
-    }
-    if let Some((quota, in_use)) = admission.quota_for(home.unwrap_or_default()) {
-        if in_use.saturating_add(total) > quota {
-            let project = home.map_or_else(
-                || "the account's project".to_string(),
-                |h| format!("the account's project {}", quote(h)),
-            );
-            ctx.at(
-                "/compute_shape".into(),
-                Rule::ForgeQuotaProject,
-                format!("a spec-bundle runs in {project}, which holds {in_use} GPUs in unfinished jobs; {total} more would exceed its quota of {quota}"),
-            );
-        }
-    }
+    // Bundles name no project: they are charged to their account's.
+    gpus::charge(
+        Kind::SpecBundle,
+        admission.home.as_deref(),
+        total,
+        admission,
+        ctx,
+    );
 }
