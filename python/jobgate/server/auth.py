@@ -11,8 +11,8 @@ an account may do (`grants`), and never holds a token in the clear.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
+from contextvars import ContextVar
 
 import grpc
 
@@ -29,7 +29,7 @@ class Directory:
 
     def __init__(self, config: Config) -> None:
         home = config.jobs.default_project
-        # hash -> caller; compared in constant time in `by_token`.
+        # hash -> caller (`by_token`).
         self._by_hash = {a.token.removeprefix("sha256:"): Caller.of(name, a, home) for name, a in config.accounts.items() if a.token is not None}
         # Only an account without a token is named by a certificate: a token account
         # authenticates by its token alone.
@@ -37,15 +37,16 @@ class Directory:
         self.anonymous = Caller.anonymous(home) if config.server.allow_anonymous else None
 
     def by_token(self, token: str) -> Caller | None:
-        digest = hashlib.sha256(token.encode(errors="replace")).hexdigest()
-        found = None
-        for known, caller in self._by_hash.items():
-            if hmac.compare_digest(known, digest):
-                found = caller
-        return found
+        # Looked up by the token's SHA-256, never by the token: how long a lookup takes
+        # tells nothing of a token, whose hash an attacker cannot choose.
+        return self._by_hash.get(hashlib.sha256(token.encode(errors="replace")).hexdigest())
 
     def by_certificate(self, name: str) -> Caller | None:
         return self._by_certificate.get(name)
+
+
+# The last call resolved on this thread, its directory and what it resolved to.
+_resolved: ContextVar[tuple[grpc.ServicerContext, Directory, tuple[Caller | None, str]] | None] = ContextVar("jobgate_resolved", default=None)
 
 
 class Authenticator:
@@ -72,6 +73,16 @@ class Authenticator:
 
     def _resolve(self, context: grpc.ServicerContext) -> tuple[Caller | None, str]:
         directory = self._directory  # one configuration for the whole lookup
+        # A call is resolved once per configuration: its servicer, its log line and
+        # the stream limits ask alike. A reload (another directory) resolves it anew.
+        known = _resolved.get()
+        if known is not None and known[0] is context and known[1] is directory:
+            return known[2]
+        found = self._lookup(context, directory)
+        _resolved.set((context, directory, found))
+        return found
+
+    def _lookup(self, context: grpc.ServicerContext, directory: Directory) -> tuple[Caller | None, str]:
         header = ""
         for key, value in context.invocation_metadata() or ():
             if key == "authorization":

@@ -75,11 +75,21 @@ class Metrics:
             PlatformCollector(registry=r)
             GCCollector(registry=r)
         self.http = None
+        self._children: dict[tuple, Any] = {}
 
     def report(self, rpc: str, report) -> None:
-        self.admissions.labels(rpc, report.verdict).inc()
+        self._child(self.admissions, rpc, report.verdict).inc()
         for v in report.violations:
-            self.violations.labels(v.rule, v.severity).inc()
+            self._child(self.violations, v.rule, v.severity).inc()
+
+    def _child(self, metric, *labels: str):
+        """`metric`'s series for `labels`, looked up once: rules, verdicts and RPCs are
+        few and fixed, and a series is never removed."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def reports(self, rpc: str, reports) -> None:
         """Counts a batch with one increment per label set, not one per document."""
@@ -94,9 +104,9 @@ class Metrics:
     def counts(self, rpc: str, verdicts: dict[str, int], rules: dict[tuple[str, str], int]) -> None:
         """Counts reports per verdict and violations per (rule, severity)."""
         for verdict, n in verdicts.items():
-            self.admissions.labels(rpc, verdict).inc(n)
+            self._child(self.admissions, rpc, verdict).inc(n)
         for (rule, severity), n in rules.items():
-            self.violations.labels(rule, severity).inc(n)
+            self._child(self.violations, rule, severity).inc(n)
 
     def serve_http(self, listen: str) -> int:
         """Starts the /metrics endpoint; returns its port. Raises EndpointUnavailable
