@@ -210,14 +210,26 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller batches")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    parser.add_argument("sections", nargs="*", choices=("core", "bounds", "files", "packages", "revalidation", "service", "streams", "client", "shadow", "records", "memory", []), help="which to run (default: all)")
+    parser.add_argument("sections", nargs="*", choices=("core", "bounds", "files", "packages", "revalidation", "service", "streams", "client", "workers", "shadow", "records", "memory", []), help="which to run (default: all)")
     args = parser.parse_args()
-    sections = args.sections or ["core", "bounds", "files", "packages", "revalidation", "service", "streams", "client", "shadow", "records", "memory"]
+    sections = args.sections or ["core", "bounds", "files", "packages", "revalidation", "service", "streams", "client", "workers", "shadow", "records", "memory"]
     result = run(args.quick) if "core" in sections else {"machine": machine(), "rows": [], "targets": []}
     print_table(result)
-    from benchmarks import bounds, client, hashing, memory, packages, records, revalidation, service, shadow, streams
+    from benchmarks import (
+        bounds,
+        client,
+        hashing,
+        memory,
+        packages,
+        records,
+        revalidation,
+        service,
+        shadow,
+        streams,
+        workers,
+    )
 
-    for name, module in (("bounds", bounds), ("files", hashing), ("packages", packages), ("revalidation", revalidation), ("service", service), ("streams", streams), ("client", client), ("shadow", shadow), ("records", records), ("memory", memory)):
+    for name, module in (("bounds", bounds), ("files", hashing), ("packages", packages), ("revalidation", revalidation), ("service", service), ("streams", streams), ("client", client), ("workers", workers), ("shadow", shadow), ("records", records), ("memory", memory)):
         if name in sections:
             part = module.run(args.quick)
             result[name] = part["rows"]

@@ -39,7 +39,7 @@ def h2load_rate(port: int, body: Path, n: int) -> float:
 
 
 def jobgate_rate(port: int, doc: Path, n: int, procs: int) -> float:
-    command = [sys.executable, "-m", "jobgate.cli", "bench", "--server", f"127.0.0.1:{port}", "--requests", str(n), "--concurrency", str(INFLIGHT), "--procs", str(procs), "--document", str(doc), "--warmup", "0.5", "--format", "json"]
+    command = [sys.executable, "-m", "jobgate.cli", "bench", "--server", f"127.0.0.1:{port}", "--requests", str(n), "--concurrency", str(INFLIGHT), "--connections", "1", "--procs", str(procs), "--document", str(doc), "--warmup", "0.5", "--format", "json"]
     result = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
     assert result["statuses"] == {"OK": n}, result["statuses"]
     return result["calls_per_s"]

@@ -48,6 +48,7 @@ def test_every_call_shape_is_measured(served, capsys):
         lat = result["latency_us"]
         assert 0 < lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["p99.9"] <= lat["max"], call
         assert result["parameters"]["call"] == call and result["latency_from"] == "send time (closed loop)"
+        assert result["parameters"]["connections"] == (2 if call == "admit-stream" else 8), call  # a stream keeps to one connection
         assert sum(s["calls"] for s in result["timeline"]) == 40
         assert result["machine"]["cores"] >= 1 and result["machine"]["jobgate"]
     assert r.store.list() == []  # dry runs open nothing
@@ -113,6 +114,64 @@ def test_an_open_loop_shows_the_queue_a_closed_loop_hides(capsys):
         assert opened["calls_per_s"] < 60
     finally:
         server.stop(None)
+
+
+class PeerHealth(health.HealthServicer):
+    """Counts the checks that arrive on each connection (the caller's address and port)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def Check(self, request, context):  # noqa: N802
+        with self.lock:
+            self.calls[context.peer()] = self.calls.get(context.peer(), 0) + 1
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+
+def test_calls_take_the_connections_in_turn(capsys):
+    """`serve --workers N` gives a connection, with every call on it, to one worker:
+    bench opens 8 connections unless told, and every call takes the next one, in a
+    closed loop with fewer calls in flight than connections and in an open loop alike."""
+    servicer = PeerHealth()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        target = ["--server", f"127.0.0.1:{port}", "--call", "empty", "--warmup", "0"]
+        for loop, connections in ((["--requests", "80", "--concurrency", "4"], 8), (["--rps", "400", "--duration", "0.2s"], 8), (["--requests", "80", "--connections", "5"], 5)):
+            servicer.calls.clear()
+            code, result = bench(capsys, *target, *loop, *(["--connections", str(connections)] if connections != 8 else []))
+            assert code == 0 and result["calls"] == 80 and result["parameters"]["connections"] == connections
+            # the first call, alone on a connection of its own, and 80 in turn on the others
+            assert sorted(servicer.calls.values()) == [1] + [80 // connections] * connections, loop
+    finally:
+        server.stop(None)
+
+
+def test_a_call_let_through_as_warm_up_is_never_measured(served, capsys, monkeypatch):
+    """Whether a call is measured and where its latency starts are read at one instant:
+    on a busy machine the clock moves between two readings, and a warm-up call counted
+    as measured made `--requests N` measure N + 1."""
+    from jobgate.bench import load
+
+    class Stepping:
+        """A clock that moves one second at every reading."""
+
+        def __init__(self) -> None:
+            self.now = time.monotonic()
+
+        def monotonic(self) -> float:
+            self.now += 1.0
+            return self.now
+
+    _r, target = served
+    monkeypatch.setattr(load, "time", Stepping())
+    for call in ("admit", "admit-stream"):
+        code, result = bench(capsys, *target, "--call", call, "--requests", "3", "--concurrency", "1", "--warmup", "2.5")
+        assert code == 0 and result["calls"] == 3 and result["statuses"] == {"OK": 3}, call
 
 
 def test_text_and_csv_say_what_ran(served, capsys):

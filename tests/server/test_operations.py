@@ -276,6 +276,48 @@ def test_a_worker_that_dies_takes_the_service_down_and_metrics_are_summed(tmp_pa
             proc.kill()
 
 
+def test_calls_on_several_connections_reach_every_worker(tmp_path, capsys):
+    """`serve --workers 2` gives each connection, with every call on it, to one worker
+    the kernel picks: the calls of one connection are served by one worker, and
+    `bench` and `submit` on 16 connections reach both (all 16 on one worker: 1 time in
+    2**15). Each worker's count comes from the supervisor's /metrics."""
+    from jobgate.cli import main
+
+    cfg = tmp_path / "jobgate.toml"
+    metrics_port = free_port()
+    write_config(cfg, tmp_path, catalog=True, server=(f'metrics_listen = "127.0.0.1:{metrics_port}"',))
+    port = free_port()
+    # The request log's hundreds of lines would fill a pipe nobody reads.
+    proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}", "--workers", "2"], stderr=subprocess.DEVNULL)
+    try:
+        wait_serving(port).close()
+        deadline = time.time() + 20
+        while len(children_of(proc.pid)) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+
+        def served(*command: str) -> list[float]:
+            """The calls each worker served while `jobgate COMMAND` ran."""
+            before = [value(scrape(metrics_port), "jobgate_worker_rpcs_total", worker=w) for w in ("0", "1")]
+            capsys.readouterr()
+            assert main([*command, "--server", f"127.0.0.1:{port}", "--token", TOKEN, "--format", "json"]) == 0, capsys.readouterr().err
+            assert json.loads(capsys.readouterr().out)
+            return [value(scrape(metrics_port), "jobgate_worker_rpcs_total", worker=w) - b for w, b in zip(("0", "1"), before, strict=True)]
+
+        bench = ("bench", "--requests", "200", "--concurrency", "8", "--warmup", "0")
+        # One connection, one worker: bench's first call (on a connection of its own) aside.
+        one = served(*bench, "--connections", "1")
+        assert sum(one) == 201 and max(one) >= 200, one
+        both = served(*bench, "--connections", "16")
+        assert sum(both) == 201 and min(both) > 0, both
+        doc = tmp_path / "job.json"
+        doc.write_text(json.dumps(JOBSPEC))
+        both = served("submit", *[str(doc)] * 64, "--dry-run", "--connections", "16")
+        assert sum(both) == 64 and min(both) > 0, both
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
 def test_sigterm_drains_and_exits_as_soon_as_drained(tmp_path):
     """Health goes NOT_SERVING first, a call in flight is answered, an open health
     Watch ends, and the process exits at once rather than after the grace period."""

@@ -4,8 +4,14 @@ idempotency keys, and a run that goes on past a document that gets no verdict.""
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent import futures
+
+import grpc
 
 from jobgate.cli import main
+from jobgate.v1 import admission_pb2, admission_pb2_grpc, report_pb2
 from tests.files.helpers import packaged, tar_package
 from tests.helpers import free_port, mutate, run_cli, sample
 from tests.server.helpers import TOKEN, Running, config_for
@@ -121,3 +127,45 @@ def test_submit_stops_sending_once_the_server_stays_unavailable(tmp_path, capsys
     codes = [x["error"]["code"] for x in json.loads(captured.out)["results"]]
     assert codes == ["UNAVAILABLE", "NOT_SENT", "NOT_SENT"]
     assert "stayed unavailable (3 attempts" in captured.err
+
+
+class PeerAdmission(admission_pb2_grpc.AdmissionServiceServicer):
+    """Passes every document after a moment, noting the connection (the caller's
+    address and port) and the idempotency key of each call, in the order they came."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def Admit(self, request, context):  # noqa: N802
+        with self.lock:
+            self.calls.append((context.peer(), request.document.idempotency_key))
+        time.sleep(0.02)  # long enough that every connection gets documents
+        place = request.document.idempotency_key.rpartition(":")[2]
+        return admission_pb2.AdmitResponse(report=report_pb2.Report(kind="jobspec", verdict="pass"), job_id=f"job-{place}")
+
+
+def test_many_documents_go_out_on_several_connections(tmp_path, capsys):
+    """`serve --workers N` gives a connection, with every call on it, to one worker:
+    submit sends many documents on 8 connections unless told, one call at a time on
+    each; --connections 1 sends them one by one, in order.
+    The output keeps the order of the arguments."""
+    servicer = PeerAdmission()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    admission_pb2_grpc.add_AdmissionServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        doc = tmp_path / "job.json"
+        doc.write_text(json.dumps(JOBSPEC))
+        for count, options, connections in ((24, [], 8), (24, ["--connections", "3"], 3), (24, ["--connections", "1"], 1)):
+            servicer.calls.clear()
+            capsys.readouterr()
+            assert main(["submit", *[str(doc)] * count, *options, "--server", f"127.0.0.1:{port}", "--format", "json"]) == 0
+            results = json.loads(capsys.readouterr().out)["results"]
+            assert [r["job_id"] for r in results] == [f"job-{i}" for i in range(count)]
+            assert len({peer for peer, _ in servicer.calls}) == connections, options
+            if connections == 1:
+                assert [key.rpartition(":")[2] for _, key in servicer.calls] == [str(i) for i in range(count)]
+    finally:
+        server.stop(None)

@@ -9,6 +9,11 @@ coordinated omission a closed loop hides). Unary calls in an open loop are sent 
 they fall due, without limit; AdmitStream's messages wait for one of the
 `concurrency` streams, and that wait is part of their latency.
 
+Each connection is a channel of its own TCP connection (a local subchannel pool:
+gRPC would otherwise carry channels to one address on one connection), and unary
+calls take the connections in turn: `serve --workers N` shares connections among its
+workers, not calls, so only calls on several connections reach several workers.
+
 Processes are started with `spawn` (gRPC's runtime does not survive `fork`) and
 begin together at a shared monotonic instant; their recordings are merged after.
 """
@@ -67,12 +72,19 @@ class Share:
 
 
 def shares(plan: Plan) -> list[Share]:
-    """The plan cut over its processes: connections, slots and calls as even as they go."""
+    """The plan cut over its processes: connections, slots and calls as even as they go.
+    A process opens one connection at least, and no more than its streams carry."""
 
     def part(n: int, i: int) -> int:
         return n // plan.procs + (1 if i < n % plan.procs else 0)
 
-    return [Share(i, max(1, part(plan.connections, i)), max(1, part(plan.concurrency, i)), None if plan.total is None else part(plan.total, i)) for i in range(plan.procs)]
+    out = []
+    for i in range(plan.procs):
+        slots, connections = max(1, part(plan.concurrency, i)), max(1, part(plan.connections, i))
+        if plan.call == "admit-stream":
+            connections = min(connections, slots)
+        out.append(Share(i, connections, slots, None if plan.total is None else part(plan.total, i)))
+    return out
 
 
 def run(plan: Plan) -> tuple[list[dict[str, Any]], float, float]:
@@ -200,11 +212,20 @@ class _Client:
         await self._until(self.start)
         if self.plan.rps is None:
 
-            async def slot(call) -> None:
-                while self._take(time.monotonic()):
-                    await self._one(call, time.monotonic(), grpc)
+            # Each call takes the next connection, so every connection, and every
+            # worker they reached, gets calls whether there are fewer or more of them.
+            turns = itertools.cycle(calls)
 
-            await asyncio.gather(*(slot(calls[i % len(calls)]) for i in range(self.share.concurrency)))
+            async def slot() -> None:
+                while True:
+                    # One instant decides whether the call is measured and starts its
+                    # latency: a call let through as warm-up is never counted as measured.
+                    now = time.monotonic()
+                    if not self._take(now):
+                        return
+                    await self._one(next(turns), now, grpc)
+
+            await asyncio.gather(*(slot() for _ in range(self.share.concurrency)))
             return
         pending: set[asyncio.Task] = set()
         for n, due in enumerate(self._schedule()):
@@ -225,9 +246,9 @@ class _Client:
             try:
                 while True:
                     if due is None:
-                        if not self._take(time.monotonic()):
+                        begun = time.monotonic()  # one instant, as for unary calls
+                        if not self._take(begun):
                             break
-                        begun = time.monotonic()
                     else:
                         begun = await due.get()
                         if begun is None:

@@ -19,6 +19,12 @@ from jobgate import samples
 from jobgate.cli import connect
 
 CALLS = ("admit", "admit-batch", "admit-stream", "empty")
+# `serve --workers N` shares connections among its workers, not calls, each to a
+# worker the kernel picks by a hash of the connection's addresses and ports: K
+# connections leave a given one of N workers idle (1 - 1/N)**K of the time. More
+# connections cost a single worker no measurable CPU per call (README, "Workers and
+# connections").
+DEFAULT_CONNECTIONS = 8
 # Failures of the first call that every other call would share: the run is not started.
 FATAL = ("UNAVAILABLE", "UNAUTHENTICATED", "PERMISSION_DENIED", "UNIMPLEMENTED")
 
@@ -49,7 +55,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=seconds, default=1.0, metavar="D", help="load sent first and left out of the results (default: 1s)")
     p.add_argument("--concurrency", type=int, metavar="C", help="closed loop: calls in flight (default: 4); with --rps and --call admit-stream, the streams")
     p.add_argument("--rps", type=float, metavar="R", help="open loop: calls sent per second on a fixed schedule; latency from each call's scheduled send")
-    p.add_argument("--connections", type=int, default=1, metavar="K", help="channels (TCP connections), spread over the server's workers (default: 1)")
+    p.add_argument(
+        "--connections",
+        type=int,
+        default=DEFAULT_CONNECTIONS,
+        metavar="K",
+        help=f"TCP connections, each a channel of its own, taken in turn by the calls: `serve --workers N` gives each connection, and every call on it, to one worker (default: {DEFAULT_CONNECTIONS}, which reach both of 2 workers 127 times in 128)",
+    )
     p.add_argument("--procs", type=int, default=1, metavar="P", help="client processes sharing the load (default: 1)")
     p.add_argument("--call", choices=CALLS, default="admit", help="admit (default), admit-batch, admit-stream, or empty: the health Check, the floor")
     p.add_argument("--batch", type=int, default=16, metavar="N", help="documents per AdmitBatch (default: 16)")
@@ -141,7 +153,7 @@ def probe(args: argparse.Namespace, documents: list[bytes]) -> None:
                 raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
 
 
-def parameters(args: argparse.Namespace, documents: int) -> dict:
+def parameters(args: argparse.Namespace, documents: int, connections: int) -> dict:
     return {
         "server": args.server,
         "call": args.call,
@@ -153,7 +165,7 @@ def parameters(args: argparse.Namespace, documents: int) -> dict:
         "warmup": args.warmup,
         "concurrency": args.concurrency,
         "rps": args.rps,
-        "connections": args.connections,
+        "connections": connections,  # opened: each process opens one at least
         "procs": args.procs,
         "timeout": args.timeout,
         "tls": bool(args.ca),
@@ -215,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"jobgate bench: {amount} after {args.warmup:g} s of warm-up …", file=sys.stderr)
     begun = time.monotonic()
     parts, measured_from, end = load.run(plan)
-    result = results.summary(parameters(args, len(documents)), results.merge(parts), end - measured_from)
+    opened = sum(share.connections for share in load.shares(plan))
+    result = results.summary(parameters(args, len(documents), opened), results.merge(parts), end - measured_from)
     result["wall_seconds"] = round(time.monotonic() - begun, 3)
     if result["calls"] == 0:
         raise UsageError("no call was measured: lengthen --duration or lower --warmup")

@@ -31,6 +31,13 @@ def add_options(p: argparse.ArgumentParser, *, server_default: str | None = "127
 def channel_for(args: argparse.Namespace, options: list[tuple[str, object]] | None = None) -> grpc.Channel:
     """A channel to `args.server`: TLS when --ca is given, with a client certificate for
     mutual TLS. Warns on stderr when a token would travel in plaintext off loopback."""
+    return channels_for(args, 1, options)[0]
+
+
+def channels_for(args: argparse.Namespace, count: int, options: list[tuple[str, object]] | None = None) -> list[grpc.Channel]:
+    """`count` channels as `channel_for` makes one, each on a TCP connection of its
+    own: gRPC carries channels with the same target and arguments on one connection,
+    and `serve --workers N` gives a connection, with every call on it, to one worker."""
     import grpc
 
     from jobgate.cli import UsageError
@@ -39,16 +46,18 @@ def channel_for(args: argparse.Namespace, options: list[tuple[str, object]] | No
         raise UsageError("--cert and --key go together (mutual TLS)")
     if (args.cert or args.key) and not args.ca:
         raise UsageError("--cert and --key need --ca: mutual TLS is TLS first")
+    if count > 1:
+        options = [*(options or []), ("grpc.use_local_subchannel_pool", 1)]
     if not args.ca:
         if getattr(args, "token", None) and not is_loopback(args.server):
             print(f"jobgate: warning: the token is sent to {args.server} in plaintext; give --ca to use TLS", file=sys.stderr)
-        return grpc.insecure_channel(args.server, options=options)
+        return [grpc.insecure_channel(args.server, options=options) for _ in range(count)]
     try:
         read = lambda p: Path(p).read_bytes() if p else None  # noqa: E731
         credentials = grpc.ssl_channel_credentials(read(args.ca), read(args.key), read(args.cert))
     except OSError as e:
         raise UsageError(f"cannot read {e.filename}: {e.strerror}") from None
-    return grpc.secure_channel(args.server, credentials, options=options)
+    return [grpc.secure_channel(args.server, credentials, options=options) for _ in range(count)]
 
 
 def metadata(args: argparse.Namespace) -> list[tuple[str, str]]:

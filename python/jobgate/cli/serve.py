@@ -133,7 +133,7 @@ def serve_summed_metrics(listen: str, metrics_dir: str, pids):
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=metrics_dir)
-    registry.register(WorkerProcesses(pids))
+    registry.register(WorkerProcesses(pids, metrics_dir))
     try:
         return MetricsEndpoint(registry, listen)
     except EndpointUnavailable as e:

@@ -8,7 +8,11 @@ DEADLINE_EXCEEDED) is sent again with the same key after an exponential backoff:
 server that restarts mid-run admits every document exactly once. A document that
 cannot be read, or whose call fails, is reported and the others go on; every job id
 received is printed. Exit 2 names each document that got no verdict (not sent, or its
-call failed); else 1 when some document failed, 0 when all passed."""
+call failed); else 1 when some document failed, 0 when all passed.
+
+Many documents go out on several connections at once (--connections), one call at a
+time on each: `serve --workers N` shares connections among its workers, not calls, so
+one connection would reach one worker. The output keeps the order of the arguments."""
 
 from __future__ import annotations
 
@@ -40,6 +44,10 @@ CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.min_reconn
 REFUSED_CALLER = ("UNAUTHENTICATED", "PERMISSION_DENIED")
 # A gRPC message cannot carry more: a larger file is not read, and not sent.
 MAX_SEND_BYTES = 2**31 - 1
+# Connections (and calls in flight) of a run of many documents. `serve --workers N`
+# gives each connection, with every call on it, to one worker the kernel picks at
+# random: 8 reach both of 2 workers 127 times in 128 (README, "Workers and connections").
+DEFAULT_CONNECTIONS = 8
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,6 +61,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--idempotency-key",
         metavar="KEY",
         help=f"the key of the one document sent (at most {MAX_IDEMPOTENCY_KEY_BYTES} bytes): running the command again with it gets the first admission back; default: a fresh key per document; dry runs send none",
+    )
+    p.add_argument(
+        "--connections",
+        type=int,
+        default=DEFAULT_CONNECTIONS,
+        metavar="K",
+        help=f"send up to K documents at once, one at a time on each of K TCP connections, so that every worker of `serve --workers N` gets some (default: {DEFAULT_CONNECTIONS}, which reach both of 2 workers 127 times in 128; one per document when fewer); with more than one, which documents a nearly spent quota admits is not fixed: 1 sends them one by one, in order",
     )
     connect.add_options(p)
     p.set_defaults(run=run)
@@ -149,6 +164,59 @@ def send(call, request, metadata, timeout: float, retries: int, doc: Submission,
     raise AssertionError("unreachable")
 
 
+def send_all(docs: list[Submission], stubs: list, admit) -> None:
+    """Each of `docs` sent with `admit(stub, doc)`, which returns why no more should be
+    sent, or "". The first goes alone: a server that cannot be reached, or refuses the
+    caller, costs one document's attempts. Then each stub (one per connection) carries
+    one call at a time, taking the next document as it is free. Once a reason is
+    given, the documents not yet sent are NOT_SENT, with it."""
+    import threading
+
+    if not docs:
+        return
+    gone = admit(stubs[0], docs[0])
+    waiting = iter(docs[1:])
+    lock = threading.Lock()
+    failed: list[Exception] = []
+
+    def sender(stub) -> None:
+        nonlocal gone
+        while True:
+            with lock:
+                doc = next(waiting, None)
+                if doc is None:
+                    return
+                if gone:
+                    doc.code, doc.error = NOT_SENT, gone
+                    continue
+            try:
+                why = admit(stub, doc)
+            except Exception as e:  # noqa: BLE001 - raised again on the caller's thread, once the others stop
+                failed.append(e)
+                why = "stopped"
+            if why:
+                with lock:
+                    gone = gone or why
+
+    # The first stub's sender runs on this thread and the others on daemon threads:
+    # an interrupt reaches this one at once, and the channels closed on the way out
+    # end the calls still in flight.
+    others = [threading.Thread(target=sender, args=(stub,), daemon=True) for stub in stubs[1:]]
+    try:
+        for thread in others:
+            thread.start()
+        sender(stubs[0])
+        for thread in others:
+            while thread.is_alive():
+                thread.join(0.2)
+    except BaseException:
+        with lock:
+            gone = gone or "interrupted"
+        raise
+    if failed:
+        raise failed[0]
+
+
 def run(args: argparse.Namespace) -> int:
     import grpc
 
@@ -157,6 +225,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
+    if args.connections < 1:
+        raise UsageError("--connections must be at least 1")
     try:
         package = sources.read(args.package).data if args.package else b""
     except OSError as e:
@@ -165,24 +235,29 @@ def run(args: argparse.Namespace) -> int:
     if not args.dry_run:  # dry runs open nothing: nothing to make safe
         keyed(docs, args.idempotency_key)
     metadata = connect.metadata(args)
-    with connect.channel_for(args, options=CHANNEL_OPTIONS) as channel:
-        stub = admission_pb2_grpc.AdmissionServiceStub(channel)
-        gone = ""  # why the rest are not sent: the server stayed unavailable, or refused the caller
-        for doc in (d for d in docs if d.data is not None):
-            if gone:
-                doc.code, doc.error = NOT_SENT, gone
-                continue
-            document = admission_pb2.Document(raw=doc.data, package=package, idempotency_key=doc.idempotency_key or "")
-            try:
-                response = send(stub.Admit, admission_pb2.AdmitRequest(document=document, dry_run=args.dry_run), metadata, args.timeout, args.retries, doc)
-            except grpc.RpcError as e:
-                doc.code, doc.error = e.code().name, e.details() or ""
-                if e.code() == grpc.StatusCode.UNAVAILABLE:
-                    gone = f"{args.server} stayed unavailable ({doc.attempts} attempts for {doc.source})"
-                elif e.code().name in REFUSED_CALLER:
-                    gone = f"{args.server} refused the caller ({doc.code} for {doc.source})"
-                continue
-            doc.report, doc.job_id = ReportView.from_message(response.report), response.job_id
+
+    def admit(stub, doc: Submission) -> str:
+        """Sends `doc`; returns why no other document should be sent, or ""."""
+        document = admission_pb2.Document(raw=doc.data, package=package, idempotency_key=doc.idempotency_key or "")
+        try:
+            response = send(stub.Admit, admission_pb2.AdmitRequest(document=document, dry_run=args.dry_run), metadata, args.timeout, args.retries, doc)
+        except grpc.RpcError as e:
+            doc.code, doc.error = e.code().name, e.details() or ""
+            if e.code() == grpc.StatusCode.UNAVAILABLE:
+                return f"{args.server} stayed unavailable ({doc.attempts} attempts for {doc.source})"
+            if e.code().name in REFUSED_CALLER:
+                return f"{args.server} refused the caller ({doc.code} for {doc.source})"
+            return ""
+        doc.report, doc.job_id = ReportView.from_message(response.report), response.job_id
+        return ""
+
+    readable = [d for d in docs if d.data is not None]
+    channels = connect.channels_for(args, max(1, min(args.connections, len(readable))), options=CHANNEL_OPTIONS)
+    try:
+        send_all(readable, [admission_pb2_grpc.AdmissionServiceStub(c) for c in channels], admit)
+    finally:
+        for channel in channels:
+            channel.close()
     print(formats.submissions(args.format, docs))
     unjudged = [d for d in docs if not d.judged]
     for d in unjudged:

@@ -12,7 +12,8 @@ one process (tests) never collide. Every metric is listed in the README.
 - the request log: lines dropped rather than make a call wait (`jobgate_log_lines_dropped_total`);
 - the process: `process_*` (CPU, memory, file descriptors) and `python_*`. With
   `serve --workers N` the supervising process serves them for each worker, labelled
-  `worker`, beside the summed call and admission metrics.
+  `worker`, beside the summed call and admission metrics, with the RPCs each worker
+  completed (`jobgate_worker_rpcs_total`).
 
 The HTTP endpoint (`MetricsEndpoint`) is one thread running an event loop, with
 deadlines on every connection: idle or slow clients cost a socket each, never a
@@ -272,17 +273,31 @@ class TimedStore:
 
 class WorkerProcesses:
     """The `process_*` metrics of each worker of `serve --workers N`, read from /proc
-    by the supervising process and labelled `worker` (0..N-1): prometheus-client's
-    multiprocess mode sums counters and histograms but has no process metrics."""
+    by the supervising process, and the RPCs each one completed
+    (`jobgate_worker_rpcs_total`), read from its own file in `metrics_dir`; labelled
+    `worker` (0..N-1). prometheus-client's multiprocess mode sums counters and
+    histograms over the workers and has no process metrics; the kernel shares
+    connections, not calls, among the workers, and the sums would hide how."""
 
-    def __init__(self, pids: Callable[[], list[int]]) -> None:
-        self._pids = pids
+    def __init__(self, pids: Callable[[], list[int]], metrics_dir: str) -> None:
+        self._pids, self._metrics_dir = pids, metrics_dir
 
     def collect(self):
         families: dict[str, Metric] = {}
+        rpcs = Metric("jobgate_worker_rpcs", "RPCs completed by each worker of serve --workers N", "counter")
         for n, pid in enumerate(self._pids()):
             for family in ProcessCollector(pid=lambda pid=pid: pid, registry=None).collect():
                 merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
                 for sample in family.samples:
                     merged.add_sample(sample.name, {**sample.labels, "worker": str(n)}, sample.value)
-        return list(families.values())
+            rpcs.add_sample("jobgate_worker_rpcs_total", {"worker": str(n)}, self._handled(pid))
+        return [*families.values(), rpcs]
+
+    def _handled(self, pid: int) -> float:
+        """`grpc_server_handled_total` of one worker, every method and code summed."""
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        path = os.path.join(self._metrics_dir, f"counter_{pid}.db")
+        if not os.path.exists(path):  # no counter touched yet
+            return 0.0
+        return sum(sample.value for family in MultiProcessCollector.merge([path]) if family.name == "grpc_server_handled" for sample in family.samples if sample.name == "grpc_server_handled_total")
