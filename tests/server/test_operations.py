@@ -276,6 +276,35 @@ def test_a_worker_that_dies_takes_the_service_down_and_metrics_are_summed(tmp_pa
             proc.kill()
 
 
+def test_workers_stop_when_their_supervisor_is_killed_outright(tmp_path):
+    """A supervisor killed with SIGKILL (no chance to pass a signal on) leaves no worker
+    serving its port: each stops as its parent dies."""
+    import os
+
+    port = free_port()
+    proc = serve("--listen", f"127.0.0.1:{port}", "--workers", "2")
+    try:
+        wait_serving(port).close()
+        deadline = time.time() + 20
+        while len(children_of(proc.pid)) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        workers = children_of(proc.pid)
+        assert len(workers) == 2
+        proc.kill()
+        proc.wait(30)
+        deadline = time.time() + 30
+        alive = workers
+        while alive and time.time() < deadline:
+            alive = [pid for pid in workers if os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+            time.sleep(0.1)
+        assert alive == [], f"workers {alive} outlived their supervisor"
+    finally:
+        for pid in children_of(proc.pid) if proc.poll() is None else []:
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_calls_on_several_connections_reach_every_worker(tmp_path, capsys):
     """`serve --workers 2` gives each connection, with every call on it, to one worker
     the kernel picks: the calls of one connection are served by one worker, and

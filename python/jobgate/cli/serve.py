@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--workers must be at least 1")
     if not os.environ.get(WORKER_ENV):  # a worker's port is its supervisor's to probe
         probe(listen)
+    else:
+        follow_supervisor(os.environ[WORKER_ENV])
     if args.workers > 1:
         return run_workers(args, listen, config)
     try:
@@ -51,7 +53,22 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
 
 
-WORKER_ENV = "JOBGATE_WORKER"  # set for the processes of `serve --workers N`
+WORKER_ENV = "JOBGATE_WORKER"  # the supervisor's pid, set for the processes of `serve --workers N`
+
+
+def follow_supervisor(supervisor: str) -> None:
+    """A worker stops (SIGTERM, gracefully) when its supervisor dies, however it dies:
+    a supervisor killed outright must not leave workers serving its port unwatched."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1  # noqa: N806 - the name prctl(2) gives it
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    except (OSError, AttributeError):  # not Linux: the supervisor's own signals still reach it
+        return
+    if supervisor.isdigit() and os.getppid() != int(supervisor):  # it died before prctl took hold
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def probe(listen: str) -> None:
@@ -92,7 +109,7 @@ def run_workers(args: argparse.Namespace, listen: str, config: Config) -> int:
     if args.config:
         command += ["--config", args.config]
     with tempfile.TemporaryDirectory(prefix="jobgate-metrics-") as metrics_dir:
-        env = {**os.environ, WORKER_ENV: "1", "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+        env = {**os.environ, WORKER_ENV: str(os.getpid()), "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
         children: list[subprocess.Popen] = []
         metrics = serve_summed_metrics(config.server.metrics_listen, metrics_dir, lambda: [c.pid for c in children if c.poll() is None]) if config.server.metrics_listen else None
         children += [subprocess.Popen(command, env=env) for _ in range(args.workers)]
