@@ -1,26 +1,29 @@
 //! SHA-256 at hardware speed: the `sha2` crate picks the CPU's SHA extensions at run
-//! time, large files are hashed from a mapping (`mapped`, guarded against a producer
-//! truncating them), other bytes are read in pieces sized to stay in cache, and many
-//! files are hashed in parallel by the callers.
+//! time, large files are hashed from a mapping where the kernel maps them in large
+//! pieces (`mapped`, guarded against a producer truncating them), other bytes are read
+//! in pieces sized to stay in cache, and many files are hashed in parallel by the
+//! callers.
 
 use std::cell::RefCell;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 
 use sha2::{Digest, Sha256};
 
-use super::mapped;
+use super::mapped::{self, Mapped};
 
-/// 256 KiB reads: a quarter of a core's L2 here, so the hash still reads what the copy
-/// just wrote, with a quarter of the system calls of 64 KiB. Measured on the benchmark
-/// machine (512 MiB from the page cache, medians of 5): 64 KiB 0.91-0.93x and 256 KiB
-/// 0.93-0.94x of hashing in memory; beyond 512 KiB the copy starts to leave L2. The
-/// copy out of the page cache is what remains (~6%): files of `mapped::THRESHOLD` or
-/// more are hashed from a mapping instead, which avoids it (`sha256_file`).
+/// 256 KiB reads: a quarter of a core's L2 on the machines measured, so the hash still
+/// reads what the copy just wrote, with a quarter of the system calls of 64 KiB
+/// (BENCHMARKS.md).
 pub const READ_SIZE: usize = 256 << 10;
 
+/// Reads land at the start of a page: the kernel copies the page cache a page at a
+/// time, and into a buffer as malloc places it (16 bytes into a page) that copy costs
+/// measurably more.
+const PAGE: usize = 4096;
+
 thread_local! {
-    static BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_SIZE]);
+    static BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_SIZE + PAGE]);
 }
 
 /// Hashes everything `reader` yields, up to `limit` bytes; returns lowercase hex and
@@ -28,14 +31,26 @@ thread_local! {
 pub fn sha256_reader(
     reader: &mut dyn Read,
     limit: u64,
+    sink: Option<&mut dyn io::Write>,
+) -> io::Result<(String, u64)> {
+    hash_reads(reader, Sha256::new(), 0, limit, sink)
+}
+
+/// Hashes what `reader` yields into `hasher`, which has had `size` bytes already;
+/// `limit` and the answer count those too.
+fn hash_reads(
+    reader: &mut dyn Read,
+    mut hasher: Sha256,
+    mut size: u64,
+    limit: u64,
     mut sink: Option<&mut dyn io::Write>,
 ) -> io::Result<(String, u64)> {
     BUFFER.with(|buffer| {
         let mut buffer = buffer.borrow_mut();
-        let mut hasher = Sha256::new();
-        let mut size = 0u64;
+        let start = buffer.as_ptr().align_offset(PAGE).min(PAGE);
+        let buffer = &mut buffer[start..start + READ_SIZE];
         loop {
-            let n = match reader.read(&mut buffer) {
+            let n = match reader.read(buffer) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -59,9 +74,10 @@ pub fn sha256_reader(
 
 /// The SHA-256 and size of an open regular file, up to `limit` bytes (`Err(InvalidData)`
 /// beyond, as `sha256_reader`), with every byte also given to the sink `new_sink`
-/// makes; returns the sink. A large file is hashed from a mapping; one that changed
-/// while mapped (truncated, written, grown) is read instead from its start with a
-/// fresh sink, so it is reported exactly as reading it would report it.
+/// makes; returns the sink. A large file is hashed from a mapping, or from one until
+/// the mapping proves fine-grained and then read on; one that changed meanwhile
+/// (truncated, written, grown) is read instead from its start with a fresh sink, so it
+/// is reported exactly as reading it would report it.
 pub fn sha256_file<S: io::Write>(
     file: &mut File,
     limit: u64,
@@ -71,10 +87,25 @@ pub fn sha256_file<S: io::Write>(
     if size >= mapped::THRESHOLD {
         let mut sink = new_sink();
         let sha256 = mapped::sha256(file, limit, sink.as_mut().map(|s| s as &mut dyn io::Write));
-        if let Some((sha256, size)) = sha256 {
-            return Ok((hex(&sha256), size, sink));
+        if let Some(Mapped {
+            hasher,
+            hashed,
+            read_on,
+        }) = sha256
+        {
+            let Some(before) = read_on else {
+                return Ok((hex(&hasher.finalize()), hashed, sink));
+            };
+            file.seek(SeekFrom::Start(hashed))?;
+            let sink_dyn = sink.as_mut().map(|s| s as &mut dyn io::Write);
+            let (sha256, size) = hash_reads(file, hasher, hashed, limit, sink_dyn)?;
+            if !mapped::moved(&before, file) {
+                return Ok((sha256, size, sink));
+            }
+            file.seek(SeekFrom::Start(0))?;
         }
-        // The mapping never moved the file's offset: it is still at the start.
+        // Not mapped (the mapping never moved the file's offset), or changed while read
+        // on: read from the start.
     }
     let mut sink = new_sink();
     let (sha256, size) =

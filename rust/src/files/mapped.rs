@@ -1,13 +1,20 @@
 //! Large files hashed from a read-only mapping, guarded against truncation.
 //!
 //! Reading a file copies it out of the page cache; hashing a mapping of it does not, and
-//! that copy is what kept SHA-256 of a large file under OpenSSL's rate. But a mapped
-//! file truncated by its producer while it is hashed raises SIGBUS on the pages past
-//! its new end, which would kill the service. So the process gets one SIGBUS handler
-//! (installed the first time a file is mapped) and a table of the address ranges being
-//! hashed: a fault inside one maps zero pages over the rest of that range, so the hash
-//! runs on, and marks the range truncated. The digest of such a file is discarded, as
-//! is that of a file whose fstat moved while it was hashed, and the caller reads the
+//! that copy is what keeps SHA-256 of a large file read under OpenSSL's rate. The
+//! mapping gains only where the kernel maps the page cache in large folios (a 2 MiB
+//! folio in one fault); where it maps a few pages at a time (small folios: a tmpfs, a
+//! kernel or file system without large folios, a file written in small pieces), setting
+//! up and tearing down that many page-table entries costs more than the copy. So the
+//! mapping measures itself as it hashes: once its faults show small pieces, the caller
+//! reads the rest of the file instead (`Mapped::read_on`).
+//!
+//! A mapped file truncated by its producer while it is hashed raises SIGBUS on the
+//! pages past its new end, which would kill the service. So the process gets one SIGBUS
+//! handler (installed the first time a file is mapped) and a table of the address ranges
+//! being hashed: a fault inside one maps zero pages over the rest of that range, so the
+//! hash runs on, and marks the range truncated. The digest of such a file is discarded,
+//! as is that of a file whose fstat moved while it was hashed, and the caller reads the
 //! file instead (`hashing::sha256_file`): a file that changed is reported exactly as
 //! the read path reports it. A fault anywhere else goes to the handler that was there
 //! before ours (Python's faulthandler, Rust's stack-overflow handler) or, if there was
@@ -27,12 +34,16 @@ use std::sync::{Mutex, OnceLock};
 use rustix::fs::{fstat, FileType, Stat};
 use sha2::{Digest, Sha256};
 
-/// Files from 2 MiB are mapped; smaller ones are read. Measured on the benchmark
-/// machine (ext4, CPU time, medians of 5, mapped against read): 1 MiB files 0.92x,
-/// 1.25-1.5 MiB even, 1.75 MiB 0.97x, 2 MiB and up 1.02-1.08x, 512 MiB 1.08x. Below
-/// it, setting a mapping up, faulting it in and tearing it down costs more than the
-/// copy saves; from 2 MiB the kernel can map the page cache's large folios whole.
+/// Files from 2 MiB are mapped; smaller ones are read. Below it no folio can be mapped
+/// whole by a page-table entry of its own (2 MiB on x86-64), so setting a mapping up,
+/// faulting it in and tearing it down costs more than the copy saves (BENCHMARKS.md).
 pub const THRESHOLD: u64 = 2 << 20;
+
+/// Past `THRESHOLD` bytes, a mapping that faulted once for every `FINE` bytes or less
+/// is mapped a few pages at a time (the kernel's fault-around maps 64 KiB of small
+/// folios per fault), and the rest of the file is read; large folios fault once per
+/// 2 MiB, with now and then a stretch of small ones.
+const FINE: u64 = 128 << 10;
 
 /// Hashed (and fed to the sink) a mebibyte at a time, so a truncated range stops early.
 const CHUNK: usize = 1 << 20;
@@ -52,15 +63,23 @@ fn enabled() -> bool {
     })
 }
 
-/// The SHA-256 (raw) and size of `file`, hashed from a mapping, every chunk also given
-/// to `sink`; `None` when it must be read instead: smaller than `THRESHOLD` or larger
-/// than `limit`, not mappable, the handler not ours, or the file changed while it was
-/// hashed. The file's offset is left where it was.
-pub fn sha256(
-    file: &File,
-    limit: u64,
-    mut sink: Option<&mut dyn Write>,
-) -> Option<([u8; 32], u64)> {
+/// What hashing a file from a mapping gave: `hasher` has had its first `hashed` bytes
+/// (and the sink too), the whole file when `read_on` is `None`. Otherwise the kernel
+/// set the mapping up a few pages at a time, and `read_on` is the file's fstat from
+/// before it was mapped: the rest is read on into `hasher`, and the file read again
+/// from its start if it `moved` from that meanwhile.
+pub struct Mapped {
+    pub hasher: Sha256,
+    pub hashed: u64,
+    pub read_on: Option<Stat>,
+}
+
+/// The SHA-256 of `file`, hashed from a mapping (all of it, or the part before the
+/// mapping proved fine-grained), every chunk also given to `sink`; `None` when it must
+/// be read instead: smaller than `THRESHOLD` or larger than `limit`, not mappable, the
+/// handler not ours, or the file changed while it was hashed. The file's offset is
+/// left where it was.
+pub fn sha256(file: &File, limit: u64, mut sink: Option<&mut dyn Write>) -> Option<Mapped> {
     let before = fstat(file).ok()?;
     let size = u64::try_from(before.st_size).ok()?;
     if size < THRESHOLD
@@ -75,6 +94,8 @@ pub fn sha256(
     // Declared after `map`, so dropped (the range retired) before it is unmapped.
     let active = Active::claim(&map)?;
     let mut hasher = Sha256::new();
+    let start = faults();
+    let mut hashed = 0u64;
     for chunk in map.bytes().chunks(CHUNK) {
         hasher.update(chunk);
         if let Some(sink) = sink.as_mut() {
@@ -83,22 +104,55 @@ pub fn sha256(
         if active.truncated() {
             return None;
         }
+        hashed += chunk.len() as u64;
+        if hashed >= THRESHOLD && hashed < size && fine_grained(start, hashed) {
+            return Some(Mapped {
+                hasher,
+                hashed,
+                read_on: Some(before),
+            });
+        }
     }
     let truncated = active.truncated();
     drop(active);
     drop(map);
-    let after = fstat(file).ok()?;
-    if truncated || moved(&before, &after) {
+    if truncated || moved(&before, file) {
         return None;
     }
-    Some((hasher.finalize().into(), size))
+    Some(Mapped {
+        hasher,
+        hashed,
+        read_on: None,
+    })
 }
 
-/// Whether the file was resized or written while it was hashed.
-fn moved(before: &Stat, after: &Stat) -> bool {
+/// Whether the file was resized or written since `before` (or cannot be looked at).
+pub fn moved(before: &Stat, file: &File) -> bool {
+    let Ok(after) = fstat(file) else {
+        return true;
+    };
     (before.st_size, before.st_mtime, before.st_mtime_nsec)
         != (after.st_size, after.st_mtime, after.st_mtime_nsec)
         || (before.st_ctime, before.st_ctime_nsec) != (after.st_ctime, after.st_ctime_nsec)
+}
+
+/// The page faults this thread has taken (which hashing a mapping takes on it alone).
+fn faults() -> Option<u64> {
+    // SAFETY: getrusage only fills the zeroed struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_THREAD, &mut usage) == 0).then_some(usage)
+    }?;
+    u64::try_from(usage.ru_minflt + usage.ru_majflt).ok()
+}
+
+/// Whether the mapping faulted once per `FINE` bytes or more often while `hashed`
+/// bytes of it were hashed, since `start` faults.
+fn fine_grained(start: Option<u64>, hashed: u64) -> bool {
+    match (start, faults()) {
+        (Some(start), Some(now)) => now.saturating_sub(start) > hashed / FINE,
+        _ => false,
+    }
 }
 
 /// A read-only shared mapping of a whole file, unmapped when dropped.
@@ -395,7 +449,8 @@ fn chain(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void, code: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::files::hashing::{hex, sha256_bytes, sha256_file, sha256_reader};
+    use crate::files::hashing::{sha256_bytes, sha256_file, sha256_reader};
+    use std::io::Seek;
     use std::os::unix::process::ExitStatusExt;
     use std::process::Command;
     use std::sync::atomic::AtomicBool;
@@ -414,18 +469,108 @@ mod tests {
         let path = tmp.path().join("big.bin");
         let data = content((3 << 20) + 123);
         std::fs::write(&path, &data).unwrap();
-        let file = File::open(&path).unwrap();
-        let mut sink = Vec::new();
-        let mapped = sha256(&file, u64::MAX, Some(&mut sink)).expect("mapped");
-        let mapped = (hex(&mapped.0), mapped.1);
-        assert_eq!(mapped, (sha256_bytes(&data), data.len() as u64));
-        assert_eq!(sink, data);
+        let mut file = File::open(&path).unwrap();
+        let (sha256, size, sink) = sha256_file(&mut file, u64::MAX, || Some(Vec::new())).unwrap();
+        assert_eq!((&sha256, size), (&sha256_bytes(&data), data.len() as u64));
+        assert_eq!(sink.unwrap(), data);
         let read = sha256_reader(&mut File::open(&path).unwrap(), u64::MAX, None).unwrap();
-        assert_eq!(mapped, read);
+        assert_eq!((sha256, size), read);
         // Small files and files over the limit are left to the read path.
-        assert_eq!(sha256(&file, data.len() as u64 - 1, None), None);
+        assert!(super::sha256(&file, data.len() as u64 - 1, None).is_none());
         std::fs::write(&path, &data[..1000]).unwrap();
-        assert_eq!(sha256(&File::open(&path).unwrap(), u64::MAX, None), None);
+        assert!(super::sha256(&File::open(&path).unwrap(), u64::MAX, None).is_none());
+    }
+
+    /// Written 4 KiB at a time, so its page cache is small folios the kernel maps a few
+    /// pages per fault: hashed from the mapping for `THRESHOLD` bytes, then read on.
+    fn written_in_small_pieces(path: &std::path::Path, data: &[u8]) {
+        let mut file = File::create(path).unwrap();
+        for piece in data.chunks(4096) {
+            file.write_all(piece).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_file_mapped_a_few_pages_at_a_time_is_read_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("big.bin");
+        let data = content((5 << 20) + 123);
+        written_in_small_pieces(&path, &data);
+        let mut sink = Vec::new();
+        match super::sha256(&File::open(&path).unwrap(), u64::MAX, Some(&mut sink)) {
+            Some(Mapped {
+                hashed,
+                read_on: Some(_),
+                ..
+            }) => assert_eq!(hashed, THRESHOLD),
+            Some(Mapped { read_on: None, .. }) => {
+                panic!("hashed whole from a fine-grained mapping")
+            }
+            None => panic!("not mapped"),
+        }
+        assert_eq!(sink, data[..THRESHOLD as usize]);
+        let mut file = File::open(&path).unwrap();
+        let (sha256, size, sink) = sha256_file(&mut file, u64::MAX, || Some(Vec::new())).unwrap();
+        assert_eq!((sha256, size), (sha256_bytes(&data), data.len() as u64));
+        assert_eq!(sink.unwrap(), data);
+        // The limit counts the mapped part too.
+        let mut file = File::open(&path).unwrap();
+        let limit = data.len() as u64 - 1;
+        let err = sha256_file(&mut file, limit, || None::<std::io::Sink>).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+    }
+
+    /// Rewrites a byte the mapping already hashed, and grows the file, when the first
+    /// bytes read after the mapped part reach it.
+    struct Tamper {
+        path: std::path::PathBuf,
+        seen: usize,
+        once: Arc<AtomicBool>,
+        bytes: Vec<u8>,
+    }
+
+    impl Write for Tamper {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.seen += buf.len();
+            if self.seen > THRESHOLD as usize && !self.once.swap(true, Ordering::SeqCst) {
+                let mut f = std::fs::OpenOptions::new().write(true).open(&self.path)?;
+                f.write_all(b"!")?;
+                f.seek(std::io::SeekFrom::End(0))?;
+                f.write_all(b"grown")?;
+            }
+            self.bytes.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Changed while the rest of it was read after the mapped part: read again from the
+    /// start, as the file now is, never the old part's digest with the new rest.
+    #[test]
+    fn a_file_changed_while_read_on_is_read_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("big.bin");
+        let data = content((3 << 20) + 123);
+        written_in_small_pieces(&path, &data);
+        let once = Arc::new(AtomicBool::new(false));
+        let new_sink = || {
+            Some(Tamper {
+                path: path.clone(),
+                seen: 0,
+                once: once.clone(),
+                bytes: Vec::new(),
+            })
+        };
+        let mut file = File::open(&path).unwrap();
+        let (sha256, size, sink) = sha256_file(&mut file, u64::MAX, new_sink).unwrap();
+        assert!(once.load(Ordering::SeqCst));
+        let now = std::fs::read(&path).unwrap();
+        assert_eq!(&now[..1], b"!");
+        assert_eq!((sha256, size), (sha256_bytes(&now), now.len() as u64));
+        assert_eq!(sink.unwrap().bytes, now);
     }
 
     /// A producer truncates the file at a random instant of each hash: never a crash,
