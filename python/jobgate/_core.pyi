@@ -376,3 +376,11 @@ def content_keys(salt: bytes, items: list[tuple[str, bytes | None]]) -> list[str
     ``salt``, the name, a NUL and the bytes; with ``None`` for bytes, those of the file
     the name is a path of, read on every core with the GIL released. ``None`` for a
     file that is not a regular file or cannot be read."""
+
+def permuted_job_number(number: int, key: bytes, bits: int) -> int:
+    """``number``'s image under the keyed permutation of the integers below
+    2^``bits`` that numbers job ids: a 10-round balanced Feistel network whose round
+    function is BLAKE3 keyed with ``key`` (32 bytes), fed the round, the half width and
+    the right half (16 bytes, big-endian), its first 16 bytes read big-endian.
+    ValueError for another key length, odd ``bits`` or above 64, or a number out of
+    range."""

@@ -4,7 +4,7 @@
 //!
 //! The modules form no import circle (`module_graph` tests it): the vocabulary at the
 //! bottom (`rules`, `limits`, `text`, `seen`, `tape`, `node`, `pointer`, `kind`,
-//! `admission`, `paths`, `secrets`, `config`, `locate`) imports nothing above it;
+//! `admission`, `paths`, `secrets`, `config`, `locate`, `job_ids`) imports nothing above it;
 //! `report`, `refusal`, `quota` and `schema`
 //! build on it, and `gpus` on `schema`; the parser (`document`, `yaml`), the rules of each kind (`kinds`), the
 //! file checks (`files`) and `facts` on those; `validator` ties them together, and
@@ -16,6 +16,7 @@ pub mod document;
 pub mod facts;
 pub mod files;
 pub mod gpus;
+pub mod job_ids;
 pub mod kind;
 pub mod kinds;
 pub mod limits;

@@ -166,3 +166,91 @@ def test_a_lone_caller_never_waits(monkeypatch):
         assert time.monotonic() - started < 2.0
     finally:
         committer.close()
+
+
+class QuickStore(SlowStore):
+    """A SlowStore whose commits flush nothing to disk (SQLite's NORMAL synchronous)."""
+
+    syncs_commits = False
+
+
+def test_a_group_waits_only_when_its_commit_waits_for_the_disk(monkeypatch):
+    """The arrivals above, on a store whose commits flush nothing: such a commit costs
+    less than the wait, so the next group commits what is queued at once, and the late
+    admission has a group of its own."""
+    monkeypatch.setattr(gate_module, "MAX_PATIENCE", 5.0)
+    store = QuickStore(1.0)
+    committer = GroupCommitter(store)
+    try:
+        admit = lambda: committer.admit(job(), admitted)  # noqa: E731
+        leading = threading.Thread(target=admit)
+        leading.start()
+        while not store.groups:
+            time.sleep(0.005)
+        others = [threading.Thread(target=admit) for _ in range(3)]
+        for t in others:
+            t.start()
+        while committer.pending() < 3:
+            time.sleep(0.005)
+        leading.join()
+        late = threading.Thread(target=admit)
+        time.sleep(0.3)  # a patient group would still be waiting (as long as the last commit took)
+        late.start()
+        for t in [*others, late]:
+            t.join()
+        assert store.groups == [1, 3, 1]
+    finally:
+        committer.close()
+
+
+class ThreadsSeen(SlowStore):
+    """A store that records the thread each group is committed on."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self.threads: list[str] = []
+
+    def admit_many(self, items):
+        self.threads.append(threading.current_thread().name)
+        return super().admit_many(items)
+
+
+def test_an_admission_is_committed_on_the_thread_that_makes_it():
+    """No thread hand-off: the admission that finds no group under way commits its
+    own, and the committer starts no thread of its own."""
+    store = ThreadsSeen()
+    before = {t.name for t in threading.enumerate()}
+    committer = GroupCommitter(store)
+    try:
+        committer.admit(job(), admitted)
+        caller = threading.Thread(target=committer.admit, args=(job(), admitted), name="an-rpc-thread")
+        caller.start()
+        caller.join()
+        assert store.threads == [threading.current_thread().name, "an-rpc-thread"]
+        assert {t.name for t in threading.enumerate()} == before
+    finally:
+        committer.close()
+
+
+def test_a_sqlite_group_costs_a_few_statements_whatever_its_size(gate, reads_usage):
+    """One read of what the decisions need and one of the keys, one insert per table,
+    and the transaction: the same for one admission as for fifty (each statement lets
+    other threads run, and waits its turn to come back)."""
+    store = gate.store
+    if not hasattr(store, "path"):
+        pytest.skip("statements are counted on SQLite; PostgreSQL's group is a fixed three")
+    store.admit_many([(job("first", reads_usage=reads_usage), admitted)])  # its keys' pruning is done
+    counts = []
+    for size in (1, 50):
+        statements: list[str] = []
+        with store._pool.connection() as db:
+            db.set_trace_callback(statements.append)
+        try:
+            ids = store.admit_many([(job(f"key-{size}-{i}", reads_usage=reads_usage), admitted) for i in range(size)])
+        finally:
+            with store._pool.connection() as db:
+                db.set_trace_callback(None)
+        assert all(isinstance(i, str) for i in ids) and len(set(ids)) == size
+        counts.append(len(statements))
+    assert counts == [8, 8]
+    assert len(records(store)) == 52 and store.gpus_in_use("my-lab") == 52 * 8

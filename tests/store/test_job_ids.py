@@ -72,6 +72,16 @@ def test_the_permutation_is_a_bijection_on_a_small_domain():
     assert images != [permuted(n, bytes(32), bits=16) for n in range(1 << 16)]
 
 
+def test_the_permutation_is_the_one_stores_have_numbered_with():
+    """Ids already given out stay unique only if every later number goes through the
+    same permutation: its images are pinned, as the first stores computed them."""
+    key = bytes(range(32))
+    assert [permuted(n, key) for n in (0, 1, 2, 12345, 2**JOB_NUMBER_BITS - 1)] == [67206918579162, 82850383681174, 92356123859115, 5498129975049, 269855889553636]
+    assert [permuted(n, bytes(32), bits=16) for n in (0, 1, 65535)] == [50489, 14508, 60923]
+    with pytest.raises(ValueError, match="not a job number of 48 bits"):
+        permuted(2**JOB_NUMBER_BITS, key)
+
+
 def test_ids_stay_unique_and_the_key_persists_across_a_restart(backend):
     path, url = backend
     store = open_store(path, url)

@@ -129,6 +129,48 @@ def test_sigkill_during_admissions_leaves_records_whole_or_absent(tmp_path):
         assert jobgate.Validator().check(store.get(job_id), kind="job_record").verdict == "pass"
 
 
+def test_the_wal_is_copied_beside_the_commits_and_starts_again(tmp_path, monkeypatch):
+    """SQLite's WAL is checkpointed on the store's own thread, not in the commit that
+    crosses a threshold (every admission of its group would wait for the copy and its
+    fsyncs), and still starts again from its beginning under admissions that never
+    pause: it stays bounded."""
+    from jobgate.store import NewJob
+    from jobgate.store import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 16)
+    monkeypatch.setattr(sqlite_store, "_RESTART_PAGES", 200)
+    checkpointed_on: list[str] = []
+    connect = SqliteStore._connect
+
+    def traced(self):
+        db = connect(self)
+        db.set_trace_callback(lambda sql: "wal_checkpoint" in sql and checkpointed_on.append(threading.current_thread().name))
+        return db
+
+    monkeypatch.setattr(SqliteStore, "_connect", traced)
+    before = set(threading.enumerate())
+    store = SqliteStore(tmp_path / "store")
+    job = NewJob(
+        id_prefix="dino-train", project="my-lab", owner="alice", gpus=1, image="nvcr.io/nvidia/tao/tao-toolkit:6", network_arch="dino",
+        action="train", platform="local", storage_tier="A", results_root="/results", document=JOBSPEC, reads_usage=False,
+    )  # fmt: skip
+    wal = store.path.with_name(store.path.name + "-wal")
+    largest = 0
+    try:
+        for _ in range(600):
+            assert all(store.admit_many([(job, lambda _: True)] * 4))
+            largest = max(largest, wal.stat().st_size)
+        assert checkpointed_on.count("jobgate-checkpoint") >= 10
+        # Each pass is followed by one small copy in a commit, only when the WAL is to
+        # start again; SQLite's own checkpoint at commit never comes into play.
+        assert checkpointed_on.count("MainThread") <= checkpointed_on.count("jobgate-checkpoint")
+        assert largest < 2000 * 4096, f"the WAL grew to {largest} bytes"
+        assert len(store.list(limit=3000)) == 2400
+    finally:
+        store.close()
+    assert [t.name for t in set(threading.enumerate()) - before] == []  # closing the store ends its thread
+
+
 SERVER = """
 import sys
 from jobgate.cli import main

@@ -7,6 +7,7 @@ not at all)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import secrets
 import threading
 import time
@@ -17,8 +18,9 @@ from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 import blake3
+import orjson
 
-from jobgate._core import redact
+from jobgate._core import permuted_job_number, redact
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES
 
 STATES = ("PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN")
@@ -36,8 +38,6 @@ MAX_IDEMPOTENCY_KEY_BYTES = 128
 # Job numbers are permuted within this many bits (12 hex digits in an id); a store that
 # has given out every one refuses further admissions rather than repeat an id.
 JOB_NUMBER_BITS = 48
-# Rounds of the Feistel network that permutes them (as many as NIST's FF1 uses).
-_FEISTEL_ROUNDS = 10
 # Expired idempotency keys are deleted at most this often (seconds) per store, in a
 # transaction of their own; a lookup ignores them meanwhile. Bounded per pass so that
 # a backlog never holds the write lock for long.
@@ -139,14 +139,9 @@ def permuted(number: int, key: bytes, bits: int = JOB_NUMBER_BITS) -> int:
     """`number`'s image under a keyed permutation of the integers below 2^`bits` (`bits`
     even): a balanced Feistel network whose round function is BLAKE3 keyed with `key`
     (32 bytes). A bijection whatever the round function, so distinct numbers keep
-    distinct images."""
-    half = bits // 2
-    mask = (1 << half) - 1
-    left, right = number >> half, number & mask
-    for i in range(_FEISTEL_ROUNDS):
-        mixed = int.from_bytes(blake3.blake3(bytes((i, half)) + right.to_bytes(16, "big"), key=key).digest(16), "big")
-        left, right = right, left ^ (mixed & mask)
-    return (left << half) | right
+    distinct images. Computed by the core (`job_ids::permuted`): ten rounds of keyed
+    BLAKE3 in Python weighed on every commit group."""
+    return permuted_job_number(number, key, bits)
 
 
 def new_id_key() -> bytes:
@@ -171,6 +166,15 @@ def opened_record(job: NewJob, job_id: str, ts: str) -> dict[str, Any]:
         "terminal_state": None,
         "redacted": True,
     }
+
+
+def record_json(record: dict[str, Any]) -> str:
+    """A record as stored: its JSON text (orjson's; json's escapes for a string that is
+    not UTF-8, a lone surrogate)."""
+    try:
+        return orjson.dumps(record).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(record)
 
 
 def now() -> str:
@@ -349,6 +353,10 @@ def key_bytes(key: str) -> bytes:
 
 
 class JobStore(Protocol):
+    # Whether a commit waits for the disk to flush: then a commit group is worth
+    # waiting a little for more members.
+    syncs_commits: bool
+
     def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
         """Atomically: reads the project's GPUs in unfinished jobs, calls `decide(in_use)`,
         and opens the record (one PENDING transition) only when it returns True. With

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import json
 import logging
 import threading
 import time
@@ -43,6 +42,7 @@ from jobgate.store.base import (
     new_job_id,
     now,
     opened_record,
+    record_json,
     storable,
     stored_message,
 )
@@ -197,7 +197,7 @@ class _Group:
             "owner": job.owner,
             "gpus": job.gpus,
             "ts": ts,
-            "record": json.dumps(opened_record(job, job_id, ts)),
+            "record": record_json(opened_record(job, job_id, ts)),
             "document": base64.b64encode(job.document).decode("ascii"),
         }
         key = job.idempotency
@@ -299,6 +299,9 @@ def _text(*values: str) -> bool:
 
 
 class PostgresStore:
+    # A commit returns once its WAL is flushed (synchronous_commit).
+    syncs_commits = True
+
     def __init__(
         self,
         url: str,
@@ -582,11 +585,11 @@ class PostgresStore:
                 last = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = %s", (job_id,)).fetchone()[0])
                 check_room(job_id, last, state, self.max_transitions)
                 db.execute("INSERT INTO transitions VALUES (%s, %s, %s, %s, %s, %s)", (job_id, last + 1, now(), state, message.encode("utf-8"), source))
-                db.execute("UPDATE jobs SET record = %s, state = %s, terminal = %s WHERE id = %s", (json.dumps(record), state, state in TERMINAL, job_id))
+                db.execute("UPDATE jobs SET record = %s, state = %s, terminal = %s WHERE id = %s", (record_json(record), state, state in TERMINAL, job_id))
                 if state in TERMINAL:  # its GPUs no longer count against the project
                     db.execute("UPDATE project_usage SET gpus = gpus - %s WHERE project = %s", (row[4], row[3]))
             else:
-                db.execute("UPDATE jobs SET record = %s WHERE id = %s", (json.dumps(record), job_id))
+                db.execute("UPDATE jobs SET record = %s WHERE id = %s", (record_json(record), job_id))
             # Read in the same transaction: the caller gets what this mark committed.
             return self._get(db, job_id)
 

@@ -2,7 +2,8 @@
 write transaction (BEGIN IMMEDIATE) per admission group, so quota checks, inserts and
 idempotency keys are atomic across threads and processes: a key is looked up and
 written under the same write lock. Connections come from a small pool; the driver's
-failures leave as StoreFull or StoreUnavailable."""
+failures leave as StoreFull or StoreUnavailable. The WAL is checkpointed on a thread of
+the store's own (`_Checkpointer`), not in the commits admissions wait for."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import functools
 import json
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -37,6 +39,7 @@ from jobgate.store.base import (
     new_job_id,
     now,
     opened_record,
+    record_json,
     storable,
     stored_message,
 )
@@ -99,6 +102,155 @@ MIGRATIONS = [
 
 # Ids per query of `latest`, well under SQLite's limit on bound parameters.
 _IDS_PER_QUERY = 500
+# Write transactions and records opened after which the WAL is checkpointed (about
+# SQLite's own 1000 pages: a record dirties a few).
+CHECKPOINT_EVERY = 256
+# Pages in the WAL past which `_Checkpointer` has it start again from its beginning,
+# and past which SQLite checkpoints at commit itself, should that thread fall behind.
+_RESTART_PAGES = 4_000
+_BACKSTOP_PAGES = 20_000
+# Rows per multi-row statement of a commit group, its parameters well under the
+# smallest limit SQLite builds have had (999).
+_ROWS_PER_STATEMENT = 100
+
+
+class _Group:
+    """A commit group as its admissions are decided in order: the job number last
+    given, each project's usage and the keys recalled, carried forward as sequential
+    admissions would have seen them, and the rows `write` adds at once."""
+
+    def __init__(self, last: int, usage: dict[str, int], recalled: dict[tuple[str, bytes], tuple[Remembered, float]]) -> None:
+        self.last, self.usage = last, usage
+        # What each key recalled when the group began (with the time it was written),
+        # and what the keys the group writes will recall.
+        self._recalled, self._opened = recalled, {}
+        self._jobs: list[tuple[Any, ...]] = []
+        self._transitions: list[tuple[str, str]] = []
+        self._keys: list[tuple[Any, ...]] = []
+        self._charged: dict[str, int] = {}
+
+    def recall(self, slot: tuple[str, bytes], window: float) -> Remembered | None:
+        """What a key recalls: an admission this group opened with it, or one within
+        its window before (an expired one is as good as absent)."""
+        if slot in self._opened:
+            return self._opened[slot]
+        earlier = self._recalled.get(slot)
+        return earlier[0] if earlier is not None and earlier[1] >= time.time() - window else None
+
+    def open(self, job: NewJob, job_id: str, slot: tuple[str, bytes] | None) -> None:
+        ts = now()
+        record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
+        self._jobs.append((job_id, self.last, job.project, job.owner, job.gpus, record_json(record), job.document))
+        self._transitions.append((job_id, ts))
+        self._charged[job.project] = self._charged.get(job.project, 0) + job.gpus
+        self.usage[job.project] = self.usage.get(job.project, 0) + job.gpus
+        key = job.idempotency
+        if key is not None and slot is not None:
+            report = key.report()
+            self._keys.append((key.account, slot[1], key.fingerprint, job_id, report, time.time()))
+            self._opened[slot] = Remembered(job_id, key.fingerprint, report)
+
+    def write(self, db: sqlite3.Connection) -> None:
+        """Every row of the group: a statement per table, whatever its size."""
+        _insert(db, "INSERT INTO jobs (id, seq, project, owner, gpus, state, terminal, record, document) VALUES", "(?, ?, ?, ?, ?, 'PENDING', 0, ?, ?)", self._jobs)
+        _insert(db, "INSERT INTO transitions VALUES", "(?, 1, ?, 'PENDING', 'record opened at admission', 'agent')", self._transitions)
+        _insert(db, "INSERT INTO project_usage VALUES", "(?, ?)", list(self._charged.items()), "ON CONFLICT (project) DO UPDATE SET gpus = gpus + excluded.gpus")
+        # An expired row for a key is replaced: the key starts afresh.
+        upsert = "ON CONFLICT (account, key) DO UPDATE SET fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created"
+        _insert(db, "INSERT INTO idempotency_keys VALUES", "(?, ?, ?, ?, ?, ?)", self._keys, upsert)
+
+
+def _insert(db: sqlite3.Connection, head: str, row: str, rows: list[tuple[Any, ...]], tail: str = "") -> None:
+    """`rows` inserted with `head`, each as `row` (its placeholders), then `tail`."""
+    for i in range(0, len(rows), _ROWS_PER_STATEMENT):
+        chunk = rows[i : i + _ROWS_PER_STATEMENT]
+        db.execute(f"{head} {', '.join([row] * len(chunk))} {tail}", [value for values in chunk for value in values])
+
+
+class _Checkpointer:
+    """Checkpoints the WAL into the database file on a thread of its own, so that no
+    commit waits for the copy and its two fsyncs: SQLite's autocheckpoint runs them in
+    the commit that crosses its threshold, and every admission of that commit's group
+    waits. A pass beside the commits never leaves the WAL wholly copied while they go
+    on, and SQLite starts the WAL again from its beginning only when a writer finds it
+    so: once it holds `_RESTART_PAGES`, the commit after a pass copies the few pages
+    committed during it, and the next starts the WAL afresh. What a checkpoint copies
+    is committed already: durability is the commit's, whichever thread copies it and
+    when. SQLite's own checkpoint at commit remains, at a higher threshold, should this
+    thread fall behind."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], store: str) -> None:
+        self._connect, self._store = connect, store
+        self._lock = threading.Lock()
+        # Written since the last pass; a pass due or under way; the WAL to be wholly
+        # copied by the next commit.
+        self._written, self._passing, self._restart, self._closed = 0, False, False, False
+        self._due = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def committed(self, db: sqlite3.Connection) -> None:
+        """Called after each commit on `db`; never fails: the commit stands."""
+        with self._lock:
+            restart, self._restart = self._restart, False
+        if restart:
+            self._checkpoint(db)
+        self.wrote(1)
+
+    def wrote(self, written: int) -> None:
+        """Counts what commits wrote (a transaction, a record opened: one each)."""
+        with self._lock:
+            self._written += written
+            due = self._written >= CHECKPOINT_EVERY and not self._passing and not self._closed
+            if due:
+                self._written, self._passing = 0, True
+                due = self._started()
+        if due:
+            self._due.set()
+
+    def _started(self) -> bool:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="jobgate-checkpoint", daemon=True)
+            try:
+                self._thread.start()
+            except RuntimeError as e:  # no thread to be had: SQLite's own checkpoints remain
+                log.warning("the job store's checkpoints could not start a thread", extra={"fields": {"store": self._store, "error": str(e)}})
+                return False
+        return True
+
+    def _run(self) -> None:
+        try:
+            db = self._connect()
+        except sqlite3.Error as e:
+            log.warning("the job store's checkpoints could not open a connection; SQLite checkpoints at commit instead", extra={"fields": {"store": self._store, "error": str(e)}})
+            return
+        try:
+            while True:
+                self._due.wait()
+                self._due.clear()
+                if self._closed:
+                    return
+                pages = self._checkpoint(db)
+                with self._lock:
+                    self._passing, self._restart = False, pages >= _RESTART_PAGES
+        finally:
+            db.close()
+
+    def _checkpoint(self, db: sqlite3.Connection) -> int:
+        """One PASSIVE checkpoint; the pages in the WAL (-1 when another process was
+        checkpointing). A failure is only logged: the WAL keeps every commit."""
+        try:
+            return int(db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+        except sqlite3.Error as e:
+            log.warning("checkpointing the job store's WAL failed", extra={"fields": {"store": self._store, "error": str(e)}})
+            return -1
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        self._due.set()
+        if thread is not None:
+            thread.join(30)
 
 
 def _translated(method):
@@ -140,12 +292,16 @@ class SqliteStore:
         if synchronous not in ("normal", "full"):
             raise ValueError(f"synchronous must be normal or full, not {synchronous!r}")
         self.synchronous = synchronous.upper()
+        # In WAL mode NORMAL writes a commit to the WAL without an fsync (it survives a
+        # crash of the process, not of the machine); FULL flushes each commit.
+        self.syncs_commits = self.synchronous == "FULL"
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "jobs.sqlite3"
         self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: True, close=sqlite3.Connection.close)
         self._pruning = Pruning()
+        self._checkpointer = _Checkpointer(self._connect, str(self.path))
         self._id_key = self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -163,6 +319,7 @@ class SqliteStore:
                 time.sleep(0.05)
         db.execute(f"PRAGMA synchronous={self.synchronous}")
         db.execute("PRAGMA busy_timeout=30000")
+        db.execute(f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}")  # `_Checkpointer` checkpoints sooner
         return db
 
     @contextmanager
@@ -183,6 +340,7 @@ class SqliteStore:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+            self._checkpointer.committed(db)
 
     @_translated
     def _migrate(self) -> bytes:
@@ -216,46 +374,64 @@ class SqliteStore:
     def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
         """Admits in order in one write transaction (one fsync for the group): each
         decision sees the GPUs of the records opened before it, and each key the keys
-        written before it."""
+        written before it. The group costs a few statements whatever its size: one
+        read of the next job number and the usage, one of its keys, then its records,
+        first transitions, usage and keys written together; each statement lets the
+        other threads run Python while it runs, and waits its turn to come back."""
+        jobs = [(storable(job), decide) for job, decide in items]
         with self._writing() as db:
-            opened = [self._open(db, job, decide) for job, decide in items]
+            group = self._group(db, [job for job, _ in jobs])
+            opened = [self._open(db, job, decide, group) for job, decide in jobs]
+            group.write(db)
+        self._checkpointer.wrote(len(jobs))
         window = self._pruning.due([job for job, _ in items])
         if window is not None:
             self._prune(window)
         return opened
 
-    def _open(self, db: sqlite3.Connection, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
-        job = storable(job)
-        key = job.idempotency
-        if key is not None:
-            # Under the write lock: no other writer can use the key between here and
-            # the commit that writes it.
-            earlier = self._recall(db, key.account, [key.key], key.window)
-            if earlier:
-                return next(iter(earlier.values()))
-        row = db.execute("SELECT gpus FROM project_usage WHERE project = ?", (job.project,)).fetchone()
-        if not decide(int(row[0]) if row else 0):
-            return None
-        seq = int(db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0])
-        job_id = new_job_id(job.id_prefix, seq, self._id_key)  # seq is taken inside the write transaction: unique
-        db.execute(
-            "INSERT INTO project_usage VALUES (?, ?) ON CONFLICT (project) DO UPDATE SET gpus = gpus + excluded.gpus",
-            (job.project, job.gpus),
-        )
-        ts = now()
-        record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
-        db.execute(
-            "INSERT INTO jobs (id, seq, project, owner, gpus, state, terminal, record, document) VALUES (?, ?, ?, ?, ?, 'PENDING', 0, ?, ?)",
-            (job_id, seq, job.project, job.owner, job.gpus, json.dumps(record), job.document),
-        )
-        db.execute("INSERT INTO transitions VALUES (?, 1, ?, 'PENDING', 'record opened at admission', 'agent')", (job_id, ts))
-        if key is not None:
-            # An expired row for the key is replaced: the key starts afresh.
-            db.execute(
-                "INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account, key) DO UPDATE SET "
-                "fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created",
-                (key.account, key_bytes(key.key), key.fingerprint, job_id, key.report(), time.time()),
+    def _group(self, db: sqlite3.Connection, jobs: list[NewJob]) -> _Group:
+        """What a group's decisions read, under the write lock: the last job number,
+        the usage of the projects of members that read it, and what their keys recall."""
+        projects = sorted({job.project for job in jobs if job.reads_usage})
+        usage: dict[str, int] = {}
+        last = 0
+        # The job number's row has no project (NULL); a project may be named "".
+        sql = "SELECT NULL, COALESCE(MAX(seq), 0) FROM jobs"
+        if projects:
+            sql += f" UNION ALL SELECT project, gpus FROM project_usage WHERE project IN ({', '.join('?' * len(projects))})"
+        for project, value in db.execute(sql, projects):
+            if project is None:
+                last = int(value)
+            else:
+                usage[project] = int(value)
+        slots = list(dict.fromkeys((job.idempotency.account, key_bytes(job.idempotency.key)) for job in jobs if job.idempotency is not None))
+        recalled: dict[tuple[str, bytes], tuple[Remembered, float]] = {}
+        for i in range(0, len(slots), _ROWS_PER_STATEMENT):
+            chunk = slots[i : i + _ROWS_PER_STATEMENT]
+            rows = db.execute(
+                # CROSS JOIN: each key looked up by the primary key (a row-value IN would scan)
+                f"SELECT ik.account, ik.key, job_id, fingerprint, report, created FROM (VALUES {', '.join(['(?, ?)'] * len(chunk))}) AS k "
+                "CROSS JOIN idempotency_keys AS ik ON ik.account = k.column1 AND ik.key = k.column2",
+                [value for slot in chunk for value in slot],
             )
+            for account, key, job_id, fingerprint, report, created in rows:
+                recalled[(account, bytes(key))] = (Remembered(job_id, bytes(fingerprint), bytes(report)), created)
+        return _Group(last, usage, recalled)
+
+    def _open(self, db: sqlite3.Connection, job: NewJob, decide: Callable[[int], bool], group: _Group) -> str | Remembered | None:
+        """One admission of a group, decided on what the group read (`_group`) and
+        opened before it; its rows are written with the group's (`_Group.write`)."""
+        key = job.idempotency
+        slot = (key.account, key_bytes(key.key)) if key is not None else None
+        if key is not None and slot is not None:
+            earlier = group.recall(slot, key.window)
+            if earlier is not None:
+                return earlier
+        if not decide(group.usage.get(job.project, 0) if job.reads_usage else 0):
+            return None
+        group.last += 1
+        job_id = new_job_id(job.id_prefix, group.last, self._id_key)  # numbered inside the write transaction: unique
+        group.open(job, job_id, slot)
         return job_id
 
     def _recall(self, db: sqlite3.Connection, account: str, keys: list[str], window: float) -> dict[str, Remembered]:
@@ -286,8 +462,8 @@ class SqliteStore:
         except Exception as e:  # noqa: BLE001 - the admissions before it are committed
             log.warning("pruning expired idempotency keys failed", extra={"fields": {"store": str(self.path), "error": str(e)}})
 
-    def _export(self, db: sqlite3.Connection, job_id: str, record_json: str) -> dict[str, Any]:
-        record = json.loads(record_json)
+    def _export(self, db: sqlite3.Connection, job_id: str, text: str) -> dict[str, Any]:
+        record = json.loads(text)
         for private in ("owner", "project", "gpus"):
             record.pop(private, None)
         record["transitions"] = [
@@ -349,11 +525,11 @@ class SqliteStore:
                 last = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = ?", (job_id,)).fetchone()[0])
                 check_room(job_id, last, state, self.max_transitions)
                 db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?)", (job_id, last + 1, now(), state, message, source))
-                db.execute("UPDATE jobs SET record = ?, state = ?, terminal = ? WHERE id = ?", (json.dumps(record), state, int(state in TERMINAL), job_id))
+                db.execute("UPDATE jobs SET record = ?, state = ?, terminal = ? WHERE id = ?", (record_json(record), state, int(state in TERMINAL), job_id))
                 if state in TERMINAL:  # its GPUs no longer count against the project
                     db.execute("UPDATE project_usage SET gpus = gpus - ? WHERE project = ?", (row[4], row[3]))
             else:
-                db.execute("UPDATE jobs SET record = ? WHERE id = ?", (json.dumps(record), job_id))
+                db.execute("UPDATE jobs SET record = ? WHERE id = ?", (record_json(record), job_id))
             # Read in the same transaction: the caller gets what this mark committed.
             return self._get(db, job_id)
 
@@ -374,4 +550,5 @@ class SqliteStore:
         return out
 
     def close(self) -> None:
+        self._checkpointer.close()
         self._pool.close()

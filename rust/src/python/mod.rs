@@ -50,6 +50,25 @@ fn content_keys(
         .collect())
 }
 
+/// `number`'s image under the keyed permutation of the integers below 2^`bits` that
+/// numbers job ids (`job_ids::permuted`); ValueError for a key that is not 32 bytes, odd
+/// `bits` or above 64, or a number out of range.
+#[pyfunction]
+#[pyo3(signature = (number, key, bits))]
+fn permuted_job_number(number: u64, key: &[u8], bits: u32) -> PyResult<u64> {
+    let key: &[u8; 32] = key.try_into().map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "a job id key is 32 bytes, not {}",
+            key.len()
+        ))
+    })?;
+    crate::job_ids::permuted(number, key, bits).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "{number} is not a job number of {bits} bits (an even width up to 64)"
+        ))
+    })
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -81,5 +100,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lock::recipe_status, m)?)?;
     m.add_function(wrap_pyfunction!(redact, m)?)?;
     m.add_function(wrap_pyfunction!(content_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(permuted_job_number, m)?)?;
     Ok(())
 }
