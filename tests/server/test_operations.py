@@ -239,6 +239,17 @@ def test_a_port_another_process_holds_is_refused_at_start(tmp_path):
             assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in proc.stderr.read()
 
 
+def serving_workers(proc, port: int, n: int) -> list[int]:
+    """The pids of the `n` workers of the supervisor `proc`, once `port` serves."""
+    wait_serving(port).close()
+    deadline = time.time() + 20
+    while len(children_of(proc.pid)) < n and time.time() < deadline:
+        time.sleep(0.1)
+    workers = children_of(proc.pid)
+    assert len(workers) == n
+    return workers
+
+
 def test_a_worker_that_dies_takes_the_service_down_and_metrics_are_summed(tmp_path):
     cfg = tmp_path / "jobgate.toml"
     metrics_port = free_port()
@@ -246,12 +257,7 @@ def test_a_worker_that_dies_takes_the_service_down_and_metrics_are_summed(tmp_pa
     port = free_port()
     proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}", "--workers", "2")
     try:
-        wait_serving(port).close()
-        deadline = time.time() + 20
-        while len(children_of(proc.pid)) < 2 and time.time() < deadline:
-            time.sleep(0.1)
-        workers = children_of(proc.pid)
-        assert len(workers) == 2
+        workers = serving_workers(proc, port, 2)
         # Calls on separate connections are spread over the workers; the supervisor's
         # one endpoint sums what both counted.
         for _ in range(12):
@@ -284,12 +290,7 @@ def test_workers_stop_when_their_supervisor_is_killed_outright(tmp_path):
     port = free_port()
     proc = serve("--listen", f"127.0.0.1:{port}", "--workers", "2")
     try:
-        wait_serving(port).close()
-        deadline = time.time() + 20
-        while len(children_of(proc.pid)) < 2 and time.time() < deadline:
-            time.sleep(0.1)
-        workers = children_of(proc.pid)
-        assert len(workers) == 2
+        workers = serving_workers(proc, port, 2)
         proc.kill()
         proc.wait(30)
         deadline = time.time() + 30
