@@ -1,0 +1,91 @@
+//! The one-pass JSON reader (`tape`) and the JSON path of `document`, against
+//! serde_json and simd-json on the same bytes.
+//!
+//! Must hold for any input that `document` reads as JSON (first non-blank byte `{`):
+//! - whatever `tape` vouches for, simd-json reads to the same tape;
+//! - jobgate reads it (`with_document`) exactly when serde_json does, except where
+//!   jobgate is stricter on purpose: a top level that is not an object, nesting past
+//!   `limits.max_depth`, a leading UTF-8 byte order mark (jobgate reads past it,
+//!   serde_json refuses it);
+//! - what jobgate reads is serde_json's value, number kinds included (`1` an integer,
+//!   `1.0` a float), when no object repeats a key;
+//! - `json.duplicate_key` is reported exactly when some object repeats a key: jobgate
+//!   refuses what serde_json reads as "the last one wins" (docs/strictness.md).
+#![no_main]
+
+use jobgate_core::document::{duplicate_keys, with_document};
+use jobgate_core::limits::ReportLimits;
+use jobgate_core::report::Collected;
+use jobgate_core::tape;
+use jobgate_fuzz::{limits, Json};
+use libfuzzer_sys::fuzz_target;
+use simd_json::{Buffers, Node, StaticNode, Tape};
+
+fn show(n: &Node<'_>) -> String {
+    match n {
+        Node::Static(StaticNode::F64(f)) => format!("F64({:#x})", f.to_bits()),
+        other => format!("{other:?}"),
+    }
+}
+
+fn simd_tape(text: &[u8], max_depth: usize) -> Option<Vec<String>> {
+    let mut input = text.to_vec();
+    input.resize(text.len() + simd_json::INPUT_PADDING, 0);
+    let mut buffers = Buffers::with_max_depth(text.len(), max_depth);
+    let mut tape = Tape::null();
+    simd_json::fill_tape_padded(&mut input, text.len(), &mut buffers, &mut tape).ok()?;
+    Some(tape.0.iter().map(show).collect())
+}
+
+fuzz_target!(|data: &[u8]| {
+    let limits = limits();
+    let text = data.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(data);
+    if text.iter().copied().find(|b| !b.is_ascii_whitespace()) != Some(b'{') {
+        return; // read as YAML: the yaml targets' business
+    }
+
+    // tape vs simd-json, tape for tape.
+    let mut scratch = tape::Scratch::default();
+    let mut nodes = Vec::new();
+    if let Some(repeats) = tape::read(text, limits.max_depth, &mut nodes, &mut scratch) {
+        if tape::attach(&mut nodes, &scratch).is_some() {
+            let mine: Vec<String> = nodes.iter().map(show).collect();
+            assert_eq!(
+                Some(&mine),
+                simd_tape(text, limits.max_depth).as_ref(),
+                "tape vouches for a document simd-json reads otherwise"
+            );
+            if !repeats {
+                // `false` lets the duplicate-key scan be skipped: no object may repeat a key.
+                let read = Json::of_tape(jobgate_core::node::Value::root(&nodes));
+                assert!(!read.repeats_a_key(), "tape says no key repeats; one does");
+            }
+        }
+    }
+
+    // jobgate vs serde_json.
+    let jobgate = with_document(data, &limits, |doc| {
+        let mut dups = Collected::new(ReportLimits::default());
+        duplicate_keys(doc, &mut dups);
+        (Json::of_tape(doc.root), dups.into_report(None).violations.len())
+    });
+    let serde = serde_json::from_slice::<serde_json::Value>(text);
+    match (jobgate, serde) {
+        (Ok((mine, dups)), Ok(theirs)) => {
+            let repeats = mine.repeats_a_key();
+            assert_eq!(dups > 0, repeats, "json.duplicate_key reported {dups} times; the document repeats a key: {repeats}");
+            if !repeats {
+                assert_eq!(mine, Json::of_serde(&theirs), "jobgate reads another value than serde_json");
+            } else {
+                assert_eq!(mine.as_maps(), Json::of_serde(&theirs), "jobgate reads another value than serde_json (last key kept)");
+            }
+        }
+        (Ok((mine, _)), Err(e)) => panic!("jobgate reads {mine:?}; serde_json refuses it: {e}"),
+        (Err(v), Ok(theirs)) => {
+            let value = Json::of_serde(&theirs);
+            let deliberate = !theirs.is_object() || value.depth() > limits.max_depth;
+            assert!(deliberate, "jobgate refuses ({}: {}) what serde_json reads as {value:?}", v.rule.id(), v.message);
+        }
+        (Err(_), Err(_)) => {}
+    }
+});
