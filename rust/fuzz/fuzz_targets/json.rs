@@ -74,11 +74,9 @@ fuzz_target!(|data: &[u8]| {
         (Ok((mine, dups)), Ok(theirs)) => {
             let repeats = mine.repeats_a_key();
             assert_eq!(dups > 0, repeats, "json.duplicate_key reported {dups} times; the document repeats a key: {repeats}");
-            if !repeats {
-                assert_eq!(mine, Json::of_serde(&theirs), "jobgate reads another value than serde_json");
-            } else {
-                assert_eq!(mine.as_maps(), Json::of_serde(&theirs), "jobgate reads another value than serde_json (last key kept)");
-            }
+            // Order aside (serde_json sorts keys), and of repeated keys the last, which
+            // jobgate never reads: it refuses the document.
+            assert_eq!(mine.as_maps(), Json::of_serde(&theirs), "jobgate reads another value than serde_json");
         }
         (Ok((mine, _)), Err(e)) => panic!("jobgate reads {mine:?}; serde_json refuses it: {e}"),
         (Err(v), Ok(theirs)) => {
