@@ -47,6 +47,9 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     // Whether the last scalar was a block one (`|`, `>`), which the end of the text
     // may cut short.
     let mut last_block = false;
+    // Where scalars lie (character offsets), for the tabs check; kept only when the
+    // text holds a tab.
+    let mut scalars: Option<Vec<Lying>> = text.contains('\t').then(Vec::new);
 
     while let Some(event) = parser.next_event() {
         let (event, span) = event.map_err(|e| {
@@ -69,6 +72,17 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
             }
             Event::Scalar(value, style, anchor, tag) => {
                 last_block = matches!(style, ScalarStyle::Literal | ScalarStyle::Folded);
+                if let Some(scalars) = scalars.as_mut() {
+                    let start = span.start.index();
+                    // A quoted scalar's span runs on over the blanks after its closing
+                    // quote: it ends at the quote.
+                    let node = cursor.from(start);
+                    let end = quoted_len(node, style).map_or(span.end.index(), |n| start + n);
+                    // A block scalar's span starts at its content, or at its anchor or
+                    // tag on the header line when it has one.
+                    let header = node.starts_with(['&', '!']);
+                    scalars.push(Lying { start, end, style, header });
+                }
                 let is_key = begin(&mut stack, &mut out)?;
                 let start = out.len();
                 if style == ScalarStyle::Plain && stack.last().is_some_and(|f| f.flow) {
@@ -159,12 +173,93 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     if documents == 0 || out.is_empty() {
         return Err(DecodeError::Syntax("the document is empty".into()));
     }
+    if let Some(scalars) = scalars {
+        tabs(text, &scalars)?;
+    }
     if last_block && !text.ends_with(['\n', '\r']) {
         return Err(DecodeError::Syntax(
             "the document ends inside a block scalar (| or >) without a final line break, where YAML readers disagree on its last line; end the document with a line break".into(),
         ));
     }
     Ok(out)
+}
+
+/// Where a scalar lies in the text, in characters (`end` exclusive), and how it is written.
+struct Lying {
+    start: usize,
+    end: usize,
+    style: ScalarStyle,
+    /// The span starts on a block scalar's header line (`&a |`), not at its content.
+    header: bool,
+}
+
+/// YAML 1.2 allows tabs as separation space between tokens; YAML 1.1 readers such as
+/// PyYAML refuse a tab anywhere but inside a quoted scalar, in the content lines of a
+/// block scalar (`|`, `>`) and in a comment (`a:\tb`, `a: b\t`, `- a\t` are errors to
+/// PyYAML, data to jobgate's parser). A tab anywhere else is refused.
+fn tabs(text: &str, scalars: &[Lying]) -> Result<(), DecodeError> {
+    let mut next = 0; // the first scalar that does not end before the character at hand
+    let (mut line, mut line_start) = (1usize, 0usize); // in characters
+    let mut comment = false; // a `#` opened a comment on this line
+    let mut previous = '\n';
+    let mut chars = text.chars().enumerate().peekable();
+    while let Some((at, c)) = chars.next() {
+        while next < scalars.len() && scalars[next].end <= at {
+            next += 1;
+        }
+        let inside = scalars.get(next).filter(|s| s.start <= at && at < s.end);
+        match c {
+            // `\r\n` and a lone `\r` end a line as `\n` does.
+            '\n' | '\r' if !(c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n')) => {
+                (line, line_start) = (line + 1, at + 1);
+                comment = false;
+            }
+            '#' if inside.is_none() && matches!(previous, ' ' | '\t' | '\n' | '\r') => {
+                comment = true;
+            }
+            '\t' if !comment => {
+                let allowed = inside.is_some_and(|s| match s.style {
+                    ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted => true,
+                    // In the content, not on the header line (`|-`, `>2`).
+                    ScalarStyle::Literal | ScalarStyle::Folded => !s.header || line_start > s.start,
+                    ScalarStyle::Plain => false,
+                });
+                if !allowed {
+                    return Err(DecodeError::Syntax(format!(
+                        "the document holds a tab at line {line} column {}, outside a quoted string, a block scalar's content and a comment; YAML 1.1 readers such as PyYAML refuse tabs there, so write spaces",
+                        at - line_start + 1
+                    )));
+                }
+            }
+            _ => {}
+        }
+        previous = c;
+    }
+    Ok(())
+}
+
+/// The length in characters of the quoted scalar at the start of `node`, closing quote
+/// included; `None` for other styles.
+fn quoted_len(node: &str, style: ScalarStyle) -> Option<usize> {
+    let quote = match style {
+        ScalarStyle::SingleQuoted => '\'',
+        ScalarStyle::DoubleQuoted => '"',
+        _ => return None,
+    };
+    let mut chars = node.chars().enumerate().skip_while(|&(_, c)| c != quote).peekable();
+    chars.next()?; // the opening quote
+    while let Some((i, c)) = chars.next() {
+        if c == '\\' && quote == '"' {
+            chars.next();
+        } else if c == quote {
+            // `''` inside a single-quoted scalar is one quote.
+            if quote == '\'' && chars.next_if(|&(_, n)| n == '\'').is_some() {
+                continue;
+            }
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// Finds characters by the parser's character offsets; events arrive in order, so the
@@ -282,13 +377,16 @@ fn internal(e: serde_json::Error) -> DecodeError {
 fn printable(text: &str) -> Result<(), DecodeError> {
     let bad = text.char_indices().find(|&(_, c)| {
         !matches!(c, '\t' | '\n' | '\r' | ' '..='~' | '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
-            || matches!(c, '\u{2028}' | '\u{2029}')
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}')
     });
     match bad {
         None => Ok(()),
         Some((at, c @ ('\u{85}' | '\u{2028}' | '\u{2029}'))) => Err(DecodeError::Syntax(format!(
             "the document holds U+{:04X} at byte {at}, a line break to YAML 1.1 readers such as PyYAML but not to YAML 1.2 ones; write it as the escape \"\\u{:04X}\" inside a double-quoted string",
             c as u32, c as u32
+        ))),
+        Some((at, '\u{FEFF}')) => Err(DecodeError::Syntax(format!(
+            "the document holds U+FEFF (a byte order mark) at byte {at}, past its start, where YAML 1.2 readers skip it and YAML 1.1 readers such as PyYAML read it as text; remove it, or write it as the escape \"\\uFEFF\" inside a double-quoted string"
         ))),
         Some((at, c)) => Err(DecodeError::Syntax(format!(
             "the document holds the control character U+{:04X} at byte {at}, which YAML does not allow; write it as the escape \"\\u{:04X}\" inside a double-quoted string",
@@ -818,5 +916,38 @@ mod tests {
             conv("a: \"x\\u2028y\"\n").unwrap(),
             "{\"a\":\"x\u{2028}y\"}"
         );
+    }
+
+    /// Found by fuzzing against PyYAML (`rust/fuzz`, target `yaml`): `;\t$:` was read as
+    /// the key ";\t$", where PyYAML refuses the tab.
+    #[test]
+    fn tabs_are_refused_where_pyyaml_refuses_them() {
+        for text in [
+            ";\t$:", "a: b\t\n", "a:\tb\n", "a\tb: c\n", "a: b\tc\n", "a: [b,\tc]\n",
+            "a: 'b'\t\n", "\ta: b\n", "- a\t\n", "a: {b: c}\t\n", "a: b\t# c\n",
+            "a: [\tb]\n", "a: b\n\t\n", "a: b\n  \t\n", "a: |\t\n  x\n", "a: &x |\t\n  x\n", "a: b\r\tc: d\n",
+        ] {
+            assert!(conv(text).is_err(), "{text:?} is read");
+        }
+        let e = conv(";\t$:").expect_err("a tab after a plain scalar");
+        assert!(format!("{e:?}").contains("tab at line 1 column 2"), "{e:?}");
+        // Where PyYAML reads them: quoted strings, a block scalar's content, comments.
+        assert_eq!(conv("a: 'x\ty'\n").unwrap(), r#"{"a":"x\ty"}"#);
+        assert_eq!(conv("a: \"x\ty\"\n").unwrap(), r#"{"a":"x\ty"}"#);
+        assert_eq!(conv("a: |\n  x\ty\n").unwrap(), r#"{"a":"x\ty\n"}"#);
+        assert_eq!(conv("a: &x |\n  x\ty\n").unwrap(), r#"{"a":"x\ty\n"}"#);
+        assert_eq!(conv("a: b # c\td\n").unwrap(), r#"{"a":"b"}"#);
+        assert_eq!(conv("# \t\na: b\n").unwrap(), r#"{"a":"b"}"#);
+    }
+
+    /// Found by fuzzing against PyYAML (`rust/fuzz`, target `yaml`): after a line break,
+    /// `\u{feff}u:` was read as the key "u"; PyYAML reads "\u{feff}u".
+    #[test]
+    fn a_byte_order_mark_past_the_start_is_refused() {
+        for text in ["\r\u{feff}u:", "a: 1\n\u{feff}b: 2\n", "a: \u{feff}b\n", "a: '\u{feff}'\n"] {
+            let e = conv(text).expect_err(text);
+            assert!(format!("{e:?}").contains("U+FEFF"), "{text:?}: {e:?}");
+        }
+        assert_eq!(conv("a: \"\\uFEFF\"\n").unwrap(), "{\"a\":\"\u{feff}\"}");
     }
 }
