@@ -369,7 +369,7 @@ impl<'i> Reader<'i> {
             d = digit(i);
         } else {
             while d < 10 {
-                mantissa = mantissa.wrapping_mul(10) + u64::from(d);
+                mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d));
                 i += 1;
                 d = digit(i);
             }
@@ -387,7 +387,7 @@ impl<'i> Reader<'i> {
             let frac = i;
             d = digit(i);
             while d < 10 {
-                mantissa = mantissa.wrapping_mul(10) + u64::from(d);
+                mantissa = mantissa.wrapping_mul(10).wrapping_add(u64::from(d));
                 i += 1;
                 d = digit(i);
             }
@@ -906,5 +906,16 @@ mod tests {
         }
         // Two atoms are beyond the exact fast path, so many documents go to simd-json.
         assert!(vouched > 800, "read {vouched} of 3000 itself");
+    }
+
+    /// Found by fuzzing (`rust/fuzz`, target `json`): a number of twenty digits or more
+    /// overflowed the mantissa, which panics where overflow is checked (debug builds,
+    /// tests) and was only discarded by luck in release. Such numbers go to simd-json.
+    #[test]
+    fn numbers_past_u64_leave_the_fast_path_without_overflow() {
+        for n in ["18446744073709551616", "99999999999999999999", "-99999999999999999999", "0.99999999999999999999", "1.18446744073709551616e2"] {
+            let doc = format!("{{\"a\": {n}}}");
+            assert!(agrees(doc.as_bytes()), "{doc}");
+        }
     }
 }
