@@ -63,6 +63,25 @@ def _zstd_inflated(data: bytes) -> bytes:
         return r.read()
 
 
+def _zip_members(data: bytes) -> bool:
+    """Whether a zip reader extracts something from the bytes (`zipfile.is_zipfile` only
+    finds an end record's signature, which compressed data may hold by chance)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            return bool(z.namelist())
+    except Exception:
+        return False
+
+
+def _tar_members(data: bytes) -> bool:
+    """Whether a tar reader extracts something from the bytes."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as t:
+            return bool(t.getmembers())
+    except Exception:
+        return False
+
+
 def archive(data: bytes) -> str:
     """What `zipfile` or `tarfile` (after `zstandard` for tar.zst) holds: regular files by
     normalized name with their SHA-256, directories, and every other member by kind; and
@@ -81,7 +100,7 @@ def archive(data: bytes) -> str:
                     other[name] = "symlink"
                 else:
                     files.setdefault(name, []).append(hashlib.sha256(z.read(info)).hexdigest())
-        opens_as_other = tarfile.is_tarfile(io.BytesIO(data))
+        opens_as_other = _tar_members(data)
     else:
         if data.startswith(b"\x28\xb5\x2f\xfd"):
             fileobj, mode = io.BytesIO(_zstd_inflated(data)), "r:"
@@ -100,7 +119,7 @@ def archive(data: bytes) -> str:
                 else:
                     kind = "symlink" if m.issym() else "hardlink" if m.islnk() else "device" if (m.ischr() or m.isblk()) else "fifo" if m.isfifo() else f"type {m.type!r}"
                     other[name] = kind
-        opens_as_other = zipfile.is_zipfile(io.BytesIO(data))
+        opens_as_other = _zip_members(data)
     return json.dumps({"files": files, "dirs": sorted(set(dirs)), "other": other, "opens_as_other": opens_as_other})
 
 
