@@ -87,6 +87,20 @@ impl Json {
         }
     }
 
+    /// Whether `self` (jobgate's reading) is `serde`'s (serde_json's reading of the same
+    /// text): equal, except that serde_json reads the integer `-0` as the float -0.0,
+    /// where Python's `json` (the consumer) and jobgate read the integer 0.
+    pub fn same_as_serde(&self, serde: &Json) -> bool {
+        match (self, serde) {
+            (Json::Int(0), Json::Float(f)) => *f == 0.0 && f.is_sign_negative(),
+            (Json::Array(a), Json::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_as_serde(y)),
+            (Json::Object(a), Json::Object(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|((k, x), (l, y))| k == l && x.same_as_serde(y))
+            }
+            (a, b) => a == b,
+        }
+    }
+
     /// Whether some object repeats a key.
     pub fn repeats_a_key(&self) -> bool {
         match self {
