@@ -913,7 +913,13 @@ mod tests {
     /// tests) and was only discarded by luck in release. Such numbers go to simd-json.
     #[test]
     fn numbers_past_u64_leave_the_fast_path_without_overflow() {
-        for n in ["18446744073709551616", "99999999999999999999", "-99999999999999999999", "0.99999999999999999999", "1.18446744073709551616e2"] {
+        for n in [
+            "18446744073709551616",
+            "99999999999999999999",
+            "-99999999999999999999",
+            "0.99999999999999999999",
+            "1.18446744073709551616e2",
+        ] {
             let doc = format!("{{\"a\": {n}}}");
             assert!(agrees(doc.as_bytes()), "{doc}");
         }

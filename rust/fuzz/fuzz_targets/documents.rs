@@ -17,7 +17,14 @@ fn summary(r: &Report) -> (Option<&'static str>, Vec<(String, String, String, St
         r.kind.map(|k| k.as_str()),
         r.violations
             .iter()
-            .map(|v| (v.rule.id().to_string(), v.field.clone(), format!("{:?}", v.severity), v.message.clone()))
+            .map(|v| {
+                (
+                    v.rule.id().to_string(),
+                    v.field.clone(),
+                    format!("{:?}", v.severity),
+                    v.message.clone(),
+                )
+            })
             .collect(),
     )
 }
@@ -33,20 +40,44 @@ fuzz_target!(|data: &[u8]| {
     let validator = Validator::default();
     let admission = Admission::default();
     let report = validator.check(input, kind, &admission);
-    assert!(!report.violations.is_empty() || report.kind.is_some(), "a report of no kind with no violation");
+    assert!(
+        !report.violations.is_empty() || report.kind.is_some(),
+        "a report of no kind with no violation"
+    );
     let lines = input.split(|b| *b == b'\n').count() as u32;
     for v in &report.violations {
-        assert!(v.field.is_empty() || v.field.starts_with('/'), "field {:?} is not a JSON Pointer", v.field);
-        assert!(!v.message.is_empty(), "{} at {:?} has no message", v.rule.id(), v.field);
+        assert!(
+            v.field.is_empty() || v.field.starts_with('/'),
+            "field {:?} is not a JSON Pointer",
+            v.field
+        );
+        assert!(
+            !v.message.is_empty(),
+            "{} at {:?} has no message",
+            v.rule.id(),
+            v.field
+        );
         if let Some(at) = v.at {
             // A lone `\r` ends a line for some readers: count lines generously.
             let crs = input.iter().filter(|b| **b == b'\r').count() as u32;
-            assert!(at.line >= 1 && at.line <= lines + crs && at.column >= 1, "{} located at {at:?}, outside its source", v.field);
+            assert!(
+                at.line >= 1 && at.line <= lines + crs && at.column >= 1,
+                "{} located at {at:?}, outside its source",
+                v.field
+            );
         }
     }
     let _ = report.to_json_value();
     let judged = validator.judge(input, kind, &admission, Some("fuzz-owner"));
-    assert_eq!(summary(&report), summary(&judged.report), "check and judge differ");
+    assert_eq!(
+        summary(&report),
+        summary(&judged.report),
+        "check and judge differ"
+    );
     let many = validator.check_many(&[input], kind, Some(1), &admission);
-    assert_eq!(summary(&report), summary(&many[0]), "check and check_many differ");
+    assert_eq!(
+        summary(&report),
+        summary(&many[0]),
+        "check and check_many differ"
+    );
 });

@@ -67,23 +67,38 @@ fuzz_target!(|data: &[u8]| {
     let jobgate = with_document(data, &limits, |doc| {
         let mut dups = Collected::new(ReportLimits::default());
         duplicate_keys(doc, &mut dups);
-        (Json::of_tape(doc.root), dups.into_report(None).violations.len())
+        (
+            Json::of_tape(doc.root),
+            dups.into_report(None).violations.len(),
+        )
     });
     let serde = serde_json::from_slice::<serde_json::Value>(text);
     match (jobgate, serde) {
         (Ok((mine, dups)), Ok(theirs)) => {
             let repeats = mine.repeats_a_key();
-            assert_eq!(dups > 0, repeats, "json.duplicate_key reported {dups} times; the document repeats a key: {repeats}");
+            assert_eq!(
+                dups > 0,
+                repeats,
+                "json.duplicate_key reported {dups} times; the document repeats a key: {repeats}"
+            );
             // Order aside (serde_json sorts keys), and of repeated keys the last, which
             // jobgate never reads: it refuses the document.
             let (mine, theirs) = (mine.as_maps(), Json::of_serde(&theirs));
-            assert!(mine.same_as_serde(&theirs), "jobgate reads another value than serde_json:\n{mine:?}\n{theirs:?}");
+            assert!(
+                mine.same_as_serde(&theirs),
+                "jobgate reads another value than serde_json:\n{mine:?}\n{theirs:?}"
+            );
         }
         (Ok((mine, _)), Err(e)) => panic!("jobgate reads {mine:?}; serde_json refuses it: {e}"),
         (Err(v), Ok(theirs)) => {
             let value = Json::of_serde(&theirs);
             let deliberate = !theirs.is_object() || value.depth() > limits.max_depth;
-            assert!(deliberate, "jobgate refuses ({}: {}) what serde_json reads as {value:?}", v.rule.id(), v.message);
+            assert!(
+                deliberate,
+                "jobgate refuses ({}: {}) what serde_json reads as {value:?}",
+                v.rule.id(),
+                v.message
+            );
         }
         (Err(_), Err(_)) => {}
     }

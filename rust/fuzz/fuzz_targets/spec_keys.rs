@@ -24,7 +24,10 @@ const SPACE: &str = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\x{1680}\x{2000}-\x{200a}\
 
 static GRAMMAR: LazyLock<Regex> = LazyLock::new(|| {
     let name = format!(r"[^.\[\]{SPACE}]+");
-    Regex::new(&format!(r"\A{name}(?:\[[0-9]+\])*(?:\.{name}(?:\[[0-9]+\])*)*\z")).unwrap()
+    Regex::new(&format!(
+        r"\A{name}(?:\[[0-9]+\])*(?:\.{name}(?:\[[0-9]+\])*)*\z"
+    ))
+    .unwrap()
 });
 static STEPS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"([^.\[\]]+)|\[([0-9]+)\]").unwrap());
 
@@ -43,7 +46,12 @@ struct Input {
 fuzz_target!(|input: Input| {
     let s = input.key.as_str();
     let parsed = parse_spec_key(s);
-    assert_eq!(parsed.is_some(), GRAMMAR.is_match(s), "spec key {s:?}: jobgate says {}", parsed.is_some());
+    assert_eq!(
+        parsed.is_some(),
+        GRAMMAR.is_match(s),
+        "spec key {s:?}: jobgate says {}",
+        parsed.is_some()
+    );
     if let Some(steps) = parsed {
         let mine: Vec<Step<'_>> = steps.collect();
         let theirs: Vec<Step<'_>> = STEPS
@@ -71,7 +79,10 @@ fuzz_target!(|input: Input| {
         Vec::new()
     } else {
         assert!(rendered.starts_with('/'), "{rendered:?} is not a pointer");
-        rendered[1..].split('/').map(|t| t.replace("~1", "/").replace("~0", "~")).collect()
+        rendered[1..]
+            .split('/')
+            .map(|t| t.replace("~1", "/").replace("~0", "~"))
+            .collect()
     };
     let expected: Vec<String> = segments
         .iter()
@@ -80,7 +91,10 @@ fuzz_target!(|input: Input| {
             Segment::Index(i) => i.to_string(),
         })
         .collect();
-    assert_eq!(tokens, expected, "{rendered:?} reads back to other segments");
+    assert_eq!(
+        tokens, expected,
+        "{rendered:?} reads back to other segments"
+    );
     // serde_json finds the leaf at the rendered pointer.
     let mut doc = json!("leaf");
     for s in segments.iter().rev() {
@@ -98,7 +112,11 @@ fuzz_target!(|input: Input| {
             Segment::Index(_) => return,
         };
     }
-    assert_eq!(doc.pointer(&rendered), Some(&json!("leaf")), "serde_json does not find {rendered:?}");
+    assert_eq!(
+        doc.pointer(&rendered),
+        Some(&json!("leaf")),
+        "serde_json does not find {rendered:?}"
+    );
     if let Some(Segment::Key(k)) = segments.last() {
         let mut path = pointer::Path::new();
         for s in &segments[..segments.len() - 1] {

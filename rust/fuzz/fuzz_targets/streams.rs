@@ -21,7 +21,9 @@ fn read_in(mut r: impl Read, sizes: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut i = 0;
     loop {
         // Now and then an empty read, never two in a row.
-        let size = sizes.get(i % sizes.len().max(1)).map_or(256, |s| usize::from(*s) % 300);
+        let size = sizes
+            .get(i % sizes.len().max(1))
+            .map_or(256, |s| usize::from(*s) % 300);
         let size = if i % 2 == 1 { size.max(1) } else { size };
         i += 1;
         let n = r.read(&mut buf[..size])?;
@@ -33,7 +35,9 @@ fn read_in(mut r: impl Read, sizes: &[u8]) -> std::io::Result<Vec<u8>> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&pick, rest)) = data.split_first() else { return };
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
     let (sizes, stream) = rest.split_at(rest.len().min(usize::from(pick >> 4)));
     let limits = PackageLimits::default();
     let meter = Meter::new(&limits, stream.len() as u64, None);
@@ -48,23 +52,45 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     let Ok(mine) = mine else { return };
-    assert!(mine.len() as u64 <= budget, "inflated {} bytes past the budget of {budget}", mine.len());
+    assert!(
+        mine.len() as u64 <= budget,
+        "inflated {} bytes past the budget of {budget}",
+        mine.len()
+    );
     let mut theirs = Vec::new();
     let reference = if gzip {
-        flate2::read::MultiGzDecoder::new(stream).take(budget + 1).read_to_end(&mut theirs)
+        flate2::read::MultiGzDecoder::new(stream)
+            .take(budget + 1)
+            .read_to_end(&mut theirs)
     } else {
-        zstd::stream::read::Decoder::new(stream).and_then(|d| d.take(budget + 1).read_to_end(&mut theirs))
+        zstd::stream::read::Decoder::new(stream)
+            .and_then(|d| d.take(budget + 1).read_to_end(&mut theirs))
     };
     if let Err(e) = reference {
-        panic!("jobgate inflates {} bytes; the reference refuses the stream: {e}", mine.len());
+        panic!(
+            "jobgate inflates {} bytes; the reference refuses the stream: {e}",
+            mine.len()
+        );
     }
-    assert!(mine == theirs, "jobgate inflates {} bytes, the reference {}: they differ", mine.len(), theirs.len());
+    assert!(
+        mine == theirs,
+        "jobgate inflates {} bytes, the reference {}: they differ",
+        mine.len(),
+        theirs.len()
+    );
     // One read after another gives the same.
     let meter = Meter::new(&limits, stream.len() as u64, None);
     let again = if gzip {
-        read_in(GzipMembers::new(BufReader::with_capacity(7, stream), &meter), &[255])
+        read_in(
+            GzipMembers::new(BufReader::with_capacity(7, stream), &meter),
+            &[255],
+        )
     } else {
-        ZstdFrames::new(BufReader::with_capacity(7, stream), &meter).and_then(|f| read_in(f, &[255]))
+        ZstdFrames::new(BufReader::with_capacity(7, stream), &meter)
+            .and_then(|f| read_in(f, &[255]))
     };
-    assert!(again.ok().as_ref() == Some(&mine), "another buffer size reads other bytes");
+    assert!(
+        again.ok().as_ref() == Some(&mine),
+        "another buffer size reads other bytes"
+    );
 });

@@ -37,7 +37,12 @@ fn check(data: &[u8]) {
         duplicate_keys(doc, &mut dups);
         !dups.into_report(None).violations.is_empty()
     })
-    .unwrap_or_else(|v| panic!("jobgate's own JSON of the YAML does not read: {}", v.message));
+    .unwrap_or_else(|v| {
+        panic!(
+            "jobgate's own JSON of the YAML does not read: {}",
+            v.message
+        )
+    });
     if repeats {
         return; // json.duplicate_key refuses it in every check
     }
@@ -58,4 +63,3 @@ fn check(data: &[u8]) {
         String::from_utf8_lossy(&json)
     );
 }
-

@@ -21,7 +21,14 @@ fn summary(r: &Report) -> (Option<&'static str>, Vec<(String, String, String, St
         r.kind.map(|k| k.as_str()),
         r.violations
             .iter()
-            .map(|v| (v.rule.id().to_string(), v.field.clone(), format!("{:?}", v.severity), v.message.clone()))
+            .map(|v| {
+                (
+                    v.rule.id().to_string(),
+                    v.field.clone(),
+                    format!("{:?}", v.severity),
+                    v.message.clone(),
+                )
+            })
             .collect(),
     )
 }
@@ -30,7 +37,12 @@ fn located_inside(r: &Report, source: &[u8]) {
     let lines = source.split(|b| *b == b'\n').count() as u32;
     for v in &r.violations {
         if let Some(at) = v.at {
-            assert!(at.line >= 1 && at.line <= lines.max(1) && at.column >= 1, "{} at {:?} is outside its source ({lines} lines)", v.field, at);
+            assert!(
+                at.line >= 1 && at.line <= lines.max(1) && at.column >= 1,
+                "{} at {:?} is outside its source ({lines} lines)",
+                v.field,
+                at
+            );
         }
     }
 }
@@ -43,16 +55,34 @@ fuzz_target!(|shaped: Shaped| {
     let admission = Admission::default();
 
     // The YAML means the value it was written from.
-    let read = reading(yaml.as_bytes(), &limits()).unwrap_or_else(|v| panic!("the YAML of a JSON value is refused ({}): {}\n{yaml}", v.rule.id(), v.message));
+    let read = reading(yaml.as_bytes(), &limits()).unwrap_or_else(|v| {
+        panic!(
+            "the YAML of a JSON value is refused ({}): {}\n{yaml}",
+            v.rule.id(),
+            v.message
+        )
+    });
     let read: serde_json::Value = serde_json::from_slice(&read).expect("jobgate writes JSON");
-    assert_eq!(Json::of_serde(&read), Json::of_serde(&doc), "the YAML reads as another value:\n{yaml}");
+    assert_eq!(
+        Json::of_serde(&read),
+        Json::of_serde(&doc),
+        "the YAML reads as another value:\n{yaml}"
+    );
 
     let from_json = validator.check(json.as_bytes(), None, &admission);
     let from_yaml = validator.check(yaml.as_bytes(), None, &admission);
-    assert_eq!(summary(&from_json), summary(&from_yaml), "JSON and YAML of one value get different reports:\n{json}\n{yaml}");
+    assert_eq!(
+        summary(&from_json),
+        summary(&from_yaml),
+        "JSON and YAML of one value get different reports:\n{json}\n{yaml}"
+    );
     located_inside(&from_json, json.as_bytes());
     located_inside(&from_yaml, yaml.as_bytes());
 
     let again = validator.check_many(&[json.as_bytes()], None, Some(1), &admission);
-    assert_eq!(summary(&from_json), summary(&again[0]), "check and check_many differ");
+    assert_eq!(
+        summary(&from_json),
+        summary(&again[0]),
+        "check and check_many differ"
+    );
 });

@@ -22,7 +22,10 @@ pub enum Format {
     TarGz(TarFlavor, u16, u16),
     /// Cut into zstd frames at this fraction, with a skippable frame between or not.
     TarZst(TarFlavor, u16, bool),
-    Zip { deflate: bool, descriptor: bool },
+    Zip {
+        deflate: bool,
+        descriptor: bool,
+    },
 }
 
 #[derive(Arbitrary, Debug, Clone, Copy, PartialEq)]
@@ -228,7 +231,9 @@ impl Package {
                         let at = cut(&tar, a);
                         let mut out = zstd(&tar[..at]);
                         if skippable {
-                            out.extend_from_slice(&[0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, b'a', b'b', b'c']);
+                            out.extend_from_slice(&[
+                                0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, b'a', b'b', b'c',
+                            ]);
                         }
                         out.extend(zstd(&tar[at..]));
                         out
@@ -318,7 +323,14 @@ pub fn seal(block: &mut [u8]) {
     block[155] = b' ';
 }
 
-fn header(name: &[u8], typeflag: u8, size: u64, link: &[u8], mode: u16, flavor: TarFlavor) -> [u8; 512] {
+fn header(
+    name: &[u8],
+    typeflag: u8,
+    size: u64,
+    link: &[u8],
+    mode: u16,
+    flavor: TarFlavor,
+) -> [u8; 512] {
     let mut b = [0u8; 512];
     let n = name.len().min(100);
     b[..n].copy_from_slice(&name[..n]);
@@ -367,7 +379,14 @@ fn tar_member(out: &mut Vec<u8>, m: &Member, flavor: TarFlavor) {
                 if text.len() > 100 {
                     let mut data = text.as_bytes().to_vec();
                     data.push(0);
-                    out.extend_from_slice(&header(b"././@LongLink", flag, data.len() as u64, b"", 0o644, flavor));
+                    out.extend_from_slice(&header(
+                        b"././@LongLink",
+                        flag,
+                        data.len() as u64,
+                        b"",
+                        0o644,
+                        flavor,
+                    ));
                     out.extend_from_slice(&data);
                     pad(out);
                 }
@@ -380,13 +399,27 @@ fn tar_member(out: &mut Vec<u8>, m: &Member, flavor: TarFlavor) {
                     records.extend(pax_record(key, text));
                 }
             }
-            out.extend_from_slice(&header(b"PaxHeader/x", b'x', records.len() as u64, b"", 0o644, flavor));
+            out.extend_from_slice(&header(
+                b"PaxHeader/x",
+                b'x',
+                records.len() as u64,
+                b"",
+                0o644,
+                flavor,
+            ));
             out.extend_from_slice(&records);
             pad(out);
         }
         _ => {}
     }
-    out.extend_from_slice(&header(name.as_bytes(), typeflag, data.len() as u64, link.as_bytes(), m.mode, flavor));
+    out.extend_from_slice(&header(
+        name.as_bytes(),
+        typeflag,
+        data.len() as u64,
+        link.as_bytes(),
+        m.mode,
+        flavor,
+    ));
     out.extend_from_slice(data);
     pad(out);
 }
@@ -451,13 +484,21 @@ fn zip(members: &[Member], deflate: bool, descriptor: bool, edits: &[Edit]) -> V
             Kind::Raw(bits) => (u32::from(*bits) << 12 | 0o644, m.data.bytes()),
             Kind::File => (0o100000 | u32::from(m.mode & 0o777), m.data.bytes()),
         };
-        let compressed = if deflate { deflated(data) } else { data.to_vec() };
+        let compressed = if deflate {
+            deflated(data)
+        } else {
+            data.to_vec()
+        };
         let method: u16 = if deflate { 8 } else { 0 };
         let crc = crc32(data);
         let utf8 = if name.is_ascii() { 0 } else { 0x0800 };
         let flags: u16 = utf8 | if descriptor { 0x08 } else { 0 };
         let local = out.len();
-        let (lcrc, lc, lu) = if descriptor { (0, 0, 0) } else { (crc, compressed.len() as u32, data.len() as u32) };
+        let (lcrc, lc, lu) = if descriptor {
+            (0, 0, 0)
+        } else {
+            (crc, compressed.len() as u32, data.len() as u32)
+        };
         out.extend_from_slice(b"PK\x03\x04");
         for v in [20u16, flags, method, 0, 0x21] {
             out.extend_from_slice(&v.to_le_bytes());

@@ -93,9 +93,14 @@ impl Json {
     pub fn same_as_serde(&self, serde: &Json) -> bool {
         match (self, serde) {
             (Json::Int(0), Json::Float(f)) => *f == 0.0 && f.is_sign_negative(),
-            (Json::Array(a), Json::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_as_serde(y)),
+            (Json::Array(a), Json::Array(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_as_serde(y))
+            }
             (Json::Object(a), Json::Object(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|((k, x), (l, y))| k == l && x.same_as_serde(y))
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|((k, x), (l, y))| k == l && x.same_as_serde(y))
             }
             (a, b) => a == b,
         }
@@ -107,7 +112,8 @@ impl Json {
             Json::Array(a) => a.iter().any(Json::repeats_a_key),
             Json::Object(o) => {
                 let mut seen = std::collections::HashSet::new();
-                o.iter().any(|(k, _)| !seen.insert(k.as_str())) || o.iter().any(|(_, v)| v.repeats_a_key())
+                o.iter().any(|(k, _)| !seen.insert(k.as_str()))
+                    || o.iter().any(|(_, v)| v.repeats_a_key())
             }
             _ => false,
         }
@@ -131,8 +137,8 @@ pub fn limits() -> Limits {
 /// An anonymous in-memory regular file holding `data`, for the readers that take a
 /// file (packages): no disk, nothing left behind.
 pub fn memfile(data: &[u8]) -> File {
-    let fd = rustix::fs::memfd_create("package", rustix::fs::MemfdFlags::CLOEXEC)
-        .expect("memfd_create");
+    let fd =
+        rustix::fs::memfd_create("package", rustix::fs::MemfdFlags::CLOEXEC).expect("memfd_create");
     let mut file = File::from(fd);
     file.write_all(data).expect("write to memfd");
     file.rewind().expect("rewind memfd");
@@ -178,12 +184,18 @@ pub fn package_differential(data: &[u8]) {
 
     let Ok(contents) = read else {
         if let Ok(v) = &checked {
-            assert!(!v.judgement.report.ok(), "the package reader refuses the package; its check passes");
+            assert!(
+                !v.judgement.report.ok(),
+                "the package reader refuses the package; its check passes"
+            );
         }
         return;
     };
     let clean = contents.violations.is_empty()
-        && contents.members.iter().all(|m| m.kind == MemberKind::Regular);
+        && contents
+            .members
+            .iter()
+            .all(|m| m.kind == MemberKind::Regular);
     if !clean {
         return;
     }
@@ -202,11 +214,17 @@ pub fn package_differential(data: &[u8]) {
     let theirs: serde_json::Value = serde_json::from_str(&theirs).expect("JSON");
     let files: BTreeMap<String, Vec<String>> =
         serde_json::from_value(theirs["files"].clone()).expect("files");
-    assert_eq!(mine, files, "jobgate and the consumer read other files (consumer: {theirs})");
+    assert_eq!(
+        mine, files,
+        "jobgate and the consumer read other files (consumer: {theirs})"
+    );
     assert!(
         theirs["other"].as_object().is_some_and(|o| o.is_empty()),
         "the consumer finds members jobgate does not: {}",
         theirs["other"]
     );
-    assert_eq!(theirs["opens_as_other"], false, "a reader of the other format opens the package too");
+    assert_eq!(
+        theirs["opens_as_other"], false,
+        "a reader of the other format opens the package too"
+    );
 }

@@ -81,7 +81,12 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                     // A block scalar's span starts at its content, or at its anchor or
                     // tag on the header line when it has one.
                     let header = node.starts_with(['&', '!']);
-                    scalars.push(Lying { start, end, style, header });
+                    scalars.push(Lying {
+                        start,
+                        end,
+                        style,
+                        header,
+                    });
                 }
                 let is_key = begin(&mut stack, &mut out)?;
                 let start = out.len();
@@ -246,7 +251,11 @@ fn quoted_len(node: &str, style: ScalarStyle) -> Option<usize> {
         ScalarStyle::DoubleQuoted => '"',
         _ => return None,
     };
-    let mut chars = node.chars().enumerate().skip_while(|&(_, c)| c != quote).peekable();
+    let mut chars = node
+        .chars()
+        .enumerate()
+        .skip_while(|&(_, c)| c != quote)
+        .peekable();
     chars.next()?; // the opening quote
     while let Some((i, c)) = chars.next() {
         if c == '\\' && quote == '"' {
@@ -923,9 +932,23 @@ mod tests {
     #[test]
     fn tabs_are_refused_where_pyyaml_refuses_them() {
         for text in [
-            ";\t$:", "a: b\t\n", "a:\tb\n", "a\tb: c\n", "a: b\tc\n", "a: [b,\tc]\n",
-            "a: 'b'\t\n", "\ta: b\n", "- a\t\n", "a: {b: c}\t\n", "a: b\t# c\n",
-            "a: [\tb]\n", "a: b\n\t\n", "a: b\n  \t\n", "a: |\t\n  x\n", "a: &x |\t\n  x\n", "a: b\r\tc: d\n",
+            ";\t$:",
+            "a: b\t\n",
+            "a:\tb\n",
+            "a\tb: c\n",
+            "a: b\tc\n",
+            "a: [b,\tc]\n",
+            "a: 'b'\t\n",
+            "\ta: b\n",
+            "- a\t\n",
+            "a: {b: c}\t\n",
+            "a: b\t# c\n",
+            "a: [\tb]\n",
+            "a: b\n\t\n",
+            "a: b\n  \t\n",
+            "a: |\t\n  x\n",
+            "a: &x |\t\n  x\n",
+            "a: b\r\tc: d\n",
         ] {
             assert!(conv(text).is_err(), "{text:?} is read");
         }
@@ -944,7 +967,12 @@ mod tests {
     /// `\u{feff}u:` was read as the key "u"; PyYAML reads "\u{feff}u".
     #[test]
     fn a_byte_order_mark_past_the_start_is_refused() {
-        for text in ["\r\u{feff}u:", "a: 1\n\u{feff}b: 2\n", "a: \u{feff}b\n", "a: '\u{feff}'\n"] {
+        for text in [
+            "\r\u{feff}u:",
+            "a: 1\n\u{feff}b: 2\n",
+            "a: \u{feff}b\n",
+            "a: '\u{feff}'\n",
+        ] {
             let e = conv(text).expect_err(text);
             assert!(format!("{e:?}").contains("U+FEFF"), "{text:?}: {e:?}");
         }
