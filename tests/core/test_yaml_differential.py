@@ -229,6 +229,9 @@ REFUSED = {
     "an anchor name PyYAML ends early": (with_extra("&x:y mode: config"), "anchor &x:y"),
     "an anchor defined twice": (with_extra("p: &x 1\nq: &x 2\nr: *x"), "defined twice"),
     "a block scalar cut by the end of the text": (with_extra("x: |\n  run").rstrip("\n"), "block scalar"),
+    # Found by fuzzing against safe_load (rust/fuzz, target yaml).
+    "a tab after a plain scalar": (with_extra("x: run\t"), "tab at line"),
+    "a byte order mark past the start": (with_extra("x: \ufeffrun"), "U+FEFF"),
 }
 
 
