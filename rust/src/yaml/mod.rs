@@ -339,8 +339,9 @@ fn define<'t>(defined: &mut HashSet<&'t str>, node: &'t str) -> Result<(), Decod
 }
 
 /// The anchor (`&name`) or alias (`*name`) written where a node starts, after its tag
-/// if the tag comes first. PyYAML ends a name at the first character that is not
-/// alphanumeric, `-` or `_` (`&x:y` is the anchor `x` before the text `:y`), where
+/// if the tag comes first. PyYAML ends a name at the first character that is not an
+/// ASCII letter or digit, `-` or `_` (`&x:y` is the anchor `x` before the text `:y`,
+/// `&aé` an error), where
 /// YAML 1.2 takes everything up to a space or flow indicator; a name the two read
 /// differently is refused. So is an anchor defined twice, which PyYAML refuses.
 fn anchor_name(node: &str, sigil: char) -> Result<&str, DecodeError> {
@@ -353,11 +354,11 @@ fn anchor_name(node: &str, sigil: char) -> Result<&str, DecodeError> {
     if name.is_empty()
         || !name
             .chars()
-            .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
         let what = if sigil == '&' { "anchor" } else { "alias" };
         return Err(DecodeError::Syntax(format!(
-            "the YAML {what} {sigil}{name} is read differently by YAML 1.1 readers such as PyYAML, which end a name at its first character that is not a letter, digit, '-' or '_'; rename it"
+            "the YAML {what} {sigil}{name} is read differently by YAML 1.1 readers such as PyYAML, which end a name at its first character that is not an ASCII letter, digit, '-' or '_'; rename it"
         )));
     }
     Ok(name)
@@ -824,7 +825,7 @@ mod tests {
             assert!(m.contains("anchor") || m.contains("alias"), "{text:?}: {m}");
         }
         assert_eq!(
-            conv("a: &x-1_\u{e9} [1]\nb: !!seq &y [2]\nc: *x-1_\u{e9}\nd: &z {k: *y}\n").unwrap(),
+            conv("a: &x-1_E [1]\nb: !!seq &y [2]\nc: *x-1_E\nd: &z {k: *y}\n").unwrap(),
             r#"{"a":[1],"b":[2],"c":[1],"d":{"k":[2]}}"#
         );
     }
@@ -977,5 +978,20 @@ mod tests {
             assert!(format!("{e:?}").contains("U+FEFF"), "{text:?}: {e:?}");
         }
         assert_eq!(conv("a: \"\\uFEFF\"\n").unwrap(), "{\"a\":\"\u{feff}\"}");
+    }
+
+    /// Found by fuzzing against PyYAML (`rust/fuzz`, target `yaml`): PyYAML ends an
+    /// anchor or alias name at its first character that is not an ASCII letter, digit,
+    /// `-` or `_`; `&aé x: 1` was read with the anchor `aé`, PyYAML refuses it.
+    #[test]
+    fn anchor_names_are_ascii() {
+        for text in ["&a\u{e9} x: 1\n", "a: &\u{fcff}b 1\n"] {
+            let e = conv(text).expect_err(text);
+            assert!(format!("{e:?}").contains("ASCII letter"), "{text:?}: {e:?}");
+        }
+        assert_eq!(
+            conv("a: &b-1_X 1\nc: *b-1_X\n").unwrap(),
+            r#"{"a":1,"c":1}"#
+        );
     }
 }
