@@ -38,6 +38,17 @@ fn main() {
                     });
                 }) as &dyn Fn(),
             ),
+            // What the one-pass reader (`tape`) saves: simd-json alone on the same bytes,
+            // as `document` reads what `tape` does not vouch for (the fuzzing section of
+            // BENCHMARKS.md weighs it against what fuzzing found in the reader).
+            ("simd-json parse only", &|| {
+                let mut input = data.clone();
+                input.resize(data.len() + simd_json::INPUT_PADDING, 0);
+                let mut buffers = simd_json::Buffers::with_max_depth(data.len(), limits.max_depth);
+                let mut tape = simd_json::Tape::null();
+                let _ =
+                    simd_json::fill_tape_padded(&mut input, data.len(), &mut buffers, &mut tape);
+            }),
             ("parse + duplicate scan", &|| {
                 let _ = jobgate_core::document::with_document(&data, &limits, |d| {
                     let mut out = jobgate_core::report::Collected::default();
