@@ -382,6 +382,9 @@ fn walk_yaml(text: &str, found: &mut Found<'_>) {
                 stack.pop();
                 leave(&mut stack, &mut path);
             }
+            // One document is read (a second is refused): what follows it is no place
+            // of the document's.
+            Event::DocumentEnd => return,
             _ => {}
         }
     }
@@ -527,5 +530,26 @@ mod tests {
     fn text_no_parser_reads_is_placed_at_the_start() {
         assert_eq!(at("{\"a\": ", "/a/b", false), (1, 7));
         assert_eq!(at("\u{0}\u{1}", "/a", false), (1, 1));
+    }
+
+    /// Found by fuzzing (`rust/fuzz`, target `documents`): the refusal of a stream of
+    /// two documents was placed in the second one, past the end of the text.
+    #[test]
+    fn places_nothing_past_the_first_yaml_document() {
+        let at = |text: &str, pointer: &str| {
+            locate(
+                text.as_bytes(),
+                &[Target {
+                    pointer,
+                    key: false,
+                }],
+            )[0]
+        };
+        assert_eq!(at("x1F 1F !\n---", ""), Location { line: 1, column: 1 });
+        assert_eq!(at("a: 1\n---\nb: 2\n", ""), Location { line: 1, column: 1 });
+        assert_eq!(
+            at("a: 1\n---\nb: 2\n", "/a"),
+            Location { line: 1, column: 4 }
+        );
     }
 }
