@@ -18,11 +18,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jobs", help="list, show and mark job records", description=__doc__)
     jobs = p.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)
 
+    def local(q: argparse.ArgumentParser, where: argparse._ActionsContainer) -> None:
+        where.add_argument("--store", metavar="DIR", help="the local store directory (default: store.path of --config, or ./.jobgate)")
+        q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path)")
+
     def common(q: argparse.ArgumentParser) -> None:
         where = q.add_mutually_exclusive_group()
-        where.add_argument("--store", metavar="DIR", help="the local store directory (default: store.path of --config, or ./.jobgate)")
+        local(q, where)
         where.add_argument("--server", metavar="ADDR", help="a running service instead of the local store")
-        q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path)")
         connect.add_options(q, server_default=None)
 
     ls = jobs.add_parser("list", help="records, oldest first")
@@ -43,8 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--format", choices=("job-record", "text"), default="job-record", help="job-record: the TAO job-record JSON (default)")
     show.set_defaults(run=run_show)
 
+    # The admitted documents are read from the store itself: no service answers for them.
     audit = jobs.add_parser("audit", help="judge the admitted documents of unfinished jobs under a candidate configuration: which would it refuse?")
-    common(audit)
+    local(audit, audit)
     audit.add_argument("--against", required=True, metavar="CANDIDATE.toml", help="the candidate configuration; the current one is --config")
     audit.add_argument("--format", choices=("text", "json"), default="text")
     audit.add_argument("--fail-on", choices=("error", "warning"), default="error", help="exit 1 when a job would newly fail (default), or gain any violation")
@@ -135,15 +139,18 @@ def _errors(fn):
 
         try:
             return fn(args)
+        except UsageError:
+            raise
         except JobNotFound as e:
             raise UsageError(f"no job {e.args[0]!r}") from None
         except (TerminalState, RecordFull, StoreFull, StoreUnavailable, Unstorable, ValueError) as e:
             raise UsageError(str(e)) from None
         except Exception as e:
-            import grpc
+            if getattr(args, "server", None):  # only a remote call raises gRPC's errors (and needs grpc installed)
+                import grpc
 
-            if isinstance(e, grpc.RpcError):
-                raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
+                if isinstance(e, grpc.RpcError):
+                    raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
             raise
 
     return run
@@ -190,10 +197,8 @@ def run_audit(args: argparse.Namespace) -> int:
     """Gatekeeper's audit: every unfinished job's admitted document, judged under the
     current configuration and the candidate; the jobs judged otherwise are shown."""
     from jobgate import Validator, rollout
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, formats, named_files
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, formats, named_files
 
-    if args.server:
-        raise UsageError("jobs audit reads the admitted documents from the store: give --store or --config, not --server")
     named_files(args.against)
     current = Validator(load_config(args.config)) if args.config else Validator()
     candidate = Validator(load_config(args.against))
