@@ -11,6 +11,7 @@ from typing import Any
 from jobgate import load_config
 from jobgate.cli import connect
 from jobgate.cli.formats import printable
+from jobgate.config import environment_config
 from jobgate.store.base import ERR_CLASSES, SOURCES, STATES
 
 
@@ -20,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     def local(q: argparse.ArgumentParser, where: argparse._ActionsContainer) -> None:
         where.add_argument("--store", metavar="DIR", help="the local store directory (default: store.path of --config, or ./.jobgate)")
-        q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path)")
+        q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path or store.url; JOBGATE_STORE__PATH and JOBGATE_STORE__URL override it)")
 
     def common(q: argparse.ArgumentParser) -> None:
         where = q.add_mutually_exclusive_group()
@@ -70,7 +71,7 @@ class Local:
         from jobgate.cli import UsageError
         from jobgate.store import open_store
 
-        config = load_config(args.config) if args.config else None
+        config = load_config(args.config) if args.config else environment_config()
         path = args.store or (config.store.path if config else "./.jobgate")
         url = None if args.store else config.store.url if config else None
         if not url and not os.path.isdir(path):  # reading never creates a store
@@ -200,7 +201,7 @@ def run_audit(args: argparse.Namespace) -> int:
     from jobgate.cli import EXIT_FAIL, EXIT_PASS, formats, named_files
 
     named_files(args.against)
-    current = Validator(load_config(args.config)) if args.config else Validator()
+    current = Validator(load_config(args.config) if args.config else environment_config())
     candidate = Validator(load_config(args.against))
     store = Local(args).store
     ids, before, after = [], [], []
