@@ -148,11 +148,12 @@ def serve_summed_metrics(listen: str, metrics_dir: str, pids):
     from prometheus_client import CollectorRegistry, multiprocess
 
     from jobgate.cli import UsageError
-    from jobgate.server.metrics import EndpointUnavailable, MetricsEndpoint, WorkerProcesses
+    from jobgate.server.metrics import BuildInfo, EndpointUnavailable, MetricsEndpoint, WorkerProcesses
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=metrics_dir)
     registry.register(WorkerProcesses(pids, metrics_dir))
+    registry.register(BuildInfo())
     try:
         return MetricsEndpoint(registry, listen)
     except EndpointUnavailable as e:

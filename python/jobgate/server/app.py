@@ -241,7 +241,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         if owns_store:
             undo.callback(store.close)
         metrics = Metrics()
-        store = TimedStore(store, metrics.store)
+        store = TimedStore(store, metrics.store, metrics.store_failures)
         try:
             candidate = load_candidate(config)
         except ConfigError as e:
