@@ -13,7 +13,7 @@ import sys
 import traceback
 
 from jobgate import __version__, sources
-from jobgate.cli import bench, check, demo, jobs, revalidate, serve, stage, submit, tokens
+from jobgate.cli import bench, check, completion, demo, jobs, revalidate, serve, stage, submit, tokens
 from jobgate.cli.formats import printable
 from jobgate.config import ConfigError
 
@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     tokens.add_parser(sub)
     bench.add_parser(sub)
     demo.add_parser(sub)
+    completion.add_parser(sub)
     return parser
 
 

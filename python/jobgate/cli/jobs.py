@@ -91,6 +91,9 @@ class Local:
     def mark(self, args) -> dict[str, Any]:
         return self.store.mark(args.job_id, args.state, args.message, args.source, args.backend_ref, args.err_class)
 
+    def project(self, job_id: str) -> str:
+        return self.store.project(job_id)
+
 
 class Remote:
     def __init__(self, args: argparse.Namespace) -> None:
@@ -126,6 +129,9 @@ class Remote:
         request = jobs_pb2.MarkJobRequest(job_id=args.job_id, state=args.state, message=args.message, source=args.source, backend_ref=args.backend_ref, err_class=args.err_class)
         return self._dict(self.stub.MarkJob(request, metadata=self.metadata, timeout=self.timeout).job)
 
+    def project(self, job_id: str) -> str:
+        return ""  # a JobRecord message carries no project: the service does not say
+
 
 def _backend(args: argparse.Namespace):
     return Remote(args) if args.server else Local(args)
@@ -157,30 +163,41 @@ def _errors(fn):
     return run
 
 
-def _line(r: dict[str, Any]) -> str:
-    """One job on one line; what a document or a backend wrote is shown `printable`."""
-    last = r["transitions"][-1] if r.get("transitions") else {}
-    line = f"{r['id']}  {last.get('state', '?'):<9} {r.get('submitted_at', '')}  {r.get('network_arch', '')}/{r.get('action', '')}  {last.get('message', '')}"
-    return printable(line)
+COLUMNS = ("ID", "STATE", "PROJECT", "SUBMITTED", "JOB", "MESSAGE")
+
+
+def _table(jobs: list[tuple[dict[str, Any], str]]) -> str:
+    """Jobs (each record with its project, "" where unknown) as a table under a header
+    row, columns aligned, the last transition's message last; what a document or a
+    backend wrote is shown `printable`."""
+    rows = [COLUMNS]
+    for r, project in jobs:
+        last = r["transitions"][-1] if r.get("transitions") else {}
+        cells = (r.get("id", ""), last.get("state", "?"), project or "-", r.get("submitted_at", ""), f"{r.get('network_arch', '')}/{r.get('action', '')}", last.get("message", ""))
+        rows.append(tuple(printable(str(cell)) for cell in cells))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    return "\n".join(("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]).rstrip() for row in rows)
 
 
 @_errors
 def run_list(args: argparse.Namespace) -> int:
-    rows = _backend(args).list(args)
+    backend = _backend(args)
+    rows = backend.list(args)
     if args.format == "json":
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
-        print("\n".join(_line(r) for r in rows) if rows else "no jobs")
+        print(_table([(r, backend.project(r["id"])) for r in rows]) if rows else "no jobs")
     return 0
 
 
 @_errors
 def run_show(args: argparse.Namespace) -> int:
-    record = _backend(args).show(args.job_id)
+    backend = _backend(args)
+    record = backend.show(args.job_id)
     if args.format == "job-record":
         print(json.dumps(record, indent=2, ensure_ascii=False))
     else:
-        print(_line(record))
+        print(_table([(record, backend.project(args.job_id))]))
         for t in record["transitions"]:
             print(printable(f"  {t['ts']}  {t['state']:<9} {t['source']:<12} {t['message']}"))
     return 0
@@ -188,8 +205,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 @_errors
 def run_mark(args: argparse.Namespace) -> int:
-    record = _backend(args).mark(args)
-    print(_line(record))
+    backend = _backend(args)
+    record = backend.mark(args)
+    print(_table([(record, backend.project(args.job_id))]))
     return 0
 
 
