@@ -28,9 +28,11 @@ from jobgate.config import Config, ConfigError, core_settings, load_config
 class Validator(_core.Validator):
     """A compiled validator: built once, thread-safe, reused for every document.
 
-    ``config`` is a path to ``jobgate.toml``, a :class:`jobgate.Config`, or a mapping
-    in the TOML's shape; it is validated here (errors name the file and the key) and
-    handed to the core as its settings. Without one, only the rules that need no
+    ``config`` is a path to ``jobgate.toml`` (read with the environment's
+    ``JOBGATE_SECTION__KEY`` overrides, as `load_config` reads it), a
+    :class:`jobgate.Config`, or a mapping in the TOML's shape; it is validated here
+    (errors name the file or the variable, and the key) and handed to the core as its
+    settings. Without one, only the rules that need no
     deployment apply.
     """
 

@@ -5,6 +5,8 @@ from os import PathLike
 from typing import Any, Literal
 
 __version__: str
+RUSTC_VERSION: str
+"""The version of the rustc that compiled this core ("1.83.0"), for `jobgate_build_info`."""
 
 Kind = Literal["jobspec", "spec_bundle", "job_record", "best_rec"]
 Document = bytes | bytearray | str | Mapping[str, Any]

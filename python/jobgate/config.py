@@ -2,19 +2,24 @@
 
 Owns loading and validating the deployment settings (limits, catalog, registry
 allowlist, GPU series and quotas, accounts and their grants) and handing the core its
-part of them. Every error names the file and the key. Must not apply any admission
-rule itself: rules live in the Rust core; what a grant allows is decided by the
-service (`jobgate.server.grants`).
+part of them, with the environment's overrides (`JOBGATE_SECTION__KEY`) on top of the
+file. Every error names the file or the variable, and the key. Must not apply any
+admission rule itself: rules live in the Rust core; what a grant allows is decided by
+the service (`jobgate.server.grants`).
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import os
 import re
 import tomllib
+import typing
+from collections.abc import Mapping
 from pathlib import Path
+from types import UnionType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -430,18 +435,30 @@ def _read_locks(data: dict[str, Any], base: Path, source: str) -> dict[str, Any]
     return {**data, "catalog": entries}
 
 
-def _format_error(source: str, error: ValidationError) -> str:
+def _format_error(source: str, error: ValidationError, overrides: list[Override] = ()) -> str:
     lines = []
     for e in error.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        loc = tuple(str(p) for p in e["loc"])
+        key = ".".join(loc) or "(top level)"
         # Our own checks say what is wrong in full; pydantic's "Value error, " adds nothing.
         message = str(e["ctx"]["error"]) if e["type"] == "value_error" and "error" in e.get("ctx", {}) else e["msg"]
         if e["type"] == "extra_forbidden":
             message = f"not a known key{_did_you_mean(e['loc'])}"
         elif e["type"] == "string_pattern_mismatch" and str(e["loc"][-1]).endswith("digest"):
             message = f"{e['input']!r} is not a digest: write sha256: and 64 lowercase hex digits, as recipe.lock.json has it"
-        lines.append(f"{source}: {key}: {message}")
+        # a key found missing belongs to the table that lacks it
+        lines.append(f"{_where(source, loc[:-1] if e['type'] == 'missing' else loc, overrides)}: {key}: {message}")
     return "\n".join(lines)
+
+
+def _where(source: str, loc: tuple[str, ...], overrides: list[Override]) -> str:
+    """What set the key at `loc`: the variable that names it (or a table holding it),
+    else the file, with the variables that set keys within it."""
+    setting = [o for o in overrides if loc[: len(o.path)] == o.path]
+    if setting:
+        return max(setting, key=lambda o: len(o.path)).variable
+    within = [o.variable for o in overrides if o.path[: len(loc)] == loc]
+    return f"{source} (with {', '.join(within)})" if within else source
 
 
 def _did_you_mean(loc: tuple) -> str:
@@ -466,7 +483,7 @@ def _did_you_mean(loc: tuple) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def from_mapping(data: dict[str, Any], source: str = "<config>", base: Path | None = None) -> Config:
+def from_mapping(data: dict[str, Any], source: str = "<config>", base: Path | None = None, overrides: list[Override] = ()) -> Config:
     data = _read_locks(data, base or Path.cwd(), source)
     shadow = data.get("shadow")
     if isinstance(shadow, dict) and isinstance(shadow.get("config"), str):  # relative to this file, as lock files are
@@ -474,11 +491,13 @@ def from_mapping(data: dict[str, Any], source: str = "<config>", base: Path | No
     try:
         return Config.model_validate({**data, "source": source})
     except ValidationError as e:
-        raise ConfigError(_format_error(source, e)) from None
+        raise ConfigError(_format_error(source, e, overrides)) from None
 
 
-def load_config(path: str | os.PathLike[str]) -> Config:
-    """Reads and validates `jobgate.toml`; raises ConfigError naming the file and key."""
+def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> Config:
+    """Reads and validates `jobgate.toml`, with the configuration variables of
+    `environ` (default: this process's environment; {} for none) over it; raises
+    ConfigError naming the file or the variable, and the key."""
     p = Path(path)
     try:
         with open_regular(str(p)) as f:  # a FIFO named as the configuration never hangs
@@ -491,7 +510,198 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from None
-    return from_mapping(data, str(p), p.parent)
+    overrides = environment_overrides(os.environ if environ is None else environ)
+    return from_mapping(with_overrides(data, overrides), str(p), p.parent, overrides)
+
+
+def environment_config(environ: Mapping[str, str] | None = None) -> Config | None:
+    """The configuration the environment gives without a file (the defaults, with its
+    variables over them), or None when it sets no configuration variable."""
+    overrides = environment_overrides(os.environ if environ is None else environ)
+    if not overrides:
+        return None
+    return from_mapping(with_overrides({}, overrides), ENVIRONMENT, None, overrides)
+
+
+# The environment: JOBGATE_<SECTION>__<KEY>[__<KEY>...] sets the key that `key` in
+# [section] (or in its nested tables) sets in jobgate.toml; docs/configuration.md
+# says how (ENVIRONMENT_DOC).
+ENV_PREFIX = "JOBGATE_"
+ENV_SEPARATOR = "__"
+ENV_FILE_SUFFIX = "_FILE"
+ENVIRONMENT = "the environment"
+
+
+class Override(typing.NamedTuple):
+    """One configuration variable: its name, the key it sets (as the model names it;
+    names the deployment chose as written) and its value, read for the key's type."""
+
+    variable: str
+    path: tuple[str, ...]
+    value: Any
+
+
+def environment_overrides(environ: Mapping[str, str]) -> list[Override]:
+    """The configuration variables of `environ`, shallowest key first. A variable
+    whose first part is no section (JOBGATE_TOKEN, JOBGATE_DEBUG) is not one of them;
+    one that reads as a section and a key joined by one underscore is refused with
+    the spelling it meant. Raises ConfigError naming the variable."""
+    sections = {name.upper(): name for name, field in Config.model_fields.items() if not field.exclude}
+    found: dict[tuple[str, ...], Override] = {}
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX):
+            continue
+        parts = variable[len(ENV_PREFIX) :].split(ENV_SEPARATOR)
+        if parts[0].upper() not in sections:
+            meant = next((s for s in sections if parts[0].upper().startswith(s + "_")), None)
+            if meant is not None:
+                spelled = ENV_SEPARATOR.join([parts[0][len(meant) + 1 :], *parts[1:]])
+                raise ConfigError(f"{variable}: not a configuration variable: a section and its key are joined by two underscores, {ENV_PREFIX}{meant}{ENV_SEPARATOR}{spelled}")
+            continue
+        path, annotation, from_file = _resolve(variable, parts)
+        raw = environ[variable]
+        if from_file:
+            raw = _read_secret(variable, raw)
+        if path in found:
+            raise ConfigError(f"{found[path].variable} and {variable} both set {'.'.join(path)}: give one")
+        found[path] = Override(variable, path, _read_value(raw, annotation))
+    return sorted(found.values(), key=lambda o: len(o.path))
+
+
+def _read_secret(variable: str, path: str) -> str:
+    """The value a KEY_FILE variable names: the file's text, without its last line
+    break (a mounted Kubernetes or Docker secret, a credentials file of systemd)."""
+    try:
+        with open_regular(path) as f:
+            text = f.read().decode("utf-8")
+    except NotRegular as e:
+        raise ConfigError(f"{variable}: cannot read {path}: it {e.why}") from None
+    except OSError as e:
+        raise ConfigError(f"{variable}: cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{variable}: {path} is not UTF-8 text") from None
+    return text.removesuffix("\n").removesuffix("\r")
+
+
+def _resolve(variable: str, parts: list[str]) -> tuple[tuple[str, ...], Any, bool]:
+    """The key `parts` name, its type (Any where the model does not say), and whether
+    the variable names a file holding the value (KEY_FILE). Section and key names
+    match in any case; names the deployment chose (accounts, projects, rule ids) are
+    kept as written."""
+    path: list[str] = []
+    annotation: Any = Config
+    from_file = False
+    for n, part in enumerate(parts):
+        if not part:
+            raise ConfigError(f"{variable}: an empty key between underscores")
+        model, shape = _shape(annotation)
+        if model is not None:
+            fields = {name.upper(): name for name, field in model.model_fields.items() if not field.exclude}
+            name = fields.get(part.upper())
+            last = n == len(parts) - 1
+            stem = part.upper().removesuffix(ENV_FILE_SUFFIX)
+            if name is None and last and stem != part.upper() and stem in fields:
+                name, from_file = fields[stem], True
+            if name is None:  # the model refuses it, naming the closest key
+                return (*path, part.lower(), *parts[n + 1 :]), Any, False
+            path.append(name)
+            annotation = model.model_fields[name].annotation
+        elif shape is dict:
+            path.append(part)
+            args = typing.get_args(_without_none(annotation))
+            annotation = args[1] if len(args) == 2 else Any
+        elif shape is list:
+            whole = ENV_PREFIX + ENV_SEPARATOR.join(parts[:n]).upper()
+            raise ConfigError(f"{variable}: {'.'.join(path)} is a list: set it whole, as a TOML array, in {whole}")
+        else:
+            path.append(part)
+            annotation = Any
+    return tuple(path), annotation, from_file
+
+
+def _without_none(annotation: Any) -> Any:
+    """`X | None` as X; anything else as it is."""
+    if typing.get_origin(annotation) in (typing.Union, UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _shape(annotation: Any) -> tuple[type[BaseModel] | None, type | None]:
+    """The model of a key that holds a table, else dict or list for a mapping or an
+    array, else (None, None)."""
+    inner = _without_none(annotation)
+    if isinstance(inner, type) and issubclass(inner, BaseModel):
+        return inner, None
+    origin = typing.get_origin(inner)
+    return None, origin if origin in (dict, list) else None
+
+
+def _read_value(raw: str, annotation: Any) -> Any:
+    """A variable's text as the value of a key of type `annotation`: as it is for
+    text; empty for unset where the key may be unset; else a TOML value (a number,
+    true or false, an array, an inline table), or the text where it is none, for the
+    model to judge (a duration such as 24h, a level such as off)."""
+    inner = _without_none(annotation)
+    if raw == "" and inner is not annotation:
+        return None
+    if inner is str or (typing.get_origin(inner) is Literal and all(isinstance(a, str) for a in typing.get_args(inner))):
+        return raw
+    try:
+        return tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+ENVIRONMENT_DOC = """
+## From the environment
+
+`JOBGATE_<SECTION>__<KEY>` sets `key` of `[section]`, over the file: two underscores
+join a section, its tables and their keys (`JOBGATE_SERVER__TLS__CERT` is `cert` of
+`[server.tls]`, `JOBGATE_STORE__URL` is `url` of `[store]`). The order is: the
+model's defaults, then the file, then the environment; a variable that names a table
+(`JOBGATE_LIMITS='{ max_depth = 32 }'`) replaces the file's table, and variables
+naming keys within it apply after it.
+
+- Names: sections and keys match in any case (`JOBGATE_LIMITS__MAX_DEPTH`); names
+  the deployment chose (an account, a project, a rule id) are written as in the file:
+  `JOBGATE_ACCOUNTS__ci__TOKEN`, `JOBGATE_QUOTA__PROJECTS__vision=8`,
+  `JOBGATE_RULES__forge.resources.series=warning`,
+  `JOBGATE_RULES__projects__vision__forge.resources.series=off`.
+- Values: text keys take the value as it is; other keys a TOML value: `8`, `true`,
+  `["h100", "h200"]`, `{ token = "sha256:…", roles = ["admin"] }` (a duration may be
+  `24h`). An empty value unsets a key that may be unset (`JOBGATE_SERVER__TLS=`). An
+  array of tables (`[[catalog]]`) is set whole: `JOBGATE_CATALOG='[{ lock = "…" }]'`.
+- Secrets: `<VARIABLE>_FILE` reads the value from a file (its last line break
+  dropped), for mounted Kubernetes or Docker secrets and systemd credentials:
+  `JOBGATE_STORE__URL_FILE=/run/secrets/store-url`.
+- Errors name the variable and the key
+  (`JOBGATE_LIMITS__MAX_DEPTH: limits.max_depth: Input should be less than or equal
+  to 1024`); a variable the model does not know is refused with the closest key, and
+  a section joined to its key by one underscore (`JOBGATE_STORE_URL`) with the
+  spelling meant. Other `JOBGATE_` variables (`JOBGATE_TOKEN`, `JOBGATE_DEBUG`) are
+  not configuration.
+- Where: every configuration file jobgate reads is read with the environment over it
+  (`--config`, a SIGHUP reload, a `[shadow]` candidate, `--against`), so a candidate
+  is judged as it would be served here. Without `--config`, `serve`, `check` and
+  `jobs` take the defaults with the environment over them (`serve` runs its demo
+  deployment only when no configuration variable is set).
+"""
+
+
+def with_overrides(data: dict[str, Any], overrides: list[Override]) -> dict[str, Any]:
+    """`data` (a parsed jobgate.toml) with each override's key set, shallowest first:
+    a table given whole, then keys within it."""
+    merged = copy.deepcopy(data)
+    for override in overrides:
+        node = merged
+        for key in override.path[:-1]:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[override.path[-1]] = override.value
+    return merged
 
 
 def core_settings(config: Config | dict[str, Any] | str | os.PathLike[str]) -> _core.Settings:
@@ -541,11 +751,16 @@ def reference() -> str:
         "Generated from the configuration model (`python/jobgate/config.py`) by",
         "`scripts/dev docs`; a test fails when this file and the model disagree. A key the",
         "model does not know is refused at load, naming the file, the key and the closest",
-        "known one.",
+        "known one. Every key can also be set from the environment (the `environment`",
+        "column; [From the environment](#from-the-environment) says how).",
+        "",
+        *ENVIRONMENT_DOC.strip().splitlines(),
         "",
     ]
 
-    def table(model: type[BaseModel], prefix: str, about: str = "") -> None:
+    def table(model: type[BaseModel], prefix: str, about: str = "", variable: str | None = "JOBGATE") -> None:
+        """`variable`: the variable of this table (its keys' are it, two underscores and
+        the key), or None within an array of tables, set whole."""
         rows, nested = [], []
         for name, field in model.model_fields.items():
             if field.exclude:
@@ -554,21 +769,26 @@ def reference() -> str:
             if sub is not None and sub is not model:
                 nested.append((name, field, sub))
                 continue
-            rows.append(f"| `{name}` | `{type_name(field.annotation)}` | {default(field)} | {field.description or ''} |")
+            env = f"`{variable}{'_' if variable == 'JOBGATE' else ENV_SEPARATOR}{name.upper()}`" if variable else "(whole array)"
+            rows.append(f"| `{name}` | `{type_name(field.annotation)}` | {default(field)} | {env} | {field.description or ''} |")
         if rows or about:
             lines.extend([f"## `{prefix or '(top level)'}`", ""])
             if about:
                 lines.extend([about[0].upper() + about[1:] + ".", ""])
             if rows:
-                lines.extend(["| key | type | default | meaning |", "|---|---|---|---|", *rows, ""])
+                lines.extend(["| key | type | default | environment | meaning |", "|---|---|---|---|---|", *rows, ""])
         for name, field, sub in nested:
             shapes = [typing.get_origin(a) for a in (field.annotation, *typing.get_args(field.annotation))]
             path = f"{prefix}.{name}" if prefix else name
+            inner = f"{variable}{'_' if variable == 'JOBGATE' else ENV_SEPARATOR}{name.upper()}" if variable else None
             if dict in shapes:
-                path = f"{path}.NAME"
+                path, inner = f"{path}.NAME", inner and f"{inner}{ENV_SEPARATOR}NAME"
             elif list in shapes:
                 path = f"[{path}]"
-            table(sub, path, field.description or "")
+                about = f"{field.description or ''}. From the environment, the whole array in `{inner}`, as a TOML array of inline tables"
+                table(sub, path, about, None)
+                continue
+            table(sub, path, field.description or "", inner)
 
     table(Config, "")
     return "\n".join(lines).rstrip() + "\n"

@@ -56,6 +56,17 @@ def test_stage_and_restage(tmp_path, capsys):
     assert code == 1 and "tao.staging.conflict" in out
 
 
+def test_stage_refuses_a_job_dir_whose_parent_is_missing(tmp_path, capsys):
+    """`--job-dir` makes the job directory only: a missing parent is a usage error
+    (exit 2) naming it, and nothing is created on the way."""
+    root, _, path = make(tmp_path)
+    job = tmp_path / "no" / "such" / "job"
+    capsys.readouterr()
+    assert main(["stage", str(path), "--root", str(root), "--job-dir", str(job)]) == 2
+    assert capsys.readouterr().err.strip() == f"jobgate: --job-dir {job}: {job.parent} does not exist; the job directory is created if missing, never its parents"
+    assert not (tmp_path / "no").exists()
+
+
 def test_stage_needs_a_source(tmp_path, capsys):
     _, _, path = make(tmp_path)
     import pytest

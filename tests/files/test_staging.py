@@ -93,6 +93,20 @@ def test_a_failing_verification_stages_nothing(producer, tmp_path):
     assert not (tmp_path / "job").exists()
 
 
+def test_the_job_directory_is_created_but_never_its_parents(producer, tmp_path):
+    """A missing job directory is made; one whose parent is missing is a mistyped path
+    (or one that would build a tree up to /): refused, and nothing is created."""
+    root, doc = producer
+    deep = tmp_path / "jobs" / "2024" / "42"
+    result = V.stage(doc, deep, root=root)
+    assert not result.ok and pairs(result.report) == [("tao.staging.conflict", "/execution/supporting_files")]
+    assert result.report.violations[0].message == f"the job directory {deep} cannot be created: {deep.parent} does not exist (the job directory is created, never its parents); nothing was staged"
+    assert not (tmp_path / "jobs").exists()
+    (tmp_path / "jobs" / "2024").mkdir(parents=True)
+    assert V.stage(doc, deep, root=root).ok  # its parent there, the job directory is made
+    assert (deep / "inputs" / "action-helpers" / "run.py").exists()
+
+
 def test_stage_from_a_package(tmp_path):
     helper = b"print('checkpoint')\n"
     doc = bundle([("scripts/checkpoint_action.py", "helpers/checkpoint_action.py", sha(helper))])

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from jobgate.cli import main as cli_main
 from jobgate.v1 import admission_pb2, jobs_pb2
 from tests.helpers import DEMO_CONFIG, run_cli, sample
 from tests.server.helpers import Running, config_for
@@ -34,5 +37,19 @@ def test_audit_names_the_unfinished_jobs_a_candidate_would_refuse(tmp_path, caps
     assert {v["rule"] for c in result["changes"] for v in c["added"]} == {"forge.handshake.version"}
     code, out = run_cli(capsys, ["jobs", "audit", "--config", str(current), "--against", str(current)])
     assert code == 0 and "0 of 2 items judged otherwise" in out
-    code, _ = run_cli(capsys, ["jobs", "audit", "--server", "127.0.0.1:1", "--against", str(candidate)])
-    assert code == 2
+
+
+def test_audit_offers_no_server_option(capsys):
+    """audit reads the admitted documents from the store: its help offers no --server
+    (nor the options of a connection), and one given is refused as unknown."""
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["jobs", "audit", "--help"])
+    assert exit_.value.code == 0
+    usage = capsys.readouterr().out
+    assert "--store" in usage and "--config" in usage and "--against" in usage
+    for option in ("--server", "--token", "--ca", "--cert", "--timeout"):
+        assert option not in usage
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["jobs", "audit", "--server", "127.0.0.1:1", "--against", "candidate.toml"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --server" in capsys.readouterr().err

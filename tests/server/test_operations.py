@@ -103,10 +103,25 @@ def test_every_call_is_counted_by_status_and_timed_with_store_and_process_metric
         assert value(text, "jobgate_store_seconds_count", operation="get") >= 1
         assert value(text, "process_resident_memory_bytes") > 0
         assert value(text, "process_open_fds") > 0
+        assert_build_info(text)
         watch.cancel()
         promtool_accepts(text)
     finally:
         r.close()
+
+
+def assert_build_info(text: str) -> None:
+    """jobgate_build_info: 1, labelled with what runs."""
+    import platform
+    import re
+    from importlib import metadata
+
+    from jobgate import _core
+
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+(-\S+)?", _core.RUSTC_VERSION), _core.RUSTC_VERSION
+    labels = {"version": metadata.version("jobgate"), "core_version": _core.__version__, "rustc_version": _core.RUSTC_VERSION, "python_version": platform.python_version(), "python_implementation": platform.python_implementation()}
+    assert value(text, "jobgate_build_info", **labels) == 1
+    assert sum(1 for line in text.splitlines() if line.startswith("jobgate_build_info")) == 1  # one series
 
 
 def rule_ids(response) -> list[str]:
@@ -268,6 +283,7 @@ def test_a_worker_that_dies_takes_the_service_down_and_metrics_are_summed(tmp_pa
         assert value(scraped, "grpc_server_handled_total", grpc_method="Admit", grpc_code="OK") == 12
         for worker in ("0", "1"):  # each worker's process, from the supervisor
             assert value(scraped, "process_resident_memory_bytes", worker=worker) > 0
+        assert_build_info(scraped)
         promtool_accepts(scraped)
         # One worker killed: the service goes down with a non-zero exit, and says why.
         import os

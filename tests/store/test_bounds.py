@@ -351,12 +351,26 @@ def test_postgres_down_is_unavailable_and_says_nothing_of_the_server(fresh_postg
             assert e.details() == "the job store is unavailable; retry shortly"
         logged = [rec for rec in caplog.records if rec.getMessage() == "job store unavailable"]
         assert logged and name in " ".join(rec.fields["error"] for rec in logged)  # the details are in the log
+        failed = store_failures(r)
+        assert {operation for operation, reason in failed if reason == "unavailable"} >= {"admit_many", "project", "mark", "list"}  # GetJob looks up the project first
+        assert all(reason == "unavailable" for _, reason in failed)
         with psycopg.connect(base, autocommit=True) as admin:
             admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         assert admit(r).job_id  # back as soon as the database is
         assert get(r, job_id)["id"] == job_id
     finally:
         r.close()
+
+
+def store_failures(r: Running) -> dict[tuple[str, str], float]:
+    """jobgate_store_failures_total of the server, by (operation, reason)."""
+    return {
+        (sample.labels["operation"], sample.labels["reason"]): sample.value
+        for family in r.metrics.registry.collect()
+        if family.name == "jobgate_store_failures"
+        for sample in family.samples
+        if sample.name == "jobgate_store_failures_total"
+    }
 
 
 class FillingDisk(SqliteStore):
@@ -392,6 +406,7 @@ def test_a_full_disk_is_resource_exhausted_and_writes_nothing(tmp_path):
         assert e.details() == "the disk holding the job store (store.path) is full; nothing was written"
         stored = [rec["id"] for rec in store.list(limit=100)]
         assert stored == [job_id, *outcomes[:-1]]  # the refused admission left nothing behind
+        assert store_failures(r).get(("admit_many", "full"), 0) >= 1
         for _ in range(50):
             try:
                 mark(r, job_id, message="m" * 4000)

@@ -33,7 +33,10 @@ def test_jobs_cli_list_show_mark(gate, backend, tmp_path, capsys):
         store = ["--store", path]
     capsys.readouterr()
     assert main(["jobs", "list", *store]) == 0
-    assert job_id in capsys.readouterr().out
+    header, row = capsys.readouterr().out.splitlines()  # a header row, then the job
+    assert header.split() == ["ID", "STATE", "PROJECT", "SUBMITTED", "JOB", "MESSAGE"]
+    assert row.split()[:3] == [job_id, "PENDING", "my-lab"]
+    assert row.index("my-lab") == header.index("PROJECT") and row.index("PENDING") == header.index("STATE")  # aligned
     assert main(["jobs", "mark", job_id, "RUNNING", "--message", "pulled; HF_TOKEN=hf_AbCdEf1234567890", "--source", "poller", *store]) == 0
     assert main(["jobs", "mark", job_id, "COMPLETE", *store]) == 0
     capsys.readouterr()

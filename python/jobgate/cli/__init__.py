@@ -13,11 +13,29 @@ import sys
 import traceback
 
 from jobgate import __version__, sources
-from jobgate.cli import bench, check, demo, jobs, revalidate, serve, stage, submit, tokens
+from jobgate.cli import bench, check, completion, demo, jobs, revalidate, serve, stage, submit, tokens
 from jobgate.cli.formats import printable
 from jobgate.config import ConfigError
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+
+# `pip install jobgate` runs check, stage and revalidate (local engine); the other
+# commands import what they need when they run, and each such module comes with an
+# extra. A command that finds its module missing names the extra to install.
+EXTRA_OF_MODULE = {
+    "grpc": "server",
+    "grpc_health": "server",
+    "grpc_reflection": "server",
+    "grpc_status": "server",
+    "google": "server",  # protobuf
+    "prometheus_client": "server",
+    "psycopg": "postgres",
+    "ray": "ray",
+    "hdrh": "bench",
+    "matplotlib": "plot",
+}
+# A command whose extra brings the gRPC client as well: it is named for it.
+EXTRA_OF_COMMAND = {"bench": "bench"}
 
 
 class UsageError(Exception):
@@ -58,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     tokens.add_parser(sub)
     bench.add_parser(sub)
     demo.add_parser(sub)
+    completion.add_parser(sub)
     return parser
 
 
@@ -91,10 +110,25 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_ERROR
     except Exception as e:  # a bug: one line for the user, the trace on request
+        extra = missing_extra(args.command, e.name or "") if isinstance(e, ModuleNotFoundError) else None
+        if extra is not None:
+            print(f"jobgate: {chosen_parser(parser, args).prog} needs the {extra} extra ({e.name} is not installed): pip install 'jobgate[{extra}]'", file=sys.stderr)
+            return EXIT_ERROR
         if os.environ.get("JOBGATE_DEBUG"):
             traceback.print_exc()
         print(f"jobgate: internal error: {type(e).__name__}: {printable(str(e))} (set JOBGATE_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_ERROR
+
+
+def missing_extra(command: str, module: str) -> str | None:
+    """The extra that brings `module` for `command`, or None when no extra does (a
+    module missing from an installed extra, or a bug)."""
+    extra = EXTRA_OF_MODULE.get(module.split(".")[0])
+    if extra is None:
+        return None
+    if extra == "server" and command in EXTRA_OF_COMMAND:
+        return EXTRA_OF_COMMAND[command]
+    return extra
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import argparse
 
 from jobgate import KINDS, Validator, load_config, sources
 from jobgate.cli import formats
-from jobgate.config import Config
+from jobgate.config import Config, environment_config
 from jobgate.reports import ReportView
 
 
@@ -14,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="check documents offline", description="Check JobSpecs and TAO artifacts (JSON or YAML files, directories, or - for stdin).")
     p.add_argument("paths", nargs="*", metavar="PATH", help="documents; with --package, optional (the package's own bundle is checked)")
     p.add_argument("--kind", choices=KINDS, help="the kind of every document (default: detected from its keys)")
-    p.add_argument("--config", metavar="FILE", help="jobgate.toml with the deployment rules (catalog, registries, GPU series and limits)")
+    p.add_argument("--config", metavar="FILE", help="jobgate.toml with the deployment rules (catalog, registries, GPU series and limits); JOBGATE_SECTION__KEY variables override it")
     p.add_argument("--format", choices=formats.FORMATS, default="text", help="output format (default: text)")
     formats.add_fail_on(p)
     files = p.add_mutually_exclusive_group()
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.paths and not args.package:
         raise UsageError("check needs at least one PATH (or --package FILE)")
     named_files(args.config, args.package)
-    config = load_config(args.config) if args.config else Config()
+    config = load_config(args.config) if args.config else environment_config() or Config()
     validator = Validator(config)
     try:
         if not args.paths:  # --package alone: the package's own bundle

@@ -11,6 +11,7 @@ from typing import Any
 from jobgate import load_config
 from jobgate.cli import connect
 from jobgate.cli.formats import printable
+from jobgate.config import environment_config
 from jobgate.store.base import ERR_CLASSES, SOURCES, STATES
 
 
@@ -18,11 +19,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jobs", help="list, show and mark job records", description=__doc__)
     jobs = p.add_subparsers(dest="jobs_command", metavar="ACTION", required=True)
 
+    def local(q: argparse.ArgumentParser, where: argparse._ActionsContainer) -> None:
+        where.add_argument("--store", metavar="DIR", help="the local store directory (default: store.path of --config, or ./.jobgate)")
+        q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path or store.url; JOBGATE_STORE__PATH and JOBGATE_STORE__URL override it)")
+
     def common(q: argparse.ArgumentParser) -> None:
         where = q.add_mutually_exclusive_group()
-        where.add_argument("--store", metavar="DIR", help="the local store directory (default: store.path of --config, or ./.jobgate)")
+        local(q, where)
         where.add_argument("--server", metavar="ADDR", help="a running service instead of the local store")
-        q.add_argument("--config", metavar="FILE", help="jobgate.toml (for store.path)")
         connect.add_options(q, server_default=None)
 
     ls = jobs.add_parser("list", help="records, oldest first")
@@ -43,8 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show.add_argument("--format", choices=("job-record", "text"), default="job-record", help="job-record: the TAO job-record JSON (default)")
     show.set_defaults(run=run_show)
 
+    # The admitted documents are read from the store itself: no service answers for them.
     audit = jobs.add_parser("audit", help="judge the admitted documents of unfinished jobs under a candidate configuration: which would it refuse?")
-    common(audit)
+    local(audit, audit)
     audit.add_argument("--against", required=True, metavar="CANDIDATE.toml", help="the candidate configuration; the current one is --config")
     audit.add_argument("--format", choices=("text", "json"), default="text")
     audit.add_argument("--fail-on", choices=("error", "warning"), default="error", help="exit 1 when a job would newly fail (default), or gain any violation")
@@ -66,7 +71,7 @@ class Local:
         from jobgate.cli import UsageError
         from jobgate.store import open_store
 
-        config = load_config(args.config) if args.config else None
+        config = load_config(args.config) if args.config else environment_config()
         path = args.store or (config.store.path if config else "./.jobgate")
         url = None if args.store else config.store.url if config else None
         if not url and not os.path.isdir(path):  # reading never creates a store
@@ -85,6 +90,9 @@ class Local:
 
     def mark(self, args) -> dict[str, Any]:
         return self.store.mark(args.job_id, args.state, args.message, args.source, args.backend_ref, args.err_class)
+
+    def project(self, job_id: str) -> str:
+        return self.store.project(job_id)
 
 
 class Remote:
@@ -121,6 +129,9 @@ class Remote:
         request = jobs_pb2.MarkJobRequest(job_id=args.job_id, state=args.state, message=args.message, source=args.source, backend_ref=args.backend_ref, err_class=args.err_class)
         return self._dict(self.stub.MarkJob(request, metadata=self.metadata, timeout=self.timeout).job)
 
+    def project(self, job_id: str) -> str:
+        return ""  # a JobRecord message carries no project: the service does not say
+
 
 def _backend(args: argparse.Namespace):
     return Remote(args) if args.server else Local(args)
@@ -135,44 +146,58 @@ def _errors(fn):
 
         try:
             return fn(args)
+        except UsageError:
+            raise
         except JobNotFound as e:
             raise UsageError(f"no job {e.args[0]!r}") from None
         except (TerminalState, RecordFull, StoreFull, StoreUnavailable, Unstorable, ValueError) as e:
             raise UsageError(str(e)) from None
         except Exception as e:
-            import grpc
+            if getattr(args, "server", None):  # only a remote call raises gRPC's errors (and needs grpc installed)
+                import grpc
 
-            if isinstance(e, grpc.RpcError):
-                raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
+                if isinstance(e, grpc.RpcError):
+                    raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
             raise
 
     return run
 
 
-def _line(r: dict[str, Any]) -> str:
-    """One job on one line; what a document or a backend wrote is shown `printable`."""
-    last = r["transitions"][-1] if r.get("transitions") else {}
-    line = f"{r['id']}  {last.get('state', '?'):<9} {r.get('submitted_at', '')}  {r.get('network_arch', '')}/{r.get('action', '')}  {last.get('message', '')}"
-    return printable(line)
+COLUMNS = ("ID", "STATE", "PROJECT", "SUBMITTED", "JOB", "MESSAGE")
+
+
+def _table(jobs: list[tuple[dict[str, Any], str]]) -> str:
+    """Jobs (each record with its project, "" where unknown) as a table under a header
+    row, columns aligned, the last transition's message last; what a document or a
+    backend wrote is shown `printable`."""
+    rows = [COLUMNS]
+    for r, project in jobs:
+        last = r["transitions"][-1] if r.get("transitions") else {}
+        cells = (r.get("id", ""), last.get("state", "?"), project or "-", r.get("submitted_at", ""), f"{r.get('network_arch', '')}/{r.get('action', '')}", last.get("message", ""))
+        rows.append(tuple(printable(str(cell)) for cell in cells))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    return "\n".join(("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]).rstrip() for row in rows)
 
 
 @_errors
 def run_list(args: argparse.Namespace) -> int:
-    rows = _backend(args).list(args)
+    backend = _backend(args)
+    rows = backend.list(args)
     if args.format == "json":
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
-        print("\n".join(_line(r) for r in rows) if rows else "no jobs")
+        print(_table([(r, backend.project(r["id"])) for r in rows]) if rows else "no jobs")
     return 0
 
 
 @_errors
 def run_show(args: argparse.Namespace) -> int:
-    record = _backend(args).show(args.job_id)
+    backend = _backend(args)
+    record = backend.show(args.job_id)
     if args.format == "job-record":
         print(json.dumps(record, indent=2, ensure_ascii=False))
     else:
-        print(_line(record))
+        print(_table([(record, backend.project(args.job_id))]))
         for t in record["transitions"]:
             print(printable(f"  {t['ts']}  {t['state']:<9} {t['source']:<12} {t['message']}"))
     return 0
@@ -180,8 +205,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 @_errors
 def run_mark(args: argparse.Namespace) -> int:
-    record = _backend(args).mark(args)
-    print(_line(record))
+    backend = _backend(args)
+    record = backend.mark(args)
+    print(_table([(record, backend.project(args.job_id))]))
     return 0
 
 
@@ -190,12 +216,10 @@ def run_audit(args: argparse.Namespace) -> int:
     """Gatekeeper's audit: every unfinished job's admitted document, judged under the
     current configuration and the candidate; the jobs judged otherwise are shown."""
     from jobgate import Validator, rollout
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, formats, named_files
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, formats, named_files
 
-    if args.server:
-        raise UsageError("jobs audit reads the admitted documents from the store: give --store or --config, not --server")
     named_files(args.against)
-    current = Validator(load_config(args.config)) if args.config else Validator()
+    current = Validator(load_config(args.config) if args.config else environment_config())
     candidate = Validator(load_config(args.against))
     store = Local(args).store
     ids, before, after = [], [], []

@@ -1,4 +1,6 @@
-"""`jobgate serve`: the admission service. Without --config it runs the embedded demo
+"""`jobgate serve`: the admission service, configured by --config and the
+JOBGATE_SECTION__KEY variables over it (docs/configuration.md). Without --config it is
+configured by those variables alone; without either it runs the embedded demo
 deployment on 127.0.0.1:50051 with anonymous access (an admin, on loopback only) and
 a SQLite store in ./.jobgate. SIGHUP reloads --config, through every check a start runs.
 
@@ -12,19 +14,19 @@ import argparse
 import os
 
 from jobgate import load_config, samples
-from jobgate.config import Config, Server
+from jobgate.config import Config, Server, environment_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the gRPC admission service", description=__doc__)
-    p.add_argument("--config", metavar="FILE", help="jobgate.toml (default: the embedded demo deployment)")
+    p.add_argument("--config", metavar="FILE", help="jobgate.toml (default: the JOBGATE_SECTION__KEY variables alone; without any, the embedded demo deployment)")
     p.add_argument("--listen", metavar="HOST:PORT", help="override server.listen")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="N processes sharing the port (SO_REUSEPORT) for multi-core throughput")
     p.set_defaults(run=run)
 
 
 def embedded_default() -> Config:
-    demo = load_config(samples.path(samples.DEMO_CONFIG))
+    demo = load_config(samples.path(samples.DEMO_CONFIG), environ={})  # the demo as shipped
     return demo.model_copy(update={"server": Server(listen="127.0.0.1:50051", allow_anonymous=True)})
 
 
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from jobgate.server import serve
     from jobgate.server.app import StartupError, check_startable
 
-    config = load_config(args.config) if args.config else embedded_default()
+    config = load_config(args.config) if args.config else environment_config() or embedded_default()
     listen = args.listen or config.server.listen
     try:
         check_startable(config, listen)  # before any worker starts
@@ -146,11 +148,12 @@ def serve_summed_metrics(listen: str, metrics_dir: str, pids):
     from prometheus_client import CollectorRegistry, multiprocess
 
     from jobgate.cli import UsageError
-    from jobgate.server.metrics import EndpointUnavailable, MetricsEndpoint, WorkerProcesses
+    from jobgate.server.metrics import BuildInfo, EndpointUnavailable, MetricsEndpoint, WorkerProcesses
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=metrics_dir)
     registry.register(WorkerProcesses(pids, metrics_dir))
+    registry.register(BuildInfo())
     try:
         return MetricsEndpoint(registry, listen)
     except EndpointUnavailable as e:

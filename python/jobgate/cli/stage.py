@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from jobgate import Validator, sources
@@ -17,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--root", metavar="DIR", help="the producer root the sources are relative to")
     where.add_argument("--package", metavar="FILE", help="a package holding the bundle and its sources")
-    p.add_argument("--job-dir", metavar="DIR", required=True, help="the job directory; files go to DIR/inputs/action-helpers/")
+    p.add_argument("--job-dir", metavar="DIR", required=True, help="the job directory (created if missing, never its parents); files go to DIR/inputs/action-helpers/")
     p.add_argument("--config", metavar="FILE", help="jobgate.toml (limits)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(run=run)
@@ -29,6 +30,9 @@ def run(args: argparse.Namespace) -> int:
     if args.bundle is None and args.root:
         raise UsageError("stage --root needs the BUNDLE document")
     named_files(args.config, args.package)
+    parent = os.path.dirname(os.path.abspath(args.job_dir))
+    if not os.path.isdir(parent):  # a mistyped path is not a tree to build
+        raise UsageError(f"--job-dir {args.job_dir}: {parent} does not exist; the job directory is created if missing, never its parents")
     validator = Validator(args.config) if args.config else Validator()
     try:
         doc = sources.read(args.bundle) if args.bundle else None

@@ -36,7 +36,7 @@ from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService, add_servicers
 from jobgate.server.shadow import Shadow, load_candidate
 from jobgate.server.streams import StreamGuard, Watches
-from jobgate.store import JobStore, StoreFull, StoreUnavailable, open_store
+from jobgate.store import JobStore, StoreFull, StoreUnavailable, location, open_store
 
 log = logging.getLogger("jobgate.server")
 
@@ -241,7 +241,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         if owns_store:
             undo.callback(store.close)
         metrics = Metrics()
-        store = TimedStore(store, metrics.store)
+        store = TimedStore(store, metrics.store, metrics.store_failures)
         try:
             candidate = load_candidate(config)
         except ConfigError as e:
@@ -313,7 +313,7 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     started = create_server(config, address, log_stream=sys.stderr.buffer)
     server, port = started.server, started.port
     host = (address or config.server.listen).rsplit(":", 1)[0]
-    serving = {"address": f"{host}:{port}", "store": str(Path(config.store.path).resolve()), "anonymous": config.server.allow_anonymous}
+    serving = {"address": f"{host}:{port}", "store": location(config.store.path, config.store.url), "anonymous": config.server.allow_anonymous}
     if started.metrics_port is not None:
         serving["metrics"] = f"{config.server.metrics_listen.rpartition(':')[0] or '127.0.0.1'}:{started.metrics_port}"
     log.info("serving", extra={"fields": serving})

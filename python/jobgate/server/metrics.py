@@ -7,9 +7,12 @@ one process (tests) never collide. Every metric is listed in the README.
   `grpc_server_msg_sent_total`, and `jobgate_rpcs_in_flight` (open streams included);
 - admissions: documents by verdict, violations by rule, batch sizes, denials by
   reason, retries answered by idempotency key;
-- the job store: time per operation (`jobgate_store_seconds`);
+- the job store: time per operation (`jobgate_store_seconds`), and the operations
+  that failed (`jobgate_store_failures_total`: unreachable or busy, or full);
 - shadow admission: judged, disagreements by rule, dropped (`jobgate_shadow_*`);
 - the request log: lines dropped rather than make a call wait (`jobgate_log_lines_dropped_total`);
+- what runs: `jobgate_build_info` (jobgate's version, the core's, the rustc that
+  built it, Python's);
 - the process: `process_*` (CPU, memory, file descriptors) and `python_*`. With
   `serve --workers N` the supervising process serves them for each worker, labelled
   `worker`, beside the summed call and admission metrics, with the RPCs each worker
@@ -27,6 +30,7 @@ import errno
 import functools
 import logging
 import os
+import platform
 import socket
 import threading
 import time
@@ -35,10 +39,12 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
-from prometheus_client.core import Metric
+from prometheus_client.core import InfoMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+from jobgate.store.base import StoreFull, StoreUnavailable
 
 LATENCY_BUCKETS = (50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -71,6 +77,10 @@ class Metrics:
         self.shadow_dropped = Counter("jobgate_shadow_dropped_total", "Admissions not judged in shadow: the shadow queue was full", registry=r)
         self.store = Histogram("jobgate_store_seconds", "Time the job store took, by operation", ["operation"], buckets=LATENCY_BUCKETS, registry=r)
         self.log_lines_dropped = Counter("jobgate_log_lines_dropped_total", "Request log lines not written: the log's writer had too many waiting, or stderr refused them", registry=r)
+        # reason: unavailable (unreachable or busy: worth retrying), full (disk full, or
+        # every job id given out). The operation is the store method's name.
+        self.store_failures = Counter("jobgate_store_failures_total", "Job store operations that failed, by operation and reason", ["operation", "reason"], registry=r)
+        r.register(BuildInfo())
         if process:
             ProcessCollector(registry=r)
             PlatformCollector(registry=r)
@@ -246,24 +256,65 @@ def response(status: str, headers: list[tuple[str, str]], body: bytes, *, head_o
     return "\r\n".join(lines).encode("latin-1") + (b"" if head_only else body)
 
 
+class BuildInfo:
+    """`jobgate_build_info`: what this process runs, as labels of a constant 1 (the
+    Prometheus convention for versions): jobgate's version, its core's, the rustc that
+    compiled the core and the Python it runs on. A collector, so that the one
+    endpoint of `serve --workers N` shows it too."""
+
+    def __init__(self) -> None:
+        from importlib import metadata
+
+        from jobgate import _core
+
+        try:
+            version = metadata.version("jobgate")
+        except metadata.PackageNotFoundError:  # run from a source tree
+            version = _core.__version__
+        self.labels = {
+            "version": version,
+            "core_version": _core.__version__,
+            "rustc_version": _core.RUSTC_VERSION,
+            "python_version": platform.python_version(),
+            "python_implementation": platform.python_implementation(),
+        }
+
+    def collect(self):
+        family = InfoMetricFamily("jobgate_build", "jobgate's version, its core's, the rustc that built the core, and Python's")
+        family.add_metric([], self.labels)
+        yield family
+
+
+# The store's errors a failure is counted for, by the reason it is counted under; the
+# others (an unknown id, a terminal state, a full record) are the caller's.
+STORE_FAILURES = ((StoreUnavailable, "unavailable"), (StoreFull, "full"))
+
+
 class TimedStore:
     """A job store whose every public method is timed into `jobgate_store_seconds`
-    under its name; anything else passes through untouched."""
+    under its name, and its failures counted into `jobgate_store_failures_total`;
+    anything else passes through untouched."""
 
-    def __init__(self, store: Any, histogram: Histogram) -> None:
-        self._store, self._histogram = store, histogram
+    def __init__(self, store: Any, histogram: Histogram, failures: Counter | None = None) -> None:
+        self._store, self._histogram, self._failures = store, histogram, failures
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._store, name)
         if name.startswith("_") or not callable(attribute):
             return attribute
         observed = self._histogram.labels(name)
+        failures = self._failures
 
         @functools.wraps(attribute)
         def timed(*args, **kwargs):
             started = time.perf_counter()
             try:
                 return attribute(*args, **kwargs)
+            except Exception as e:
+                reason = next((reason for kind, reason in STORE_FAILURES if isinstance(e, kind)), None)
+                if reason is not None and failures is not None:
+                    failures.labels(name, reason).inc()
+                raise
             finally:
                 observed.observe(time.perf_counter() - started)
 

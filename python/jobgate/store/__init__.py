@@ -5,6 +5,10 @@ bounds on what is stored. Must not judge documents (the Rust core does) nor spea
 (the server does).
 """
 
+import re
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
     IdempotencyKey,
@@ -32,6 +36,7 @@ __all__ = [
     "StoreUnavailable",
     "TerminalState",
     "Unstorable",
+    "location",
     "open_store",
 ]
 
@@ -52,3 +57,20 @@ def open_store(
 
         return PostgresStore(url, **limits)
     return SqliteStore(path, sqlite_synchronous, **limits)
+
+
+def location(path: str, url: str | None = None) -> str:
+    """Where `open_store(path, url)` keeps records, fit for a log line: the PostgreSQL
+    URL without its password (in the user part, a password= parameter or a
+    key=value connection string), else the SQLite directory, resolved."""
+    if not url:
+        return str(Path(path).resolve())
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql"):  # a key=value connection string
+        return re.sub(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.split(':', 1)[0]}@{host}"
+    query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -296,9 +296,25 @@ pub fn stage(
     let inputs_path = job_dir.join(INPUTS);
     let target_path = inputs_path.join(STAGING_DIR);
 
-    // The job directory is the user's: created if missing, opened as given.
-    let job_created = fs::symlink_metadata(job_dir).is_err();
-    fs::create_dir_all(job_dir).map_err(|e| io_violation("creating the job directory", e))?;
+    // The job directory is the user's: created if missing, opened as given. Only the
+    // directory itself: a parent that is missing is a mistyped path, not a tree to
+    // build (up to the root).
+    let job_created = match fs::create_dir(job_dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let parent = job_dir
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            return Err(conflict(format!(
+                "the job directory {} cannot be created: {} does not exist (the job directory is created, never its parents); nothing was staged",
+                job_dir.display(),
+                parent.display()
+            )));
+        }
+        Err(e) => return Err(io_violation("creating the job directory", e)),
+    };
     let job = rustix::fs::open(
         job_dir,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,

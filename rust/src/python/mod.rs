@@ -73,6 +73,8 @@ fn permuted_job_number(number: u64, key: &[u8], bits: u32) -> PyResult<u64> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The rustc that compiled the core (build.rs), for jobgate_build_info.
+    m.add("RUSTC_VERSION", env!("JOBGATE_RUSTC_VERSION"))?;
     // The kinds a document may be given as, for choices and checks in Python.
     m.add("KINDS", PyTuple::new(py, Kind::ALL.map(Kind::as_str))?)?;
     // The rule the service answers with PERMISSION_DENIED rather than a verdict.
