@@ -52,7 +52,7 @@ def test_the_sdist_builds_an_abi3_wheel_that_installs_and_runs(tmp_path):
     assert metadata.get_all("License-File") == ["LICENSE"]
     assert "Typing :: Typed" in metadata.get_all("Classifier") and "Programming Language :: Rust" in metadata.get_all("Classifier")
     unconditional = sorted(r.split(">")[0].split("=")[0].strip().lower() for r in metadata.get_all("Requires-Dist") if "extra ==" not in r)
-    assert unconditional == ["blake3", "orjson", "pydantic", "tqdm"]
+    assert unconditional == ["blake3", "orjson", "pydantic", "shtab", "tqdm"]
     assert {"server", "postgres", "ray", "bench", "plot", "test"} <= set(metadata.get_all("Provides-Extra"))
 
     venv = tmp_path / "venv"
@@ -73,6 +73,8 @@ def test_the_sdist_builds_an_abi3_wheel_that_installs_and_runs(tmp_path):
     assert refused.returncode == 1 and '"verdict": "fail"' in refused.stdout
     revalidated = jobgate("revalidate", str(samples.path("jobspec.valid.json")), str(samples.path("spec_bundle.valid.yaml")))
     assert revalidated.returncode == 0 and "2 passed" in revalidated.stdout, revalidated.stderr
+    completion = jobgate("completion", "bash")
+    assert completion.returncode == 0 and "complete -o bashdefault -F _shtab_jobgate jobgate" in completion.stdout, completion.stderr
     staged = jobgate("stage", str(samples.path("spec_bundle.valid.yaml")), "--root", str(tmp_path), "--job-dir", str(tmp_path / "job"))
     assert staged.returncode == 0 and (tmp_path / "job" / "inputs" / "action-helpers").is_dir(), staged.stderr
 

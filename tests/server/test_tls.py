@@ -162,3 +162,36 @@ def test_submit_and_bench_speak_mutual_tls(pki, tmp_path, capsys):
             assert "Traceback" not in capsys.readouterr().err
     finally:
         r.close()
+
+
+def test_a_client_without_ca_is_told_the_server_speaks_tls(pki, tmp_path, capsys):
+    """gRPC answers a plaintext client of a TLS server with UNAVAILABLE "Socket
+    closed"; the commands add what to do. A server that is not there gets no such hint."""
+    from jobgate.cli import main
+    from tests.helpers import free_port
+    from tests.server.helpers import TOKEN
+
+    d, _files = pki
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps(sample("jobspec.valid.json")))
+    hint = "speaks TLS: give --ca FILE, the CA that signed its certificate (and --cert and --key where it asks for a client certificate)"
+    for client_ca in (None, str(d / "ca.pem")):  # TLS, then mutual TLS
+        r = Running(config_for(tmp_path, {"alice": {"token": token_hash(TOKEN), "projects": ["my-lab"], "roles": ["submitter"]}}, tls=Tls(cert=str(d / "server.pem"), key=str(d / "server.key"), client_ca=client_ca)))
+        server = ["--server", f"localhost:{r.port}", "--timeout", "10"]
+        try:
+            capsys.readouterr()
+            assert main(["jobs", "list", *server]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith(f"jobgate: localhost:{r.port}: UNAVAILABLE: ") and err.rstrip().endswith(f"; localhost:{r.port} {hint}"), err
+            assert main(["submit", str(job), *server, "--retries", "0", "--token", TOKEN]) == 2
+            err = capsys.readouterr().err
+            assert "UNAVAILABLE: " in err and f"localhost:{r.port} {hint}" in err, err
+            if client_ca is None:  # given the CA, the same call goes through
+                assert main(["submit", str(job), *server, "--ca", str(d / "ca.pem"), "--token", TOKEN, "--dry-run"]) == 0
+        finally:
+            r.close()
+    nobody = f"127.0.0.1:{free_port()}"
+    capsys.readouterr()
+    assert main(["jobs", "list", "--server", nobody, "--timeout", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"jobgate: {nobody}: UNAVAILABLE") and "TLS" not in err, err

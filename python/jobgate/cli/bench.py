@@ -150,7 +150,7 @@ def probe(args: argparse.Namespace, documents: list[bytes]) -> None:
             channel.unary_unary(method, request_serializer=None, response_deserializer=None)(request, metadata=connect.metadata(args), timeout=args.timeout)
         except grpc.RpcError as e:
             if e.code().name in FATAL:
-                raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
+                raise UsageError(f"{args.server}: {e.code().name}: {e.details()}{connect.unavailable_hint(args, e.code().name)}") from None
 
 
 def parameters(args: argparse.Namespace, documents: int, connections: int) -> dict:

@@ -60,6 +60,37 @@ def channels_for(args: argparse.Namespace, count: int, options: list[tuple[str, 
     return [grpc.secure_channel(args.server, credentials, options=options) for _ in range(count)]
 
 
+def unavailable_hint(args: argparse.Namespace, code: str) -> str:
+    """What to add to a call's UNAVAILABLE when the cause is plain to see: a server
+    that speaks TLS, reached without --ca (gRPC says only "Socket closed"). "" when
+    there is nothing to add."""
+    if code != "UNAVAILABLE" or args.ca or not speaks_tls(args.server):
+        return ""
+    return f"; {args.server} speaks TLS: give --ca FILE, the CA that signed its certificate (and --cert and --key where it asks for a client certificate)"
+
+
+def speaks_tls(server: str, timeout: float = 3.0) -> bool:
+    """Whether a TLS handshake with `server` (HOST:PORT) gets a TLS answer: completed,
+    or refused with a TLS alert (a server that wants a client certificate). Its
+    certificate is not checked: this only tells TLS from plaintext, nothing is sent."""
+    import socket
+    import ssl
+
+    host, _, port = server.rpartition(":")
+    if not port.isdigit() or not host:
+        return False  # a target gRPC resolves itself (dns:///…, unix:…): not guessed at
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw, context.wrap_socket(raw, server_hostname=host.strip("[]")):
+            return True
+    except ssl.SSLError as e:
+        return "ALERT" in (e.reason or "").upper()
+    except (OSError, ValueError):
+        return False
+
+
 def metadata(args: argparse.Namespace) -> list[tuple[str, str]]:
     """The call metadata that carries the token, if any."""
     return [("authorization", f"Bearer {args.token}")] if getattr(args, "token", None) else []

@@ -157,7 +157,7 @@ def _errors(fn):
                 import grpc
 
                 if isinstance(e, grpc.RpcError):
-                    raise UsageError(f"{args.server}: {e.code().name}: {e.details()}") from None
+                    raise UsageError(f"{args.server}: {e.code().name}: {e.details()}{connect.unavailable_hint(args, e.code().name)}") from None
             raise
 
     return run

@@ -260,18 +260,20 @@ def run(args: argparse.Namespace) -> int:
             channel.close()
     print(formats.submissions(args.format, docs))
     unjudged = [d for d in docs if not d.judged]
+    hint = connect.unavailable_hint(args, "UNAVAILABLE") if any(d.code == "UNAVAILABLE" for d in unjudged) else ""
     for d in unjudged:
-        print(formats.printable(f"jobgate: {d.source}: {describe(d, args.server)}"), file=sys.stderr)
+        print(formats.printable(f"jobgate: {d.source}: {describe(d, args.server, hint if d.code == 'UNAVAILABLE' else '')}"), file=sys.stderr)
     if unjudged:
         return EXIT_ERROR
     return EXIT_PASS if all(d.report.ok for d in docs) else EXIT_FAIL
 
 
-def describe(doc: Submission, server: str) -> str:
-    """Why a document got no verdict, and how to finish it safely."""
+def describe(doc: Submission, server: str, hint: str = "") -> str:
+    """Why a document got no verdict (with `hint`, what would reach the server), and
+    how to finish it safely."""
     if doc.code == NOT_SENT:
         return f"not sent: {doc.error}"
-    what = f"{server}: {doc.code}: {doc.error}" + (f" (after {doc.attempts} attempts)" if doc.attempts > 1 else "")
+    what = f"{server}: {doc.code}: {doc.error}" + (f" (after {doc.attempts} attempts)" if doc.attempts > 1 else "") + hint
     if doc.unsure:
         what += f"; it may have been admitted: sending it again with the same options and --idempotency-key {doc.idempotency_key} gets its job id without admitting it twice"
     return what
