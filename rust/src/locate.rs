@@ -332,10 +332,18 @@ fn walk_yaml(text: &str, found: &mut Found<'_>) {
     // the name it stands for (anchor id 0 means no anchor).
     let mut anchored: std::collections::HashMap<usize, String> = std::collections::HashMap::new();
     let mut parser = Parser::new_from_str(text);
+    // The parser places what it finds at the end of the text (the empty value after
+    // `---` or `a:`) past it, on a line of its own: such a place is the text's end.
+    let end = end_of(text);
     while let Some(Ok((event, span))) = parser.next_event() {
         let here = Location {
             line: u32::try_from(span.start.line()).unwrap_or(u32::MAX),
             column: u32::try_from(span.start.col() + 1).unwrap_or(u32::MAX),
+        };
+        let here = if (here.line, here.column) > (end.line, end.column) {
+            end
+        } else {
+            here
         };
         match event {
             Event::Scalar(value, _, anchor, _) => {
@@ -387,6 +395,24 @@ fn walk_yaml(text: &str, found: &mut Found<'_>) {
             Event::DocumentEnd => return,
             _ => {}
         }
+    }
+}
+
+/// Where the text ends: after its last character, lines ended as YAML ends them (`\n`,
+/// `\r\n` or a lone `\r`).
+fn end_of(text: &str) -> Location {
+    let (mut line, mut column) = (1usize, 1usize);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\n' || (c == '\r' && chars.peek() != Some(&'\n')) {
+            (line, column) = (line + 1, 1);
+        } else if c != '\r' {
+            column += 1;
+        }
+    }
+    Location {
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        column: u32::try_from(column).unwrap_or(u32::MAX),
     }
 }
 
@@ -551,5 +577,33 @@ mod tests {
             at("a: 1\n---\nb: 2\n", "/a"),
             Location { line: 1, column: 4 }
         );
+    }
+
+    /// Found by fuzzing (`rust/fuzz`, target `locate`): the empty value the parser finds
+    /// at the end of the text (`---`, `a:`) was placed on a line past it.
+    #[test]
+    fn places_nothing_past_the_end_of_the_text() {
+        for (text, pointer) in [
+            ("---", ""),
+            ("a:", "/a"),
+            ("a:\r", "/a"),
+            ("- ", "/0"),
+            ("a: [", "/a/0"),
+        ] {
+            let at = locate(
+                text.as_bytes(),
+                &[Target {
+                    pointer,
+                    key: false,
+                }],
+            )[0];
+            let end = end_of(text);
+            assert!(
+                (at.line, at.column) <= (end.line, end.column),
+                "{text:?} {pointer:?}: {at:?} past {end:?}"
+            );
+        }
+        assert_eq!(end_of("---"), Location { line: 1, column: 4 });
+        assert_eq!(end_of("a\r\nb\rc\n"), Location { line: 4, column: 1 });
     }
 }

@@ -119,6 +119,9 @@ IMPORT_FORMS = {
     "after a string continued by a backslash": (b'x = "abc\\\n"; import sibling\n', [], "sibling.py"),
     "an NFKC-equivalent name": ("import \uff53ibling\n".encode(), [], "sibling.py"),
     "a foreign source encoding": (b"# coding: unicode_escape\n#\\u000aimport sibling\n", [], "helper.py"),
+    # Found by fuzzing the scanner against ast (rust/fuzz, target imports).
+    "blanks around the dot of a from-module": (b"from pkg .util import x\n", ["pkg/__init__.py"], "pkg/util.py"),
+    "blanks around the dot of an import": (b"import pkg . util\n", ["pkg/__init__.py"], "pkg/util.py"),
 }
 
 

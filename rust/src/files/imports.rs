@@ -264,36 +264,55 @@ fn push_prefixes(path: &str, found: &mut Found) {
 }
 
 /// The names an `import` list or a `from ... import` list gives, `as` aliases dropped.
-fn names(list: &str) -> impl Iterator<Item = &str> {
+/// Python allows blanks around the dots of a name (`import a . b`, `from a .b import c`):
+/// a name is its words before `as`, joined.
+fn names(list: &str) -> impl Iterator<Item = String> + '_ {
     list.split([',', '(', ')'])
-        .filter_map(|item| item.split_whitespace().next())
-        .filter(|n| *n != "*")
+        .map(|item| {
+            item.split_whitespace()
+                .take_while(|w| *w != "as")
+                .collect::<String>()
+        })
+        .filter(|n| !n.is_empty() && n != "*")
+}
+
+/// Whether `c` may continue an identifier (`import` inside `important` is no keyword).
+fn identifier_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// `text` after the keyword `word` that opens it, when the keyword stands alone (followed
+/// by a blank, or by what may follow it with no blank: `from.x`, `import(`, `import*`).
+fn after_keyword<'s>(text: &'s str, word: &str) -> Option<&'s str> {
+    let rest = text.strip_prefix(word)?;
+    (!rest.starts_with(identifier_char)).then_some(rest)
 }
 
 /// The module paths one simple statement may load beside the helper, if it imports.
 fn import_paths(statement: &str, found: &mut Found) {
     let statement = statement.trim_start_matches('(');
-    if let Some(rest) = statement
-        .strip_prefix("import")
-        .filter(|r| r.starts_with(char::is_whitespace))
+    if let Some(rest) =
+        after_keyword(statement, "import").filter(|r| r.starts_with(char::is_whitespace))
     {
         for name in names(rest) {
-            if let Some(path) = module_path(name) {
+            if let Some(path) = module_path(&name) {
                 push_prefixes(&path, found);
             }
         }
         return;
     }
-    let Some(rest) = statement
-        .strip_prefix("from")
-        .filter(|r| r.starts_with(char::is_whitespace))
-    else {
+    let Some(rest) = after_keyword(statement, "from") else {
         return;
     };
-    let Some((module, list)) = rest.split_once(" import") else {
+    // The module is words and dots up to the keyword `import`, which stands alone.
+    let Some(at) = rest.match_indices("import").map(|(i, _)| i).find(|&i| {
+        !rest[..i].ends_with(identifier_char)
+            && !rest[i + "import".len()..].starts_with(identifier_char)
+    }) else {
         return;
     };
-    let module = module.trim();
+    let (module, list) = (&rest[..at], &rest[at + "import".len()..]);
+    let module: String = module.split_whitespace().collect();
     let level = module.bytes().take_while(|c| *c == b'.').count();
     let dotted = &module[level..];
     if level > 1 {
@@ -315,7 +334,7 @@ fn import_paths(statement: &str, found: &mut Found) {
     }
     // `from a import b` loads a/b when b is a submodule (or `a` a namespace package).
     for name in names(list) {
-        if let Some(leaf) = module_path(name).filter(|p| !p.contains('/')) {
+        if let Some(leaf) = module_path(&name).filter(|p| !p.contains('/')) {
             found.push(format!("{base}{leaf}"));
         }
     }
@@ -414,5 +433,26 @@ mod tests {
     fn many_imports_cost_linear_time() {
         let src: String = (0..200_000).map(|i| format!("import m{i}\n")).collect();
         assert_eq!(modules(&src).len(), 200_000);
+    }
+
+    /// Found by fuzzing against `ast` (`rust/fuzz`, target `imports`): Python allows
+    /// blanks around the dots of a module name and no blank after `from` before a dot;
+    /// `from a .b import c` loads a/b, which the scanner missed.
+    #[test]
+    fn reads_names_spelled_with_blanks_and_dots_as_python_does() {
+        assert_eq!(
+            modules("from colleraise .abc import Mapping\n"),
+            ["colleraise", "colleraise/abc", "colleraise/abc/Mapping"]
+        );
+        assert_eq!(modules("import a . b as c, d\n"), ["a", "a/b", "d"]);
+        assert_eq!(modules("from.x import y\n"), ["x", "x/y"]);
+        assert_eq!(modules("from .import y\n"), ["y"]);
+        assert_eq!(
+            modules("from important import y\n"),
+            ["important", "important/y"]
+        );
+        assert_eq!(modules("from a import(b as c,\n d)\n"), ["a", "a/b", "a/d"]);
+        assert_eq!(modules("from a import*\n"), ["a"]);
+        assert!(modules("importer = 1\nfromage = 2\n").is_empty());
     }
 }

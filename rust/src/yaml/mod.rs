@@ -90,8 +90,11 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 }
                 let is_key = begin(&mut stack, &mut out)?;
                 let start = out.len();
-                if style == ScalarStyle::Plain && stack.last().is_some_and(|f| f.flow) {
-                    flow_plain(value.as_ref())?;
+                if style == ScalarStyle::Plain {
+                    plain_start(value.as_ref())?;
+                    if stack.last().is_some_and(|f| f.flow) {
+                        flow_plain(value.as_ref())?;
+                    }
                 }
                 let string = if is_key {
                     write_key(&mut out, value.as_ref(), style, tag.as_deref())?;
@@ -362,6 +365,27 @@ fn anchor_name(node: &str, sigil: char) -> Result<&str, DecodeError> {
         )));
     }
     Ok(name)
+}
+
+/// PyYAML starts no plain scalar with an indicator (`|`, `>`, `@`, `%`, a quote, a
+/// bracket...), nor with `-`, `?` or `:` before a blank, where YAML 1.2 readers may
+/// (`[|]` is the string "|" to one and an error to the other).
+fn plain_start(text: &str) -> Result<(), DecodeError> {
+    let mut chars = text.chars();
+    let Some(first) = chars.next() else {
+        return Ok(()); // an empty value: no text
+    };
+    let blank_after = chars
+        .next()
+        .is_none_or(|c| matches!(c, ' ' | '\t' | '\r' | '\n'));
+    let indicator =
+        ",[]{}#&*!|>'\"%@`".contains(first) || (matches!(first, '-' | '?' | ':') && blank_after);
+    if indicator {
+        return Err(DecodeError::Syntax(format!(
+            "the plain YAML scalar {text:?} starts with {first:?}, where YAML 1.1 readers such as PyYAML read an indicator, not text; quote it"
+        )));
+    }
+    Ok(())
 }
 
 /// In a flow collection, PyYAML ends a plain scalar at `?` and reads a leading `:` or
@@ -992,6 +1016,28 @@ mod tests {
         assert_eq!(
             conv("a: &b-1_X 1\nc: *b-1_X\n").unwrap(),
             r#"{"a":1,"c":1}"#
+        );
+    }
+
+    /// Found by fuzzing against PyYAML (`rust/fuzz`, target `yaml`): `[|]` was read as
+    /// the string "|"; PyYAML starts no plain scalar with an indicator.
+    #[test]
+    fn plain_scalars_start_where_pyyaml_starts_them() {
+        for text in [
+            "a: [|]\n",
+            "a: [>]\n",
+            "a: [@x]\n",
+            "a: [`x]\n",
+            "a: [%x]\n",
+            "a: {x: |}\n",
+        ] {
+            assert!(conv(text).is_err(), "{text:?} is read");
+        }
+        let e = conv("all_recs: [|] \n").expect_err("[|]");
+        assert!(format!("{e:?}").contains("starts with '|'"), "{e:?}");
+        assert_eq!(
+            conv("a: [-x, x-, '@']\n").unwrap(),
+            r#"{"a":["-x","x-","@"]}"#
         );
     }
 }
