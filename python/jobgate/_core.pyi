@@ -235,6 +235,18 @@ class Validator:
     ) -> list[Report]:
         """Checks many documents with the GIL released, on every core (or ``threads``).
         With ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does."""
+    def check_paths(
+        self,
+        paths: Sequence[str | PathLike[str]],
+        kind: Kind | None = None,
+        *,
+        threads: int | None = None,
+    ) -> list[Report]:
+        """Reads and checks document files by path in one call, with the GIL released,
+        on every core (or ``threads``); no Python object is made for a file's bytes. A
+        file that is not a regular file or cannot be read gets a ``json.syntax`` report
+        saying why; one over ``limits.max_document_bytes``, ``limits.size`` (refused
+        from its size, unread). Reports come back in the paths' order."""
 
 class Judgement:
     """What ``Validator.judge`` decided of one document for admission."""

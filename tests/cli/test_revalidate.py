@@ -207,46 +207,53 @@ def test_an_oversized_document_is_refused_unread(tmp_path, capsys):
 
 
 @pytest.fixture
-def engine_items(monkeypatch) -> list[int]:
-    """How many items each run of the local engine was given to check."""
+def checked(monkeypatch) -> list[int]:
+    """How many items each chunk judged on this machine had checked (not taken from a
+    cache); cleared by `run_counting`."""
     from jobgate import revalidation
 
     calls: list[int] = []
-    real = revalidation.run_local
+    real = revalidation.check_chunk
 
-    def counting(items, *args, **kwargs):
+    def counting(judge, items):
         calls.append(len(items))
-        return real(items, *args, **kwargs)
+        return real(judge, items)
 
-    monkeypatch.setattr(revalidation, "run_local", counting)
+    monkeypatch.setattr(revalidation, "check_chunk", counting)
     return calls
 
 
-def test_a_cached_rerun_checks_nothing_and_reports_byte_for_byte_the_same(archive, tmp_path, capsys, engine_items):
+def run_counting(capsys, checked: list[int], args: list[str]) -> tuple[tuple[int, str], int]:
+    """A run's exit code and output, and how many items it checked."""
+    checked.clear()
+    result = run_cli(capsys, args)
+    return result, sum(checked)
+
+
+def test_a_cached_rerun_checks_nothing_and_reports_byte_for_byte_the_same(archive, tmp_path, capsys, checked):
     cache = str(tmp_path / "reports.sqlite")
-    for fmt in ("json", "text", "sarif"):
-        plain = run_cli(capsys, ["revalidate", str(archive), "--format", fmt])
-        first = run_cli(capsys, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
-        second = run_cli(capsys, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
+    for fmt in ("json", "text", "sarif", "junit", "jsonl"):
+        plain, total = run_counting(capsys, checked, ["revalidate", str(archive), "--format", fmt])
+        first, first_checked = run_counting(capsys, checked, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
+        second, second_checked = run_counting(capsys, checked, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
         assert plain == first == second
-    # Only runs without the cache, and the first run with it, reach the engine.
-    total = engine_items[0]
-    assert total > 20 and engine_items == [total] * 4
+        # Only runs without the cache, and the first run with it, check anything.
+        assert total > 20 and first_checked == (total if fmt == "json" else 0) and second_checked == 0
 
 
-def test_a_changed_item_or_configuration_is_checked_afresh(archive, tmp_path, capsys, engine_items):
+def test_a_changed_item_or_configuration_is_checked_afresh(archive, tmp_path, capsys, checked):
     copy = tmp_path / "archive"
     shutil.copytree(archive, copy)
     cache = str(tmp_path / "reports.sqlite")
-    run_cli(capsys, ["revalidate", str(copy), "--cache", cache])
+    _, total = run_counting(capsys, checked, ["revalidate", str(copy), "--cache", cache])
     (copy / "jobs" / "grpo.json").write_text(json.dumps({**JOBSPEC, "kind": "Other"}))
-    code, out = run_cli(capsys, ["revalidate", str(copy), "--cache", cache, "--format", "json"])
-    assert engine_items[1] == 1  # only the changed item
+    (code, out), rechecked = run_counting(capsys, checked, ["revalidate", str(copy), "--cache", cache, "--format", "json"])
+    assert rechecked == 1  # only the changed item
     changed = next(r for r in json.loads(out)["results"] if r["source"].endswith("grpo.json"))
     assert [v["rule"] for v in changed["violations"]] == ["forge.kind"]
     newer = newer_catalog(tmp_path)
-    run_cli(capsys, ["revalidate", str(copy), "--cache", cache, "--config", str(newer)])
-    assert engine_items[2] == engine_items[0]  # a new configuration: everything again
+    _, everything = run_counting(capsys, checked, ["revalidate", str(copy), "--cache", cache, "--config", str(newer)])
+    assert everything == total  # a new configuration: everything again
 
 
 def test_a_cache_that_cannot_be_used_is_exit_2(archive, tmp_path, capsys):
