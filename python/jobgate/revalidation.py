@@ -160,7 +160,7 @@ def _listing(directory: str) -> list[tuple[str, bool]] | Item:
     return [(os.path.join(directory, name), is_directory) for name, is_directory in kept]
 
 
-def chunks(items: Iterable[Item], size: int = CHUNK_ITEMS) -> Iterator[list[Item]]:
+def chunks(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
     """Consecutive runs of `size` items (the last may be shorter), taken lazily."""
     found = iter(items)
     while chunk := list(itertools.islice(found, size)):
@@ -425,7 +425,7 @@ def check_chunk(judge: Judge, items: list[Item]) -> list[Any]:
     return check_items(judge.validator, items, judge.kind, judge.limits)
 
 
-def run_local(items: Iterable[Item], judges: list[Judge], threads: int | None = None, *, chunk_items: int = CHUNK_ITEMS) -> Iterator[Judged]:
+def run_local(items: Iterable[Item], judges: list[Judge], threads: int | None = None) -> Iterator[Judged]:
     """Chunks judged on a pool of `threads` threads (default: every core), at most
     twice as many chunks in flight as threads; handed back in the items' order as
     they complete (a chunk done early waits for those before it, within the window)."""
@@ -435,7 +435,7 @@ def run_local(items: Iterable[Item], judges: list[Judge], threads: int | None = 
     def judge_chunk(chunk: list[Item]) -> Judged:
         return Judged(chunk, [judge.reports(chunk, lambda todo, j=judge: check_chunk(j, todo)) for judge in judges])
 
-    return ordered(chunks(items, chunk_items), judge_chunk, workers, window)
+    return ordered(chunks(items, CHUNK_ITEMS), judge_chunk, workers, window)
 
 
 def ordered(work: Iterable[Any], do: Callable[[Any], Any], workers: int, window: int) -> Iterator[Any]:

@@ -9,7 +9,7 @@ Must not judge documents: it compares reports the core made.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,20 @@ def compare(sources: list[str], current: list[dict[str, Any]], candidate: list[d
     """The items whose verdict or violations differ, in the items' order;
     `project_of(i)` names item i's project, asked only of the items that changed."""
     return [change(source, project_of(i), before, after) for i, (source, before, after) in enumerate(zip(sources, current, candidate, strict=True)) if differs(before, after)]
+
+
+def compare_reports(sources: Sequence[str], current: Sequence[Any], candidate: Sequence[Any], project_of: Callable[[int], str]) -> list[Change]:
+    """As `compare`, for reports as objects (`jobgate.Report`, or shaped like one):
+    made into dicts only where they may differ. The core hands out one shared report
+    per kind for every clean document, so a pair that is one object is one report."""
+    out = []
+    for i, (source, before, after) in enumerate(zip(sources, current, candidate, strict=True)):
+        if before is after:
+            continue
+        b, a = before.to_dict(), after.to_dict()
+        if differs(b, a):
+            out.append(change(source, project_of(i), b, a))
+    return out
 
 
 def _take(counter: Counter, v: dict[str, Any]) -> bool:

@@ -43,6 +43,10 @@ def archive(tmp_path_factory) -> Path:
         for member, data in {**members, **extra}.items():
             (root / "packages" / name / member).parent.mkdir(parents=True, exist_ok=True)
             (root / "packages" / name / member).write_bytes(data)
+    (root / "yaml").mkdir()  # YAML documents beside the JSON ones and the packages
+    samples = ROOT / "python" / "jobgate" / "samples"
+    shutil.copy(samples / "spec_bundle.valid.yaml", root / "yaml" / "valid.yaml")
+    shutil.copy(samples / "spec_bundle.rejected.yaml", root / "yaml" / "rejected.yml")
     (root / "notes.txt").write_text("not a document: ignored")
     return root
 
@@ -65,7 +69,7 @@ def test_every_item_gets_the_report_check_gives_it(archive, tmp_path, capsys):
     code, report = revalidate(capsys, str(archive))
     assert code == 1
     sources = [r["source"] for r in report["results"]]
-    assert sources == [str(p) for p in sorted(map(Path, sources))] and len(sources) == len(list(EXAMPLES.iterdir())) + 6
+    assert sources == [str(p) for p in sorted(map(Path, sources))] and len(sources) == len(list(EXAMPLES.iterdir())) + 8
     by_source = {r["source"]: r for r in report["results"]}
     for source, result in by_source.items():
         if Path(source).is_dir():  # an unpacked package: the report its archive gets
@@ -83,6 +87,8 @@ def test_every_item_gets_the_report_check_gives_it(archive, tmp_path, capsys):
     assert [v["rule"] for v in by_source[str(archive / "packages" / "changed.zip")]["violations"]] == ["tao.supporting_file.sha256_mismatch"]
     assert [v["rule"] for v in by_source[str(archive / "packages" / "torn.tar")]["violations"]] == ["json.syntax"]
     assert by_source[str(archive / "packages" / "unpacked-whole")]["verdict"] == "pass"
+    assert by_source[str(archive / "yaml" / "valid.yaml")]["verdict"] == "pass"
+    assert by_source[str(archive / "yaml" / "rejected.yml")]["verdict"] == "fail" and by_source[str(archive / "yaml" / "rejected.yml")]["violations"][0]["line"]
     extra = by_source[str(archive / "packages" / "unpacked-extra")]["violations"]
     assert [v["rule"] for v in extra] == ["tao.supporting_file.undeclared"] and "notes/extra.json" in extra[0]["message"]
     assert not any("unpacked" in s and s.endswith((".json", ".py")) for s in sources)  # its members are not documents
@@ -149,10 +155,14 @@ def run_on_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     return proc.wait(60), seen.decode(errors="replace")
 
 
-def test_progress_on_a_terminal_only_and_never_under_ci(archive):
+def test_progress_on_a_terminal_only_and_never_under_ci(archive, capsys):
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    summary = revalidate(capsys, str(archive))[1]["summary"]
     code, terminal = run_on_terminal(["revalidate", str(archive)], env)
-    assert code == 1 and "revalidating" in terminal and "item" in terminal
+    assert code == 1 and "revalidating" in terminal and "item/s" in terminal, terminal
+    # The bar's last state: every item done, with the failures counted as they came.
+    final = terminal.replace("\r", "\n").strip().splitlines()[-1]
+    assert f"{summary['total']}/{summary['total']}" in final and f"failed={summary['failed']}" in final, final
     code, terminal = run_on_terminal(["revalidate", str(archive)], {**env, "CI": "1"})
     assert code == 1 and terminal == ""
 
@@ -309,3 +319,35 @@ def test_against_a_candidate_on_ray_gives_the_same_answer(archive, tmp_path, ray
     remote = subprocess.run([*command, "--engine", "ray", "--address", address], capture_output=True, timeout=300, cwd=ROOT, env=env)
     assert (local.returncode, remote.returncode) == (1, 1), remote.stderr.decode()[-2000:]
     assert remote.stdout == local.stdout and len(json.loads(remote.stdout)["changes"]) == 1
+
+
+def test_the_ray_engine_streams_every_format_and_the_cache_as_the_local_one(archive, tmp_path, ray_cluster):
+    address, env = ray_cluster
+    command = [sys.executable, "-m", "jobgate.cli", "revalidate", str(archive), "--config", str(DEMO_CONFIG)]
+    for fmt in ("jsonl", "junit"):
+        local = subprocess.run([*command, "--format", fmt], capture_output=True, timeout=300, cwd=ROOT)
+        remote = subprocess.run([*command, "--format", fmt, "--engine", "ray", "--address", address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+        assert (local.returncode, remote.returncode) == (1, 1), remote.stderr.decode()[-2000:]
+        assert remote.stdout == local.stdout
+    plain = subprocess.run([*command, "--format", "json"], capture_output=True, timeout=300, cwd=ROOT)
+    cache = str(tmp_path / "reports.sqlite")
+    for _ in range(2):  # the first run fills the cache, the second is answered from it
+        cached = subprocess.run([*command, "--format", "json", "--engine", "ray", "--address", address, "--cache", cache], capture_output=True, timeout=300, cwd=ROOT, env=env)
+        assert cached.returncode == 1 and cached.stdout == plain.stdout, cached.stderr.decode()[-2000:]
+
+
+def test_the_ray_engine_keeps_a_bounded_number_of_tasks_in_flight(archive, ray_cluster):
+    """Chunks of 2 items on a cluster of 2 CPUs: at most 4 tasks (twice the CPUs) are
+    in flight, and no more than that many chunks are taken from the walk ahead of what
+    was handed back (counted by `tests/cli/ray_window.py`, a driver of its own)."""
+    from jobgate import revalidation
+
+    address, env = ray_cluster
+    run = subprocess.run([sys.executable, "-m", "tests.cli.ray_window", str(archive), address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    seen = json.loads(run.stdout)
+    judge = revalidation.Judge(None, None)
+    local = [r.to_dict() for judged in revalidation.run_local(revalidation.discover([str(archive)]), [judge]) for r in judged.reports[0]]
+    assert seen["reports"] == local and seen["handed"] == seen["taken"] == len(local) > 20
+    assert seen["started"] == (len(local) + 1) // 2 and seen["in_flight"] == 0
+    assert 2 <= seen["peak"] <= 4 and seen["peak_ahead"] <= (4 + 1) * 2

@@ -197,12 +197,13 @@ def artifact_uri(source: str) -> str:
             path = path.relative_to(Path.cwd())
         except ValueError:
             return path.as_uri()
-    return quote(path.as_posix(), safe="/-._~")
+    # A name that is not UTF-8 (surrogate escapes) is percent-encoded as the bytes it is.
+    return quote(path.as_posix(), safe="/-._~", errors="surrogateescape")
 
 
 def fingerprint(source: str, v) -> str:
     """Stable across runs and line moves: the file, the rule and the field."""
-    return hashlib.sha256(f"{source}\0{v.rule}\0{v.field}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{source}\0{v.rule}\0{v.field}".encode(errors="surrogateescape")).hexdigest()[:32]
 
 
 def sarif_results(source: str, report: Report, index: dict[str, int]) -> list[dict[str, Any]]:

@@ -60,7 +60,7 @@ class Progress:
 
     def __init__(self, paths: list[str], shown: bool) -> None:
         self.failed = 0
-        self.bar = None
+        self.bar: Any = None
         self.total: int | None = None
         if not shown:
             return
@@ -86,9 +86,13 @@ class Progress:
         self.bar.set_postfix_str(f"{label}={self.failed}", refresh=False)
         self.bar.update(items)
 
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+    def close(self, finished: bool = False) -> None:
+        if self.bar is None:
+            return
+        if finished and self.bar.total is None:  # ended before the count did: the total is what was done
+            self.bar.total = self.bar.n
+            self.bar.refresh()
+        self.bar.close()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
                 stream.write(zip([item.path for item in chunk.items], reports, strict=True))
                 progress.update(len(reports), sum(not r.ok for r in reports))
             stream.close()
+            progress.close(finished=True)
             return EXIT_FAIL if stream.totals.failing(args.fail_on) else EXIT_PASS
         except (revalidation.EngineError, revalidation.CacheError) as e:
             raise UsageError(str(e)) from None
@@ -162,18 +167,13 @@ def report_changes(args: argparse.Namespace, judged: Any, progress: Progress) ->
     stream = streaming.ChangesStream(args.format, sys.stdout)
     impact = rollout.Impact()
     for chunk in judged:
-        current, candidate = chunk.reports
-        changes = []
-        for item, before, after in zip(chunk.items, current, candidate, strict=True):
-            if before is after:  # the same passing report, shared by the core
-                continue
-            b, a = before.to_dict(), after.to_dict()
-            if rollout.differs(b, a):
-                changes.append(rollout.change(item.path, project_of(item), b, a))
+        items = chunk.items
+        changes = rollout.compare_reports([item.path for item in items], *chunk.reports, lambda i, items=items: project_of(items[i]))
         for c in changes:
             impact.add(c)
-        impact.items += len(chunk.items)
+        impact.items += len(items)
         stream.write(changes)
-        progress.update(len(chunk.items), sum(c.breaks for c in changes), "newly failing")
+        progress.update(len(items), sum(c.breaks for c in changes), "newly failing")
     stream.close(impact.to_dict())
+    progress.close(finished=True)
     return EXIT_FAIL if impact.fails(args.fail_on) else EXIT_PASS
