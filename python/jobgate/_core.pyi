@@ -389,6 +389,12 @@ def content_keys(salt: bytes, items: list[tuple[str, bytes | None]]) -> list[str
     the name is a path of, read on every core with the GIL released. ``None`` for a
     file that is not a regular file or cannot be read."""
 
+def read_documents(paths: Sequence[str | PathLike[str]], max_bytes: int, *, kind: Kind | None = None) -> list[bytes | Report]:
+    """Document files read by path in one call, on every core with the GIL released:
+    each file's bytes, or the report refusing it (for documents of ``kind``): one that
+    is not a regular file or cannot be read (``json.syntax``), one over ``max_bytes``
+    (``limits.size``, refused from its size, unread)."""
+
 def permuted_job_number(number: int, key: bytes, bits: int) -> int:
     """``number``'s image under the keyed permutation of the integers below
     2^``bits`` that numbers job ids: a 10-round balanced Feistel network whose round

@@ -36,7 +36,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -198,48 +197,56 @@ def pack(directory: str, limit: int) -> bytes:
     return buffer.getvalue()
 
 
-@dataclass(frozen=True)
-class Entry:
-    """An item as a Ray chunk carries it: its bytes, or the core's report refusing it
-    (`Report.to_dict()` shape) when it could not be read."""
-
-    source: str
-    package: bool
-    data: bytes | None = None
-    refusal: dict[str, Any] | None = None
+# An item as a Ray chunk ships it: a document's bytes, a package as its name and bytes,
+# or the report refusing it (`Report.to_dict()` shape) when it could not be read.
+Payload = bytes | tuple[str, bytes] | dict[str, Any]
 
 
 def _unreadable(reason: str, kind: str | None) -> dict[str, Any]:
     return _core.refused_unreadable(reason, kind=kind).to_dict()
 
 
-def read_entry(item: Item, limits: Limits, kind: str | None) -> Entry:
-    """An item's bytes to ship (an unpacked package packed first), or the report
-    refusing it: a document over the size limit is refused unread; an item that
-    cannot be read gets the report the core gives it, for documents of `kind`."""
+def package_payload(item: Item, limits: Limits, kind: str | None) -> Payload:
+    """A package's name and bytes to ship (an unpacked one packed first), or the
+    report refusing the item: an unpacked package over the size limit is refused
+    unpacked; an item that cannot be read gets the report the core gives it, for
+    documents of `kind`."""
     if item.unlisted is not None:
-        return Entry(item.path, False, refusal=_unreadable(item.unlisted, kind))
+        return _unreadable(item.unlisted, kind)
     try:
         if item.unpacked:
-            data = pack(item.path, limits.max_package_bytes)
-        else:
-            limit = None if item.package else limits.max_document_bytes
-            with sources.open_regular(item.path) as f:
-                size = os.fstat(f.fileno()).st_size
-                if limit is not None and size > limit:
-                    raise sources.TooLarge(item.path, size, limit)
-                data = f.read(-1 if limit is None else limit + 1)
-            if limit is not None and len(data) > limit:  # it grew since
-                raise sources.TooLarge(item.path, None, limit)
-        return Entry(item.path, item.package, data=data)
-    except (PackageTooLarge, sources.TooLarge) as e:
-        return Entry(item.path, item.package, refusal=e.report(kind))
+            return item.path, pack(item.path, limits.max_package_bytes)
+        with sources.open_regular(item.path) as f:
+            return item.path, f.read()
+    except PackageTooLarge as e:
+        return e.report(kind)
     except sources.NotRegular as e:  # replaced by a FIFO or socket since it was found
-        return Entry(item.path, item.package, refusal=_unreadable(str(e), kind))
+        return _unreadable(str(e), kind)
     except OSError as e:  # as the core words it (`files::documents`)
-        return Entry(item.path, item.package, refusal=_unreadable(f"cannot read {item.path}: {e.strerror or e}", kind))
-    except ValueError as e:  # a name the system cannot encode, say: not a size
-        return Entry(item.path, item.package, refusal=_unreadable(f"cannot read {item.path}: {e}", kind))
+        return _unreadable(f"cannot read {item.path}: {e.strerror or e}", kind)
+    except ValueError as e:  # a name the system cannot encode, say
+        return _unreadable(f"cannot read {item.path}: {e}", kind)
+
+
+def payloads(items: list[Item], limits: Limits, kind: str | None) -> list[Payload]:
+    """What a Ray chunk ships for `items`: the documents read by the core in one call
+    (GIL released), packages read whole."""
+    documents = [i for i, item in enumerate(items) if not item.package and item.unlisted is None]
+    out: list[Any] = [None] * len(items)
+    read = _core.read_documents([items[i].path for i in documents], limits.max_document_bytes, kind=kind) if documents else []
+    for i, data in zip(documents, read, strict=True):
+        out[i] = data if isinstance(data, bytes) else data.to_dict()
+    for i, item in enumerate(items):
+        if out[i] is None:
+            out[i] = package_payload(item, limits, kind)
+    return out
+
+
+def check_package(validator: jobgate.Validator, source: str, data: bytes, kind: str | None) -> dict[str, Any]:
+    """A package's report from its bytes (`Report.to_dict()` shape), verified from a
+    private temporary copy that messages name as the package."""
+    with sources.spooled(data) as path:
+        return renamed(validator.check(None, kind=kind, package=path).to_dict(), path, source)
 
 
 def check_items(validator: jobgate.Validator, items: list[Item], kind: str | None, limits: Limits) -> list[Any]:
@@ -254,24 +261,12 @@ def check_items(validator: jobgate.Validator, items: list[Item], kind: str | Non
         for i, report in zip(documents, checked, strict=True):
             reports[i] = report
     for i, item in enumerate(items):
-        if item.unlisted is not None:
-            reports[i] = ReportView.from_dict(_unreadable(item.unlisted, kind))
-        elif item.unpacked:
-            reports[i] = ReportView.from_dict(check_entry(validator, read_entry(item, limits, kind), kind))
-        elif item.package:
+        if item.package and not item.unpacked:
             reports[i] = validator.check(None, kind=kind, package=item.path)
+        elif reports[i] is None:
+            shipped = package_payload(item, limits, kind)
+            reports[i] = ReportView.from_dict(shipped if isinstance(shipped, dict) else check_package(validator, *shipped, kind))
     return reports
-
-
-def check_entry(validator: jobgate.Validator, entry: Entry, kind: str | None) -> dict[str, Any]:
-    """An item's report from its shipped bytes (`Report.to_dict()` shape); a package
-    is verified from a private temporary copy, named in messages as the package."""
-    if entry.refusal is not None:
-        return entry.refusal
-    if not entry.package:
-        return validator.check(entry.data or b"", kind).to_dict()
-    with sources.spooled(entry.data or b"") as path:
-        return renamed(validator.check(None, kind=kind, package=path).to_dict(), path, entry.source)
 
 
 class EngineError(Exception):
@@ -351,9 +346,16 @@ class ReportCache:
             named.append((item.path, data))
         return _core.content_keys(self.salt, named)
 
-    def keys_of(self, entries: list[Entry]) -> list[str | None]:
-        """As `keys`, for entries whose bytes were read already."""
-        named = [(e.source, e.data) if e.data is not None else ("", None) for e in entries]
+    def keys_of(self, items: list[Item], shipped: list[Payload]) -> list[str | None]:
+        """As `keys`, for items whose bytes were read already (`payloads`)."""
+        named: list[tuple[str, bytes | None]] = []
+        for item, p in zip(items, shipped, strict=True):
+            if isinstance(p, bytes):
+                named.append((item.path, p))
+            elif isinstance(p, tuple):
+                named.append(p)
+            else:
+                named.append(("", None))
         return _core.content_keys(self.salt, named)
 
     def get(self, keys: list[str | None]) -> dict[str, dict[str, Any]]:
@@ -468,21 +470,23 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
     kind = judges[0].kind
     limits = judges[0].limits
     pending: dict[Any, int] = {}  # task -> chunk number
-    started: dict[int, tuple[list[Item], list[Entry], list[list[Any]], list[int]]] = {}
-    done: dict[int, list[list[dict[str, Any]]]] = {}
+    started: dict[int, tuple[list[Item], list[Payload], list[list[Any]], list[int]]] = {}
+    done: dict[int, list[list[Any]]] = {}
     emitted = 0
 
     def finish(n: int) -> Judged:
-        chunk, entries, reports, todo = started.pop(n)
+        chunk, shipped, reports, todo = started.pop(n)
         fresh = done.pop(n)
         for c, judge in enumerate(judges):
-            missed = {}
+            missed: dict[int, dict[str, Any]] = {}
             for j, i in enumerate(todo):
                 if reports[c][i] is None:
-                    reports[c][i] = ReportView.from_dict(fresh[c][j])
-                    missed[i] = fresh[c][j]
-            if judge.cache is not None:
-                keys = judge.cache.keys_of([entries[i] for i in missed])
+                    found = fresh[c][j]
+                    reports[c][i] = _clean(found) if isinstance(found, str) else ReportView.from_dict(found)
+                    if judge.cache is not None:
+                        missed[i] = reports[c][i].to_dict()
+            if judge.cache is not None and missed:
+                keys = judge.cache.keys_of([chunk[i] for i in missed], [shipped[i] for i in missed])
                 judge.cache.put({k: r for k, r in zip(keys, missed.values(), strict=True) if k is not None})
         return Judged(chunk, reports)
 
@@ -496,7 +500,7 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
                 first = str(e).splitlines()[0] if str(e) else ""
                 raise EngineError(f"a Ray task failed, {len(started[n][0])} items unchecked; the report is incomplete: {type(e).__name__}: {first}") from None
 
-    for n, (chunk, entries) in enumerate(_ray_chunks(items, limits, kind)):
+    for n, (chunk, shipped) in enumerate(_ray_chunks(items, limits, kind)):
         while len(started) >= window:
             if emitted in done:
                 yield finish(emitted)
@@ -508,12 +512,12 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
             if judge.cache is None:
                 reports.append([None] * len(chunk))
                 continue
-            cached = judge.cache.get(keys := judge.cache.keys_of(entries))
+            cached = judge.cache.get(keys := judge.cache.keys_of(chunk, shipped))
             reports.append([ReportView.from_dict(cached[k]) if k in cached else None for k in keys])
         todo = [i for i in range(len(chunk)) if any(r[i] is None for r in reports)]
-        started[n] = (chunk, entries, reports, todo)
+        started[n] = (chunk, shipped, reports, todo)
         if todo:
-            pending[task.remote(configs, [entries[i] for i in todo], kind)] = n
+            pending[task.remote(configs, [shipped[i] for i in todo], kind)] = n
         else:
             done[n] = [[] for _ in judges]
     while started:
@@ -524,22 +528,35 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
             collect()
 
 
-def _ray_chunks(items: Iterable[Item], limits: Limits, kind: str | None) -> Iterator[tuple[list[Item], list[Entry]]]:
-    """Chunks for Ray as their items are read: cut at RAY_CHUNK_ITEMS items or once
-    CHUNK_BYTES have been read for one, whichever comes first."""
+_CLEAN: dict[str, ReportView] = {}
+
+
+def _clean(kind: str) -> ReportView:
+    """The passing report without violations of `kind`: one per kind, as the core
+    hands out, so a clean item costs no object on its way back from Ray."""
+    view = _CLEAN.get(kind)
+    if view is None:
+        view = _CLEAN[kind] = ReportView(kind, "pass", [])
+    return view
+
+
+def _ray_chunks(items: Iterable[Item], limits: Limits, kind: str | None) -> Iterator[tuple[list[Item], list[Payload]]]:
+    """Chunks for Ray as their items are read (a few at a time by the core): cut at
+    RAY_CHUNK_ITEMS items or once CHUNK_BYTES have been read for one, whichever comes
+    first."""
     chunk: list[Item] = []
-    entries: list[Entry] = []
+    shipped: list[Payload] = []
     size = 0
-    for item in items:
-        entry = read_entry(item, limits, kind)
-        chunk.append(item)
-        entries.append(entry)
-        size += len(entry.data or b"")
-        if len(chunk) >= RAY_CHUNK_ITEMS or size >= CHUNK_BYTES:
-            yield chunk, entries
-            chunk, entries, size = [], [], 0
+    for few in chunks(items, min(64, RAY_CHUNK_ITEMS)):
+        for item, p in zip(few, payloads(few, limits, kind), strict=True):
+            chunk.append(item)
+            shipped.append(p)
+            size += len(p) if isinstance(p, bytes) else len(p[1]) if isinstance(p, tuple) else 0
+            if len(chunk) >= RAY_CHUNK_ITEMS or size >= CHUNK_BYTES:
+                yield chunk, shipped
+                chunk, shipped, size = [], [], 0
     if chunk:
-        yield chunk, entries
+        yield chunk, shipped
 
 
 @contextmanager
@@ -580,19 +597,23 @@ def reachable(address: str, timeout: float = 5.0) -> None:
 _validators: dict[str, jobgate.Validator] = {}
 
 
-def _ray_judge(configs: list[Config | None], entries: list[Entry], kind: str | None) -> list[list[dict[str, Any]]]:
-    """The Ray task: the entries' reports under each configuration. A validator per
-    configuration is kept in the worker process, so the catalog is compiled once per
-    worker, not once per chunk."""
+def _ray_judge(configs: list[Config | None], shipped: list[Payload], kind: str | None) -> list[list[str | dict[str, Any]]]:
+    """The Ray task: the items' reports under each configuration, a clean passing one
+    as its kind alone (the driver shares one report per kind), any other as its dict.
+    A validator per configuration is kept in the worker process, so the catalog is
+    compiled once per worker, not once per chunk."""
+    documents = [(i, p) for i, p in enumerate(shipped) if isinstance(p, bytes)]
     out = []
     for config in configs:
         key = config.model_dump_json() if config is not None else ""
         validator = _validators.get(key)
         if validator is None:
             validator = _validators[key] = jobgate.Validator(config)
-        documents = [(i, e.data) for i, e in enumerate(entries) if e.data is not None and not e.package]
-        reports: list[dict[str, Any] | None] = [None] * len(entries)
+        reports: list[Any] = list(shipped)
         for (i, _), report in zip(documents, validator.check_many([d for _, d in documents], kind, threads=1), strict=True):
-            reports[i] = report.to_dict()
-        out.append([r if r is not None else check_entry(validator, e, kind) for r, e in zip(reports, entries, strict=True)])
+            reports[i] = report.kind if report.ok and not report.violations else report.to_dict()
+        for i, p in enumerate(shipped):
+            if isinstance(p, tuple):
+                reports[i] = check_package(validator, *p, kind)
+        out.append(reports)
     return out
