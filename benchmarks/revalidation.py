@@ -7,7 +7,9 @@ a process of its own: items/s, and its peak RSS (from `wait4`, the process alone
 Measured: every output format, `--cache` (the run that fills it and the run answered
 from it), `--against` (every item judged twice), `--engine ray` (a Ray cluster
 started for the benchmark, joined with `--address`; the driver's peak RSS from
-`wait4`, the workers' sampled from /proc) and `jobgate jobs audit` over a store of as
+`wait4`, and sampled from /proc with and without the pages of Ray's object store, a
+shared memory every process that touches an object keeps resident; the workers'
+likewise) and `jobgate jobs audit` over a store of as
 many unfinished jobs. Mixed archives are measured apart: YAML documents against the
 same plain loop, job packages against a plain loop of `Validator.check(package=)`.
 Then, as before, the `--cache` second run over 20,000 items (half job packages)
@@ -79,6 +81,14 @@ for directory, _, names in os.walk(sys.argv[1]):
         failed += not validator.check(None, package=os.path.join(directory, name)).ok
 print(failed)
 """
+
+STARTED = time.monotonic()
+
+
+def log(message: str) -> None:
+    """Where a long benchmark stands, on stderr."""
+    print(f"  [{time.monotonic() - STARTED:6.1f} s] {message}", file=sys.stderr, flush=True)
+
 
 ENV = {"CI": "1", "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -157,39 +167,42 @@ def store_of(path: Path, n: int) -> None:
         store.close()
 
 
-class Sampled:
-    """The largest resident memory of the Ray worker processes under `head` (the
-    `ray start --block` process), sampled every 100 ms while a run lasts. Workers are
-    started for each job and leave with it, so they cannot be asked afterwards."""
+class Resident:
+    """The largest resident memory of the processes under `root` that `wanted` picks
+    (by their command line), sampled every 100 ms while a run lasts: `peak`, and
+    `private`, without the pages of shared memory they touched (Ray's object store is
+    shared memory: every process that reads or writes an object keeps its pages
+    resident, while the store, not the process, bounds them). Ray's workers are started
+    for each job and leave with it, so they cannot be asked afterwards."""
 
-    def __init__(self, head: int | None) -> None:
-        self.head = head
-        self.peak = 0
+    def __init__(self, root: int, wanted) -> None:
+        self.root, self.wanted = root, wanted
+        self.peak = self.private = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
 
-    def __enter__(self) -> Sampled:
-        if self.head is not None:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
+    def stop(self) -> Resident:
         self._stop.set()
-        if self.head is not None:
-            self._thread.join()
+        self._thread.join()
+        return self
 
     def _sample(self) -> None:
         while not self._stop.wait(0.1):
-            for pid in _descendants(self.head):  # type: ignore[arg-type]
+            for pid in _descendants(self.root):
                 try:
-                    name = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
-                    if not name.startswith(b"ray::") or name in (b"ray::DashboardAgent", b"ray::RuntimeEnvAgent"):
+                    if not self.wanted(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")):
                         continue
-                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                        if line.startswith("VmRSS:"):
-                            self.peak = max(self.peak, int(line.split()[1]) * 1024)
+                    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
                 except OSError:
                     continue
+                kib = {k: int(status[k].split()[0]) for k in ("VmRSS", "RssShmem") if k in status}
+                self.peak = max(self.peak, kib.get("VmRSS", 0) << 10)
+                self.private = max(self.private, (kib.get("VmRSS", 0) - kib.get("RssShmem", 0)) << 10)
+
+
+def ray_worker(argv: list[bytes]) -> bool:
+    return argv[0].startswith(b"ray::") and argv[0] not in (b"ray::DashboardAgent", b"ray::RuntimeEnvAgent")
 
 
 def _descendants(root: int) -> list[int]:
@@ -209,19 +222,43 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def command(argv: list[str], out: Path) -> tuple[float, int, int]:
-    """Runs `argv` with stdout to `out`: its seconds, its own peak RSS in bytes (wait4
-    reports the child alone) and its exit code."""
+# A process's peak RSS as the kernel keeps it (ru_maxrss) starts from the RSS of the
+# process that forked it: the benchmark's own. So each command is started by this
+# launcher, an interpreter without site (a few MB), which forks it and writes the
+# command's own ru_maxrss.
+LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def command(argv: list[str], out: Path, *, ray_head_pid: int | None = None) -> dict:
+    """Runs `argv` with stdout to `out`: its `seconds`, its own peak RSS in bytes
+    (`rss`) and its exit `code`; with `ray_head_pid`, also the driver's and the
+    workers' memory sampled (`Resident`)."""
+    rss_file = out.with_name("maxrss")
     with open(out, "wb") as stdout, tempfile.TemporaryFile() as stderr:
         t = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=ENV)
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, str(rss_file), *argv], stdout=stdout, stderr=stderr, env=ENV)
+        if ray_head_pid is not None:
+            driver, workers = Resident(proc.pid, lambda _: True), Resident(ray_head_pid, ray_worker)
+        code = proc.wait()
         seconds = time.perf_counter() - t
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
         if code not in (0, 1):
             stderr.seek(0)
             raise RuntimeError(f"{' '.join(argv[:6])}... exited {code}: {stderr.read().decode()[-2000:]}")
-    return seconds, usage.ru_maxrss * 1024, code
+    got = {"seconds": seconds, "rss": int(rss_file.read_text()) * 1024, "code": code}
+    if ray_head_pid is not None:
+        got["driver_private"] = driver.stop().private
+        workers.stop()
+        got["workers_rss"], got["workers_private"] = workers.peak, workers.private
+    return got
 
 
 def jobgate_cli(*args: str) -> list[str]:
@@ -275,11 +312,11 @@ def room_for(base: Path, n: int) -> str | None:
     return None
 
 
-def median_row(bench: str, impl: str, n: int, samples: list[tuple[float, int]], floor: list[tuple[float, int]] | None) -> dict:
-    seconds = statistics.median(s for s, _ in samples)
-    row = {"bench": bench, "impl": impl, "items": n, "seconds": seconds, "items_per_s": n / seconds, "rss": max(r for _, r in samples)}
+def median_row(bench: str, impl: str, n: int, samples: list[dict], floor: list[dict] | None) -> dict:
+    seconds = statistics.median(s["seconds"] for s in samples)
+    row = {"bench": bench, "impl": impl, "items": n, "seconds": seconds, "items_per_s": n / seconds, "rss": max(s["rss"] for s in samples)}
     if floor is not None:
-        row["vs_floor"] = statistics.median(f / s for (s, _), (f, _) in zip(samples, floor, strict=True))
+        row["vs_floor"] = statistics.median(f["seconds"] / s["seconds"] for s, f in zip(samples, floor, strict=True))
     return row
 
 
@@ -294,7 +331,9 @@ def run(quick: bool) -> dict:
         candidate = base / "candidate.toml"
         candidate.write_text(CANDIDATE)
         out = base / "out"
+        log("starting a Ray cluster")
         with ray_head(base) as ray:
+            log("Ray cluster up" if ray is not None else "no Ray")
             if ray is None:
                 notes.append("Ray is not installed (pip install 'jobgate[ray]'): --engine ray not measured")
             for n in sizes:
@@ -303,6 +342,7 @@ def run(quick: bool) -> dict:
                     notes.append(f"{n:,} items skipped: {why}")
                     continue
                 root, store = base / f"archive-{n}", base / f"store-{n}"
+                log(f"generating {n:,} JobSpecs and a store of {n:,} jobs under {base}")
                 jobspecs(root, n)
                 store_of(store, n)
                 runs: dict[str, list[str]] = {"plain loop (os.walk, read, check_many)": [sys.executable, "-c", PLAIN_LOOP, str(root)]}
@@ -315,36 +355,36 @@ def run(quick: bool) -> dict:
                     runs["revalidate --engine ray (driver)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--engine", "ray", "--address", ray[0])
                 runs["jobs audit (a store of as many jobs)"] = jobgate_cli("jobs", "audit", "--store", str(store), "--against", str(candidate), "--format", "json")
                 rounds = 1 if n >= 1_000_000 else 2 if quick else 3
-                samples: dict[str, list[tuple[float, int]]] = {name: [] for name in runs}
-                workers: list[int] = []
+                samples: dict[str, list[dict]] = {name: [] for name in runs}
                 for _ in range(rounds):
                     fresh_cache(base / "cache.sqlite")
                     for name, argv in runs.items():
-                        with Sampled(ray[1] if ray is not None and "ray" in name else None) as sampled:
-                            seconds, rss, code = command(argv, out)
-                        if "ray" in name:
-                            workers.append(sampled.peak)
-                        samples[name].append((seconds, rss))
-                        print(f"  {n:,} items, {name}: {seconds:.2f} s, {rss >> 20} MB", file=sys.stderr, flush=True)
-                        check_output(name, out, n, code)
+                        got = command(argv, out, ray_head_pid=ray[1] if ray is not None and "ray" in name else None)
+                        samples[name].append(got)
+                        log(f"{n:,} items, {name}: {got['seconds']:.2f} s, {got['rss'] >> 20} MB")
+                        check_output(name, out, n, got["code"])
                     out.unlink()
                 fresh_cache(base / "cache.sqlite")
+                log("removing the archive and the store")
                 shutil.rmtree(root)
                 shutil.rmtree(store)
                 bench = f"{n:,} JobSpecs, 2 KB, 10% failing (whole commands; median of {rounds} round{'s' * (rounds > 1)})"
                 floor = samples["plain loop (os.walk, read, check_many)"]
                 for name, got in samples.items():
                     rows.append(median_row(bench, name, n, got, floor))
-                    peaks.setdefault(name, {})[n] = max(r for _, r in got)
-                if workers:
-                    name = "revalidate --engine ray (workers, sampled)"
-                    rows.append({"bench": bench, "impl": name, "items": n, "rss": max(workers)})
-                    peaks.setdefault(name, {})[n] = max(workers)
+                    peaks.setdefault(name, {})[n] = max(g["rss"] for g in got)
+                ray_runs = samples.get("revalidate --engine ray (driver)", [])
+                for name, key in (("driver, without the object store's shared pages", "driver_private"), ("workers, largest", "workers_rss"), ("workers, without the object store's shared pages", "workers_private")):
+                    if ray_runs:
+                        name = f"revalidate --engine ray ({name}, sampled)"
+                        rows.append({"bench": bench, "impl": name, "items": n, "rss": max(g[key] for g in ray_runs)})
+                        peaks.setdefault(name, {})[n] = max(g[key] for g in ray_runs)
                 if n == 100_000:
                     for name in samples:
                         if name.startswith("revalidate --format") or "engine ray" in name:
                             r = next(row["vs_floor"] for row in rows if row["bench"] == bench and row["impl"] == name)
                             targets.append({"target": f"{name.removeprefix('revalidate ')}: >= 0.5x the plain loop's items/s at 100k", "ratio": r, "goal": 0.5, "ok": r >= 0.5, "how": "median per-round plain-loop time / command time, whole commands"})
+            log("stopping the Ray cluster")
             top = max((n for n in sizes if any(n in p for p in peaks.values())), default=None)
             if top is not None and top > SIZES[0]:
                 for name, by_size in peaks.items():
@@ -352,8 +392,11 @@ def run(quick: bool) -> dict:
                         continue
                     r = by_size[top] / by_size[SIZES[0]]
                     targets.append({"target": f"{name.removeprefix('revalidate ')}: peak RSS at {top // 1000:,}k <= 1.5x at 10k", "ratio": r, "goal": 1.5, "ok": r <= 1.5, "how": f"peak RSS at {top:,} items / at 10,000 ({by_size[top] >> 20} MB / {by_size[SIZES[0]] >> 20} MB)"})
+        log("mixed archives")
         mixed(base, rows, quick)
+        log("--cache, second run against the first")
         cached(base, rows, targets, quick)
+        log("done")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return {"rows": rows, "targets": targets, "notes": notes}
@@ -388,10 +431,10 @@ def mixed(base: Path, rows: list[dict], quick: bool) -> None:
     for what, make, loop, count in (("YAML spec-bundles, 0.4-0.7 KB", yaml_documents, PLAIN_LOOP, n), ("job packages, tar.gz of 64 KiB", packages, PLAIN_PACKAGE_LOOP, n // 5)):
         root = base / "mixed"
         make(root, count)
-        samples: dict[str, list[tuple[float, int]]] = {"plain loop": [], "revalidate --format json": []}
+        samples: dict[str, list[dict]] = {"plain loop": [], "revalidate --format json": []}
         for _ in range(rounds):
-            samples["plain loop"].append(command([sys.executable, "-c", loop, str(root)], out)[:2])
-            samples["revalidate --format json"].append(command(jobgate_cli("revalidate", str(root), "--format", "json"), out)[:2])
+            samples["plain loop"].append(command([sys.executable, "-c", loop, str(root)], out))
+            samples["revalidate --format json"].append(command(jobgate_cli("revalidate", str(root), "--format", "json"), out))
         shutil.rmtree(root)
         bench = f"{count:,} {what}, 10% failing (median of {rounds} rounds)"
         for name, got in samples.items():
@@ -408,10 +451,10 @@ def cached(base: Path, rows: list[dict], targets: list[dict], quick: bool) -> No
     firsts, seconds = [], []
     for r in range(rounds):
         cache = str(base / f"cache-{r}.sqlite")
-        firsts.append(command(jobgate_cli("revalidate", str(root), "--format", "json", "--cache", cache), base / "out")[:2])
-        seconds.append(command(jobgate_cli("revalidate", str(root), "--format", "json", "--cache", cache), base / "out")[:2])
+        firsts.append(command(jobgate_cli("revalidate", str(root), "--format", "json", "--cache", cache), base / "out"))
+        seconds.append(command(jobgate_cli("revalidate", str(root), "--format", "json", "--cache", cache), base / "out"))
     shutil.rmtree(root)
-    ratio = statistics.median(a / b for (a, _), (b, _) in zip(firsts, seconds, strict=True))
+    ratio = statistics.median(a["seconds"] / b["seconds"] for a, b in zip(firsts, seconds, strict=True))
     bench = f"revalidate {n:,} items (half job packages) with --cache (median of {rounds} pairs of runs)"
     rows.append(median_row(bench, "first run (checks every item, fills the cache)", n, firsts, None))
     rows.append(median_row(bench, "second run (reads every item, checks none)", n, seconds, None))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import itertools
 import os
+import queue
 import socket
 import sqlite3
 import tarfile
@@ -286,10 +287,14 @@ class ReportCache:
     changed item, configuration or version misses and is checked afresh; a hit is the
     very report the check gave.
 
-    Chunks are judged on several threads at once: each thread reads and writes through
-    its own connection, and the file is in WAL mode, so readers never wait for a
-    writer. A cache is written as it goes; it is a cache, so a crash costs at most the
-    last few chunks' reports (`synchronous=NORMAL`)."""
+    Chunks are judged on several threads at once: each thread looks reports up through
+    its own connection, and the file is in WAL mode, so readers never wait for the one
+    writer, a thread of the cache's own fed through a short queue: its commits (and
+    the flushes of WAL checkpoints) overlap the checking rather than hold up the run. A
+    cache is written as it goes; it is a cache, so a crash costs at most the last few
+    chunks' reports (`synchronous=NORMAL`)."""
+
+    WRITE_BATCH = 4096  # rows a commit takes
 
     def __init__(self, path: str, config: Config | None, kind: str | None) -> None:
         shape = str(REPORT_SHAPE)
@@ -299,6 +304,9 @@ class ReportCache:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._rows: queue.Queue[list[tuple[str, str]] | None] = queue.Queue(maxsize=8)
+        self._writer: threading.Thread | None = None
+        self._failed: CacheError | None = None
         db = self._db()
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -322,10 +330,46 @@ class ReportCache:
         return db
 
     def close(self) -> None:
-        with self._lock:
-            for db in self._connections:
-                db.close()
-            self._connections.clear()
+        """Waits for the writer to commit what it was given, then closes every
+        connection. Raises CacheError when a write failed."""
+        try:
+            self.flush()
+        finally:
+            with self._lock:
+                for db in self._connections:
+                    db.close()
+                self._connections.clear()
+
+    def flush(self) -> None:
+        """Returns once every row handed to `write` is committed; raises CacheError
+        when a write failed."""
+        if self._writer is not None:
+            self._rows.put(None)
+            self._writer.join()
+            self._writer = None
+        if self._failed is not None:
+            raise self._failed
+
+    def _write_rows(self) -> None:
+        """The writer: gathers rows into transactions of WRITE_BATCH (a commit costs
+        about as much as a thousand rows), and commits what is left when told to stop."""
+        batch: list[tuple[str, str]] = []
+        while True:
+            rows = self._rows.get()
+            if rows is not None:
+                batch += rows
+                if len(batch) < self.WRITE_BATCH:
+                    continue
+            if batch and self._failed is None:
+                try:
+                    db = self._db()
+                    with db:
+                        db.executemany("INSERT OR REPLACE INTO reports VALUES (?, ?)", batch)
+                except (sqlite3.Error, CacheError) as e:
+                    self._failed = e if isinstance(e, CacheError) else CacheError(f"{self.path}: cannot write the revalidation cache: {e}")
+            batch = []  # after a failure, the rows are drained, so no writer of the queue waits forever
+            if rows is None:
+                return
 
     def keys(self, items: list[Item]) -> list[str | None]:
         """Every item's key, or None for one that cannot be read (whoever checks it
@@ -372,14 +416,19 @@ class ReportCache:
         return found
 
     def put(self, reports: dict[str, dict[str, Any]]) -> None:
-        if not reports:
+        self.write([(k, orjson.dumps(r).decode()) for k, r in reports.items()])
+
+    def write(self, rows: list[tuple[str, str]]) -> None:
+        """Hands `(key, report as JSON)` rows to the writer; waits only when it is a
+        few batches behind. Raises CacheError when an earlier write failed."""
+        if self._failed is not None:
+            raise self._failed
+        if not rows:
             return
-        try:
-            db = self._db()
-            with db:
-                db.executemany("INSERT OR REPLACE INTO reports VALUES (?, ?)", [(k, orjson.dumps(r).decode()) for k, r in reports.items()])
-        except sqlite3.Error as e:
-            raise CacheError(f"{self.path}: cannot write the revalidation cache: {e}") from None
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write_rows, name="jobgate-cache-writer", daemon=True)
+            self._writer.start()
+        self._rows.put(rows)
 
 
 class Judge:
@@ -393,20 +442,21 @@ class Judge:
         self.validator = jobgate.Validator(config)
         self.cache = cache
 
-    def reports(self, items: list[Item], check: Callable[[list[Item]], list[Any]]) -> list[Any]:
-        """The items' reports: from the cache where it has them, else from `check`
-        (then remembered)."""
+    def reports(self, items: list[Item], check: Callable[[list[Item]], list[Any]]) -> tuple[list[Any], list[tuple[str, str]]]:
+        """The items' reports: from the cache where it has them, else from `check`;
+        and the rows (key, report as JSON) the cache is to remember of those checked,
+        written by whoever takes the chunk (`run_local`), so the cache has one writer."""
         if self.cache is None:
-            return check(items)
+            return check(items), []
         keys = self.cache.keys(items)
         cached = self.cache.get(keys)
         todo = [i for i, k in enumerate(keys) if k not in cached]
         fresh = check([items[i] for i in todo]) if todo else []
-        self.cache.put({keys[i]: _as_dict(r) for i, r in zip(todo, fresh, strict=True) if keys[i] is not None})
+        rows = [(k, orjson.dumps(_as_dict(r)).decode()) for k, r in zip((keys[i] for i in todo), fresh, strict=True) if k is not None]
         reports: list[Any] = [ReportView.from_dict(cached[k]) if k in cached else None for k in keys]
         for i, report in zip(todo, fresh, strict=True):
             reports[i] = report
-        return reports
+        return reports, rows
 
 
 def _as_dict(report: Any) -> dict[str, Any]:
@@ -434,10 +484,18 @@ def run_local(items: Iterable[Item], judges: list[Judge], threads: int | None = 
     workers = threads or len(os.sched_getaffinity(0))
     window = 2 * workers
 
-    def judge_chunk(chunk: list[Item]) -> Judged:
-        return Judged(chunk, [judge.reports(chunk, lambda todo, j=judge: check_chunk(j, todo)) for judge in judges])
+    def judge_chunk(chunk: list[Item]) -> tuple[Judged, list[list[tuple[str, str]]]]:
+        judged = [judge.reports(chunk, lambda todo, j=judge: check_chunk(j, todo)) for judge in judges]
+        return Judged(chunk, [reports for reports, _ in judged]), [rows for _, rows in judged]
 
-    return ordered(chunks(items, CHUNK_ITEMS), judge_chunk, workers, window)
+    for judged, rows in ordered(chunks(items, CHUNK_ITEMS), judge_chunk, workers, window):
+        for judge, fresh in zip(judges, rows, strict=True):
+            if judge.cache is not None:
+                judge.cache.write(fresh)
+        yield judged
+    for judge in judges:
+        if judge.cache is not None:
+            judge.cache.flush()  # a write that failed fails the run before its summary
 
 
 def ordered(work: Iterable[Any], do: Callable[[Any], Any], workers: int, window: int) -> Iterator[Any]:
@@ -526,6 +584,9 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
             emitted += 1
         else:
             collect()
+    for judge in judges:
+        if judge.cache is not None:
+            judge.cache.flush()
 
 
 _CLEAN: dict[str, ReportView] = {}
