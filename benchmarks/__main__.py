@@ -235,7 +235,7 @@ def main() -> int:
             result[name] = part["rows"]
             result["targets"] += part["targets"]
             print()
-            module.print_table({"rows": part["rows"]})
+            module.print_table(part)
     print_targets(result)
     out = Path(args.json) if args.json else Path(__file__).parent / "results" / "latest.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,11 +5,12 @@ same documents grown to a given size, so a gain is not one size's alone."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from jobgate import samples
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(os.environ.get("JOBGATE_SHARED", Path(__file__).resolve().parents[2] / "shared"))  # as the tests find it
 EXAMPLES = SHARED / "upstream" / "tao-artifacts" / "examples"
 
 

@@ -237,6 +237,18 @@ class Validator:
     ) -> list[Report]:
         """Checks many documents with the GIL released, on every core (or ``threads``).
         With ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does."""
+    def check_paths(
+        self,
+        paths: Sequence[str | PathLike[str]],
+        kind: Kind | None = None,
+        *,
+        threads: int | None = None,
+    ) -> list[Report]:
+        """Reads and checks document files by path in one call, with the GIL released,
+        on every core (or ``threads``); no Python object is made for a file's bytes. A
+        file that is not a regular file or cannot be read gets a ``json.syntax`` report
+        saying why; one over ``limits.max_document_bytes``, ``limits.size`` (refused
+        from its size, unread). Reports come back in the paths' order."""
 
 class Judgement:
     """What ``Validator.judge`` decided of one document for admission."""
@@ -378,6 +390,12 @@ def content_keys(salt: bytes, items: list[tuple[str, bytes | None]]) -> list[str
     ``salt``, the name, a NUL and the bytes; with ``None`` for bytes, those of the file
     the name is a path of, read on every core with the GIL released. ``None`` for a
     file that is not a regular file or cannot be read."""
+
+def read_documents(paths: Sequence[str | PathLike[str]], max_bytes: int, *, kind: Kind | None = None) -> list[bytes | Report]:
+    """Document files read by path in one call, on every core with the GIL released:
+    each file's bytes, or the report refusing it (for documents of ``kind``): one that
+    is not a regular file or cannot be read (``json.syntax``), one over ``max_bytes``
+    (``limits.size``, refused from its size, unread)."""
 
 def permuted_job_number(number: int, key: bytes, bits: int) -> int:
     """``number``'s image under the keyed permutation of the integers below

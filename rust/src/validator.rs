@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::io::Seek;
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -411,6 +412,48 @@ impl Validator {
         admission: &Admission,
     ) -> Vec<Report> {
         self.check_each(inputs, threads, admission, |d| (d.as_ref(), kind))
+    }
+
+    /// Reads and checks many document files in parallel (`threads` as `check_many`),
+    /// one buffer per thread: a file that cannot be read, or is over
+    /// `limits.max_bytes`, gets the report refusing it (`files::documents::read`).
+    /// Reports come back in the paths' order.
+    pub fn check_paths<P: AsRef<Path> + Sync>(
+        &self,
+        paths: &[P],
+        kind: Option<Kind>,
+        threads: Option<usize>,
+        admission: &Admission,
+    ) -> Vec<Report> {
+        let limit = self.config.limits.max_bytes;
+        let check = |buffer: &mut Vec<u8>, path: &P| match files::documents::read(
+            path.as_ref(),
+            limit,
+            buffer,
+        ) {
+            Ok(()) => self.check(buffer, kind, admission),
+            Err(refusal) => Report::new(kind, vec![refusal]),
+        };
+        // Files go to threads in runs of a few, as documents do in `check_each`.
+        const RUN: usize = 16;
+        match threads {
+            Some(1) => {
+                let mut buffer = Vec::new();
+                paths.iter().map(|p| check(&mut buffer, p)).collect()
+            }
+            Some(n) => pool(n).install(|| {
+                paths
+                    .par_iter()
+                    .with_min_len(RUN)
+                    .map_init(Vec::new, check)
+                    .collect()
+            }),
+            None => paths
+                .par_iter()
+                .with_min_len(RUN)
+                .map_init(Vec::new, check)
+                .collect(),
+        }
     }
 
     /// Checks many items in parallel, each with its own kind: `document` says which

@@ -167,6 +167,18 @@ def test_check_judges_under_the_variables(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err.strip() == "jobgate: JOBGATE_GPUS__MAX_PER_JOB: gpus.max_per_job: Input should be a valid integer, unable to parse string as an integer"
 
 
+def test_revalidate_judges_under_the_variables(tmp_path, capsys, monkeypatch):
+    """`jobgate revalidate` without --config takes the environment too."""
+    (tmp_path / "archive").mkdir()
+    doc = tmp_path / "archive" / "big.jobspec.json"
+    doc.write_text(json.dumps(sample("jobspec.valid.json")))
+    code, out = run_cli(capsys, ["revalidate", str(tmp_path / "archive"), "--format", "json"])
+    assert code == 0, out
+    monkeypatch.setenv("JOBGATE_GPUS__MAX_PER_JOB", "1")
+    code, out = run_cli(capsys, ["revalidate", str(tmp_path / "archive"), "--format", "json"])
+    assert code == 1 and [v["rule"] for v in json.loads(out)["results"][0]["violations"]] == ["forge.quota.job"]
+
+
 class Serving:
     """`jobgate serve` with no --config, in a process of its own, configured by `env`;
     its JSON log lines gathered as they come."""

@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,10 @@ def archive(tmp_path_factory) -> Path:
         for member, data in {**members, **extra}.items():
             (root / "packages" / name / member).parent.mkdir(parents=True, exist_ok=True)
             (root / "packages" / name / member).write_bytes(data)
+    (root / "yaml").mkdir()  # YAML documents beside the JSON ones and the packages
+    samples = ROOT / "python" / "jobgate" / "samples"
+    shutil.copy(samples / "spec_bundle.valid.yaml", root / "yaml" / "valid.yaml")
+    shutil.copy(samples / "spec_bundle.rejected.yaml", root / "yaml" / "rejected.yml")
     (root / "notes.txt").write_text("not a document: ignored")
     return root
 
@@ -65,7 +70,7 @@ def test_every_item_gets_the_report_check_gives_it(archive, tmp_path, capsys):
     code, report = revalidate(capsys, str(archive))
     assert code == 1
     sources = [r["source"] for r in report["results"]]
-    assert sources == [str(p) for p in sorted(map(Path, sources))] and len(sources) == len(list(EXAMPLES.iterdir())) + 6
+    assert sources == [str(p) for p in sorted(map(Path, sources))] and len(sources) == len(list(EXAMPLES.iterdir())) + 8
     by_source = {r["source"]: r for r in report["results"]}
     for source, result in by_source.items():
         if Path(source).is_dir():  # an unpacked package: the report its archive gets
@@ -83,6 +88,8 @@ def test_every_item_gets_the_report_check_gives_it(archive, tmp_path, capsys):
     assert [v["rule"] for v in by_source[str(archive / "packages" / "changed.zip")]["violations"]] == ["tao.supporting_file.sha256_mismatch"]
     assert [v["rule"] for v in by_source[str(archive / "packages" / "torn.tar")]["violations"]] == ["json.syntax"]
     assert by_source[str(archive / "packages" / "unpacked-whole")]["verdict"] == "pass"
+    assert by_source[str(archive / "yaml" / "valid.yaml")]["verdict"] == "pass"
+    assert by_source[str(archive / "yaml" / "rejected.yml")]["verdict"] == "fail" and by_source[str(archive / "yaml" / "rejected.yml")]["violations"][0]["line"]
     extra = by_source[str(archive / "packages" / "unpacked-extra")]["violations"]
     assert [v["rule"] for v in extra] == ["tao.supporting_file.undeclared"] and "notes/extra.json" in extra[0]["message"]
     assert not any("unpacked" in s and s.endswith((".json", ".py")) for s in sources)  # its members are not documents
@@ -149,17 +156,24 @@ def run_on_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     return proc.wait(60), seen.decode(errors="replace")
 
 
-def test_progress_on_a_terminal_only_and_never_under_ci(archive):
+def test_progress_on_a_terminal_only_and_never_under_ci(archive, capsys):
     env = {k: v for k, v in os.environ.items() if k != "CI"}
+    summary = revalidate(capsys, str(archive))[1]["summary"]
     code, terminal = run_on_terminal(["revalidate", str(archive)], env)
-    assert code == 1 and "revalidating" in terminal and "item" in terminal
+    assert code == 1 and "revalidating" in terminal and "item/s" in terminal, terminal
+    # The bar's last state: every item done, with the failures counted as they came.
+    final = terminal.replace("\r", "\n").strip().splitlines()[-1]
+    assert f"{summary['total']}/{summary['total']}" in final and f"failed={summary['failed']}" in final, final
     code, terminal = run_on_terminal(["revalidate", str(archive)], {**env, "CI": "1"})
     assert code == 1 and terminal == ""
 
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """A real Ray cluster on this machine, started as an operator would."""
+    """A real Ray cluster on this machine, started as an operator would. `ray start
+    --block` stays in the foreground and stops its cluster when it is terminated, so
+    the test stops its own cluster and no other (`ray stop` would stop every Ray on
+    the machine)."""
     ray = shutil.which("ray", path=str(Path(sys.executable).parent))
     assert ray, "Ray is a test dependency (pip install -e '.[test]')"
     port = free_port()
@@ -167,11 +181,22 @@ def ray_cluster(tmp_path_factory):
     # Token authentication, as a shared cluster runs it; Ray's own clients (the
     # driver jobgate starts among them) read the token from the environment.
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}"], check=True, env=env, capture_output=True, timeout=300)
+    log = temp / "ray-start.log"
+    with open(log, "wb") as out:
+        head = subprocess.Popen([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}", "--block"], env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
+        deadline = time.monotonic() + 300
+        while b"will now block" not in log.read_bytes():
+            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
         yield f"127.0.0.1:{port}", env
     finally:
-        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        head.terminate()
+        try:
+            head.wait(120)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait()
 
 
 def test_the_ray_engine_gives_the_same_reports(archive, tmp_path, ray_cluster):
@@ -207,46 +232,53 @@ def test_an_oversized_document_is_refused_unread(tmp_path, capsys):
 
 
 @pytest.fixture
-def engine_items(monkeypatch) -> list[int]:
-    """How many items each run of the local engine was given to check."""
+def checked(monkeypatch) -> list[int]:
+    """How many items each chunk judged on this machine had checked (not taken from a
+    cache); cleared by `run_counting`."""
     from jobgate import revalidation
 
     calls: list[int] = []
-    real = revalidation.run_local
+    real = revalidation.check_chunk
 
-    def counting(items, *args, **kwargs):
+    def counting(judge, items):
         calls.append(len(items))
-        return real(items, *args, **kwargs)
+        return real(judge, items)
 
-    monkeypatch.setattr(revalidation, "run_local", counting)
+    monkeypatch.setattr(revalidation, "check_chunk", counting)
     return calls
 
 
-def test_a_cached_rerun_checks_nothing_and_reports_byte_for_byte_the_same(archive, tmp_path, capsys, engine_items):
+def run_counting(capsys, checked: list[int], args: list[str]) -> tuple[tuple[int, str], int]:
+    """A run's exit code and output, and how many items it checked."""
+    checked.clear()
+    result = run_cli(capsys, args)
+    return result, sum(checked)
+
+
+def test_a_cached_rerun_checks_nothing_and_reports_byte_for_byte_the_same(archive, tmp_path, capsys, checked):
     cache = str(tmp_path / "reports.sqlite")
-    for fmt in ("json", "text", "sarif"):
-        plain = run_cli(capsys, ["revalidate", str(archive), "--format", fmt])
-        first = run_cli(capsys, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
-        second = run_cli(capsys, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
+    for fmt in ("json", "text", "sarif", "junit", "jsonl"):
+        plain, total = run_counting(capsys, checked, ["revalidate", str(archive), "--format", fmt])
+        first, first_checked = run_counting(capsys, checked, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
+        second, second_checked = run_counting(capsys, checked, ["revalidate", str(archive), "--format", fmt, "--cache", cache])
         assert plain == first == second
-    # Only runs without the cache, and the first run with it, reach the engine.
-    total = engine_items[0]
-    assert total > 20 and engine_items == [total] * 4
+        # Only runs without the cache, and the first run with it, check anything.
+        assert total > 20 and first_checked == (total if fmt == "json" else 0) and second_checked == 0
 
 
-def test_a_changed_item_or_configuration_is_checked_afresh(archive, tmp_path, capsys, engine_items):
+def test_a_changed_item_or_configuration_is_checked_afresh(archive, tmp_path, capsys, checked):
     copy = tmp_path / "archive"
     shutil.copytree(archive, copy)
     cache = str(tmp_path / "reports.sqlite")
-    run_cli(capsys, ["revalidate", str(copy), "--cache", cache])
+    _, total = run_counting(capsys, checked, ["revalidate", str(copy), "--cache", cache])
     (copy / "jobs" / "grpo.json").write_text(json.dumps({**JOBSPEC, "kind": "Other"}))
-    code, out = run_cli(capsys, ["revalidate", str(copy), "--cache", cache, "--format", "json"])
-    assert engine_items[1] == 1  # only the changed item
+    (code, out), rechecked = run_counting(capsys, checked, ["revalidate", str(copy), "--cache", cache, "--format", "json"])
+    assert rechecked == 1  # only the changed item
     changed = next(r for r in json.loads(out)["results"] if r["source"].endswith("grpo.json"))
     assert [v["rule"] for v in changed["violations"]] == ["forge.kind"]
     newer = newer_catalog(tmp_path)
-    run_cli(capsys, ["revalidate", str(copy), "--cache", cache, "--config", str(newer)])
-    assert engine_items[2] == engine_items[0]  # a new configuration: everything again
+    _, everything = run_counting(capsys, checked, ["revalidate", str(copy), "--cache", cache, "--config", str(newer)])
+    assert everything == total  # a new configuration: everything again
 
 
 def test_a_cache_that_cannot_be_used_is_exit_2(archive, tmp_path, capsys):
@@ -302,3 +334,35 @@ def test_against_a_candidate_on_ray_gives_the_same_answer(archive, tmp_path, ray
     remote = subprocess.run([*command, "--engine", "ray", "--address", address], capture_output=True, timeout=300, cwd=ROOT, env=env)
     assert (local.returncode, remote.returncode) == (1, 1), remote.stderr.decode()[-2000:]
     assert remote.stdout == local.stdout and len(json.loads(remote.stdout)["changes"]) == 1
+
+
+def test_the_ray_engine_streams_every_format_and_the_cache_as_the_local_one(archive, tmp_path, ray_cluster):
+    address, env = ray_cluster
+    command = [sys.executable, "-m", "jobgate.cli", "revalidate", str(archive), "--config", str(DEMO_CONFIG)]
+    for fmt in ("jsonl", "junit"):
+        local = subprocess.run([*command, "--format", fmt], capture_output=True, timeout=300, cwd=ROOT)
+        remote = subprocess.run([*command, "--format", fmt, "--engine", "ray", "--address", address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+        assert (local.returncode, remote.returncode) == (1, 1), remote.stderr.decode()[-2000:]
+        assert remote.stdout == local.stdout
+    plain = subprocess.run([*command, "--format", "json"], capture_output=True, timeout=300, cwd=ROOT)
+    cache = str(tmp_path / "reports.sqlite")
+    for _ in range(2):  # the first run fills the cache, the second is answered from it
+        cached = subprocess.run([*command, "--format", "json", "--engine", "ray", "--address", address, "--cache", cache], capture_output=True, timeout=300, cwd=ROOT, env=env)
+        assert cached.returncode == 1 and cached.stdout == plain.stdout, cached.stderr.decode()[-2000:]
+
+
+def test_the_ray_engine_keeps_a_bounded_number_of_tasks_in_flight(archive, ray_cluster):
+    """Chunks of 2 items on a cluster of 2 CPUs: at most 4 tasks (twice the CPUs) are
+    in flight, and no more than that many chunks are taken from the walk ahead of what
+    was handed back (counted by `tests/cli/ray_window.py`, a driver of its own)."""
+    from jobgate import revalidation
+
+    address, env = ray_cluster
+    run = subprocess.run([sys.executable, "-m", "tests.cli.ray_window", str(archive), address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    seen = json.loads(run.stdout)
+    judge = revalidation.Judge(None, None)
+    local = [r.to_dict() for judged in revalidation.run_local(revalidation.discover([str(archive)]), [judge]) for r in judged.reports[0]]
+    assert seen["reports"] == local and seen["handed"] == seen["taken"] == len(local) > 20
+    assert seen["started"] == (len(local) + 1) // 2 and seen["in_flight"] == 0
+    assert 2 <= seen["peak"] <= 4 and seen["peak_ahead"] <= (4 + 1) * 2

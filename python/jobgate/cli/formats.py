@@ -143,32 +143,46 @@ def xml_attr(text: str) -> str:
     return quoteattr(_xml_safe(text))
 
 
-def junit(results: Sequence[tuple[str, Report]]) -> str:
-    """One testcase per document (failed when it fails) and one per violation at its
-    location (failed for an error; a warning passes with its text in system-out)."""
-    s = summary(results)
-    cases = s["total"] + sum(len(r.violations) for _, r in results)
-    failures = s["failed"] + s["errors"]
-    out = [
+def junit_cases(source: str, report: Report) -> list[str]:
+    """A document's test cases: one for the document (failed when it fails) and one
+    per violation at its location (failed for an error; a warning passes with its
+    text in system-out)."""
+    out = [f"    <testcase name={xml_attr(source)} classname={xml_attr(report.kind)}>"]
+    errors = [v for v in report.violations if v.severity == "error"]
+    if errors:
+        body = "\n".join(f"{place(source, v)}: {v.rule} {v.field or '(document)'}: {v.message}" for v in errors)
+        out.append(f"      <failure message={xml_attr(f'{len(errors)} error(s)')} type={xml_attr(errors[0].rule)}>{xml_text(body)}</failure>")
+    out.append("    </testcase>")
+    for v in report.violations:
+        out.append(f"    <testcase name={xml_attr(f'{place(source, v)} {v.rule}')} classname={xml_attr(f'{report.kind}.{v.rule}')}>")
+        if v.severity == "error":  # a warning, or a rule turned off, passes
+            out.append(f"      <failure message={xml_attr(v.message)} type={xml_attr(v.rule)}>{xml_text(f'{shown_field(v.field)}: {v.message}')}</failure>")
+        else:
+            out.append(f"      <system-out>{xml_text(f'warning {shown_field(v.field)}: {v.message}')}</system-out>")
+        out.append("    </testcase>")
+    return out
+
+
+def junit_head(cases: int, failures: int) -> list[str]:
+    return [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="jobgate" tests="{cases}" failures="{failures}">',
         f'  <testsuite name="jobgate check" tests="{cases}" failures="{failures}" errors="0">',
     ]
+
+
+JUNIT_TAIL = ["  </testsuite>", "</testsuites>"]
+
+
+def junit(results: Sequence[tuple[str, Report]]) -> str:
+    """One testcase per document and one per violation (`junit_cases`), under the
+    totals."""
+    s = summary(results)
+    cases = s["total"] + sum(len(r.violations) for _, r in results)
+    out = junit_head(cases, s["failed"] + s["errors"])
     for source, report in results:
-        out.append(f"    <testcase name={xml_attr(source)} classname={xml_attr(report.kind)}>")
-        errors = [v for v in report.violations if v.severity == "error"]
-        if errors:
-            body = "\n".join(f"{place(source, v)}: {v.rule} {v.field or '(document)'}: {v.message}" for v in errors)
-            out.append(f"      <failure message={xml_attr(f'{len(errors)} error(s)')} type={xml_attr(errors[0].rule)}>{xml_text(body)}</failure>")
-        out.append("    </testcase>")
-        for v in report.violations:
-            out.append(f"    <testcase name={xml_attr(f'{place(source, v)} {v.rule}')} classname={xml_attr(f'{report.kind}.{v.rule}')}>")
-            if v.severity == "error":  # a warning, or a rule turned off, passes
-                out.append(f"      <failure message={xml_attr(v.message)} type={xml_attr(v.rule)}>{xml_text(f'{shown_field(v.field)}: {v.message}')}</failure>")
-            else:
-                out.append(f"      <system-out>{xml_text(f'warning {shown_field(v.field)}: {v.message}')}</system-out>")
-            out.append("    </testcase>")
-    out += ["  </testsuite>", "</testsuites>"]
+        out += junit_cases(source, report)
+    out += JUNIT_TAIL
     return "\n".join(out)
 
 
@@ -183,38 +197,48 @@ def artifact_uri(source: str) -> str:
             path = path.relative_to(Path.cwd())
         except ValueError:
             return path.as_uri()
-    return quote(path.as_posix(), safe="/-._~")
+    # A name that is not UTF-8 (surrogate escapes) is percent-encoded as the bytes it is.
+    return quote(path.as_posix(), safe="/-._~", errors="surrogateescape")
 
 
 def fingerprint(source: str, v) -> str:
     """Stable across runs and line moves: the file, the rule and the field."""
-    return hashlib.sha256(f"{source}\0{v.rule}\0{v.field}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{source}\0{v.rule}\0{v.field}".encode(errors="surrogateescape")).hexdigest()[:32]
 
 
-def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
+def sarif_results(source: str, report: Report, index: dict[str, int]) -> list[dict[str, Any]]:
+    """A document's SARIF results, one per violation; `index` gives a rule's place in
+    the catalogue (`ruleIndex`)."""
+    uri = artifact_uri(source)
+    out = []
+    for v in report.violations:
+        physical: dict[str, Any] = {"artifactLocation": {"uri": uri, **({} if uri.startswith("file:") else {"uriBaseId": "%SRCROOT%"})}}
+        physical["region"] = {"startLine": v.line or 1, "startColumn": v.column or 1}
+        out.append(
+            {
+                "ruleId": v.rule,
+                "ruleIndex": index.get(v.rule, -1),
+                "level": {"error": "error", "warning": "warning"}.get(v.severity, "none"),
+                "message": {"text": v.message},
+                "locations": [
+                    {
+                        "physicalLocation": physical,
+                        "logicalLocations": [{"fullyQualifiedName": v.field or "/", "kind": "member"}],
+                    }
+                ],
+                "partialFingerprints": {"jobgateFinding/v1": fingerprint(uri, v)},
+            }
+        )
+    return out
+
+
+def rule_index() -> dict[str, int]:
+    return {r["rule"]: i for i, r in enumerate(rules())}
+
+
+def sarif_log(results: list[Any]) -> dict[str, Any]:
+    """The SARIF log of one run whose `results` are these (`sarif_results`)."""
     catalogue = rules()
-    index = {r["rule"]: i for i, r in enumerate(catalogue)}
-    sarif_results = []
-    for source, report in results:
-        uri = artifact_uri(source)
-        for v in report.violations:
-            physical: dict[str, Any] = {"artifactLocation": {"uri": uri, **({} if uri.startswith("file:") else {"uriBaseId": "%SRCROOT%"})}}
-            physical["region"] = {"startLine": v.line or 1, "startColumn": v.column or 1}
-            sarif_results.append(
-                {
-                    "ruleId": v.rule,
-                    "ruleIndex": index.get(v.rule, -1),
-                    "level": {"error": "error", "warning": "warning"}.get(v.severity, "none"),
-                    "message": {"text": v.message},
-                    "locations": [
-                        {
-                            "physicalLocation": physical,
-                            "logicalLocations": [{"fullyQualifiedName": v.field or "/", "kind": "member"}],
-                        }
-                    ],
-                    "partialFingerprints": {"jobgateFinding/v1": fingerprint(uri, v)},
-                }
-            )
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
@@ -240,10 +264,15 @@ def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
                 "columnKind": "unicodeCodePoints",
                 "invocations": [{"executionSuccessful": True, "commandLine": " ".join(["jobgate", *sys.argv[1:]]), "workingDirectory": {"uri": Path.cwd().as_uri() + "/"}}],
-                "results": sarif_results,
+                "results": results,
             }
         ],
     }
+
+
+def sarif(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
+    index = rule_index()
+    return sarif_log([r for source, report in results for r in sarif_results(source, report, index)])
 
 
 def _github_value(text: str, prop: bool = False) -> str:
@@ -253,18 +282,24 @@ def _github_value(text: str, prop: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
+def github_lines(source: str, report: Report) -> list[str]:
+    """A document's annotations: a workflow command per violation, at its line and
+    column."""
+    lines = []
+    for v in report.violations:
+        props = [f"file={_github_value(source, True)}"]
+        if v.line and v.column:
+            props += [f"line={v.line}", f"col={v.column}"]
+        props.append(f"title={_github_value(v.rule, True)}")
+        level = {"error": "error", "warning": "warning"}.get(v.severity, "notice")
+        lines.append(f"::{level} {','.join(props)}::{_github_value(f'{v.message} (at {shown_field(v.field)})')}")
+    return lines
+
+
 def github(results: Sequence[tuple[str, Report]]) -> str:
     """GitHub Actions workflow commands: an annotation per violation, at its line and
     column, then the summary line."""
-    lines = []
-    for source, report in results:
-        for v in report.violations:
-            props = [f"file={_github_value(source, True)}"]
-            if v.line and v.column:
-                props += [f"line={v.line}", f"col={v.column}"]
-            props.append(f"title={_github_value(v.rule, True)}")
-            level = {"error": "error", "warning": "warning"}.get(v.severity, "notice")
-            lines.append(f"::{level} {','.join(props)}::{_github_value(f'{v.message} (at {shown_field(v.field)})')}")
+    lines = [line for source, report in results for line in github_lines(source, report)]
     lines.append(_summary_line(summary(results)))
     return "\n".join(lines)
 
@@ -312,6 +347,26 @@ def submissions(fmt: str, items: Sequence[Any]) -> str:
     return "\n".join(lines)
 
 
+def change_lines(c: Any, paint) -> list[str]:
+    """An item the candidate judges otherwise (`jobgate.rollout.Change`), for people:
+    the verdicts, then the violations added (+) and removed (-)."""
+    was, now = c.current["verdict"], c.candidate["verdict"]
+    shift = paint(f"{was} -> {now}", "31;1" if c.breaks else "32" if c.mends else "33") if was != now else f"{now}, violations differ"
+    lines = [f"{printable(c.source)}: {shift}" + (f" (project {printable(c.project)})" if c.project else "")]
+    lines += [f"  + {v['severity']:<7} {printable(v['rule'])}  {printable(v['field'] or '(document)')}  {printable(v['message'])}" for v in c.added]
+    lines += [f"  - {v['severity']:<7} {printable(v['rule'])}  {printable(v['field'] or '(document)')}  {printable(v['message'])}" for v in c.removed]
+    return lines
+
+
+def impact_lines(impact: dict[str, Any]) -> list[str]:
+    lines = [f"{impact['changed']} of {impact['items']} items judged otherwise: {impact['newly_failing']} newly failing, {impact['newly_passing']} newly passing"]
+    for rule, n in impact["by_rule"].items():
+        lines.append(f"  rule {printable(rule)}: +{n['added']} -{n['removed']}")
+    for project, n in impact["by_project"].items():
+        lines.append(f"  project {printable(project)}: {n['changed']} changed, {n['newly_failing']} newly failing, {n['newly_passing']} newly passing")
+    return lines
+
+
 def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
     """`revalidate --against`: the items the candidate judges otherwise
     (`jobgate.rollout.Change`) and the counts. JUnit and SARIF show the candidate's
@@ -323,19 +378,8 @@ def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
 
         return render(fmt, [(c.source, ReportView.from_dict(c.candidate)) for c in changed])
     paint = _painter()
-    lines = []
-    for c in changed:
-        was, now = c.current["verdict"], c.candidate["verdict"]
-        shift = paint(f"{was} -> {now}", "31;1" if c.breaks else "32" if c.mends else "33") if was != now else f"{now}, violations differ"
-        lines.append(f"{printable(c.source)}: {shift}" + (f" (project {printable(c.project)})" if c.project else ""))
-        lines += [f"  + {v['severity']:<7} {printable(v['rule'])}  {printable(v['field'] or '(document)')}  {printable(v['message'])}" for v in c.added]
-        lines += [f"  - {v['severity']:<7} {printable(v['rule'])}  {printable(v['field'] or '(document)')}  {printable(v['message'])}" for v in c.removed]
-    lines.append(f"{impact['changed']} of {impact['items']} items judged otherwise: {impact['newly_failing']} newly failing, {impact['newly_passing']} newly passing")
-    for rule, n in impact["by_rule"].items():
-        lines.append(f"  rule {printable(rule)}: +{n['added']} -{n['removed']}")
-    for project, n in impact["by_project"].items():
-        lines.append(f"  project {printable(project)}: {n['changed']} changed, {n['newly_failing']} newly failing, {n['newly_passing']} newly passing")
-    return "\n".join(lines)
+    lines = [line for c in changed for line in change_lines(c, paint)]
+    return "\n".join(lines + impact_lines(impact))
 
 
 def dumps(value: Any) -> str:
@@ -345,6 +389,20 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
     except TypeError:  # a file name that is not UTF-8 (surrogate escapes): the slow path
         return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def dumps_line(value: Any) -> str:
+    """One JSON Lines record: compact JSON and a newline."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE).decode()
+    except TypeError:  # a file name that is not UTF-8 (surrogate escapes): the slow path
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def jsonl(results: Sequence[tuple[str, Report]]) -> str:
+    """JSON Lines: one `{"source", "kind", "verdict", "violations"}` per document, the
+    source on every line, no summary (every line is a document)."""
+    return "".join(dumps_line({"source": source, **report.to_dict()}) for source, report in results)
 
 
 def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
@@ -357,3 +415,17 @@ def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
     if fmt == "github":
         return github(results)
     return text(results)
+
+
+def document(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
+    """Everything a report of `results` in `fmt` writes, built whole: what `ReportStream`
+    writes piece by piece."""
+    return jsonl(results) if fmt == "jsonl" else render(fmt, results) + "\n"
+
+
+def changes_document(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
+    """Everything a report of a candidate's changes writes, built whole: what
+    `ChangesStream` writes piece by piece."""
+    if fmt == "jsonl":
+        return "".join(dumps_line(c.to_dict()) for c in changed)
+    return changes(fmt, changed, impact) + "\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 from jobgate import load_config
@@ -13,6 +14,8 @@ from jobgate.cli import connect
 from jobgate.cli.formats import printable
 from jobgate.config import environment_config
 from jobgate.store.base import ERR_CLASSES, SOURCES, STATES
+
+AUDIT_PAGE = 500  # jobs listed, read and judged at a time by `jobs audit`
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     audit = jobs.add_parser("audit", help="judge the admitted documents of unfinished jobs under a candidate configuration: which would it refuse?")
     local(audit, audit)
     audit.add_argument("--against", required=True, metavar="CANDIDATE.toml", help="the candidate configuration; the current one is --config")
-    audit.add_argument("--format", choices=("text", "json"), default="text")
+    audit.add_argument("--format", choices=("text", "json", "jsonl"), default="text", help="jsonl: one JSON object per changed job, no counts")
     audit.add_argument("--fail-on", choices=("error", "warning"), default="error", help="exit 1 when a job would newly fail (default), or gain any violation")
     audit.set_defaults(run=run_audit)
 
@@ -216,25 +219,30 @@ def run_audit(args: argparse.Namespace) -> int:
     """Gatekeeper's audit: every unfinished job's admitted document, judged under the
     current configuration and the candidate; the jobs judged otherwise are shown."""
     from jobgate import Validator, rollout
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, formats, named_files
+    from jobgate.cli import EXIT_FAIL, EXIT_PASS, named_files, streaming
 
     named_files(args.against)
     current = Validator(load_config(args.config) if args.config else environment_config())
     candidate = Validator(load_config(args.against))
     store = Local(args).store
-    ids, before, after = [], [], []
+    # A page of jobs at a time, judged on every core and written before the next is
+    # read: memory does not grow with the store, as Gatekeeper's audit lists its
+    # cluster in chunks.
+    stream = streaming.ChangesStream(args.format, sys.stdout)
+    impact = rollout.Impact()
     after_seq = ""
     while True:
-        rows = store.list(state="", project="", owner="", terminal=False, limit=500, after=after_seq)
-        for row in rows:
-            document = store.document(row["id"])
-            ids.append(row["id"])
-            before.append(current.check(document).to_dict())
-            after.append(candidate.check(document).to_dict())
-        if len(rows) < 500:
+        rows = store.list(state="", project="", owner="", terminal=False, limit=AUDIT_PAGE, after=after_seq)
+        ids = [row["id"] for row in rows]
+        documents = [store.document(job_id) for job_id in ids]
+        # The project a job was admitted into (a spec-bundle's too), read for the jobs that change.
+        changes = rollout.compare_reports(ids, current.check_many(documents), candidate.check_many(documents), lambda i, ids=ids: store.project(ids[i]))
+        for c in changes:
+            impact.add(c)
+        impact.items += len(ids)
+        stream.write(changes)
+        if len(rows) < AUDIT_PAGE:
             break
         after_seq = str(rows[-1]["_seq"])
-    # The project a job was admitted into (a spec-bundle's too), read for the jobs that change.
-    changes = rollout.compare(ids, before, after, lambda i: store.project(ids[i]))
-    print(formats.changes(args.format, changes, rollout.impact(changes, len(ids))))
-    return EXIT_FAIL if rollout.fails(changes, args.fail_on) else EXIT_PASS
+    stream.close(impact.to_dict())
+    return EXIT_FAIL if impact.fails(args.fail_on) else EXIT_PASS

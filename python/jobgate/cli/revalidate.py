@@ -1,16 +1,18 @@
 """`jobgate revalidate PATH...`: revalidate archives of documents and job packages
-against the current configuration, in parallel, locally or on a Ray cluster."""
+against the current configuration, in parallel, locally or on a Ray cluster, with the
+reports written as the chunks complete (`jobgate.cli.streaming`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from contextlib import nullcontext
+import threading
+from contextlib import ExitStack
+from typing import Any
 
 from jobgate import KINDS
-from jobgate.cli import formats
-from jobgate.reports import ReportView
+from jobgate.cli import formats, streaming
 
 ENGINES = ("local", "ray")
 
@@ -23,13 +25,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "Revalidate archived documents (.json, .yaml, .yml) and job packages against the current configuration. "
             "A package is an archive (.tar, .tar.gz, .tgz, .tar.zst, .tzst, .zip) or a directory with bundle.json, "
             ".yaml or .yml at its top, holding the bundle and its supporting files. Directories are searched "
-            "recursively. Progress goes to stderr on a terminal, never when CI is set."
+            "recursively. Items are reported in a stable order: named paths as given, each directory depth first with "
+            "its entries sorted by name. Reports are written as they complete, in bounded memory whatever the "
+            "archive's size. Progress (items/s, failures so far) goes to stderr on a terminal, never when CI is set."
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="documents, packages, or directories holding them")
     p.add_argument("--config", metavar="FILE", help="jobgate.toml with the current catalog and deployment rules (default: document rules only)")
     p.add_argument("--kind", choices=KINDS, help="the kind of every document (default: detected from its keys)")
-    p.add_argument("--format", choices=formats.FORMATS, default="text", help="output format (default: text)")
+    p.add_argument(
+        "--format",
+        choices=streaming.FORMATS,
+        default="text",
+        help="output format (default: text); jsonl: one JSON object per item (per change with --against), its source on every line, no summary",
+    )
     formats.add_fail_on(p)
     p.add_argument("--engine", choices=ENGINES, default="local", help="local: threads on this machine (default); ray: tasks on a Ray cluster")
     p.add_argument("--address", metavar="ADDR", help="with --engine ray: the cluster to join (host:port, ray://host:port or auto; default: start a private local Ray)")
@@ -44,73 +53,128 @@ def show_progress() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
+class Progress:
+    """The bar on stderr: items done, items/s and failures so far. The total is
+    counted by a second walk on a thread of its own (names only, no file read), so
+    the bar fills while the run goes; until then it counts up."""
+
+    def __init__(self, paths: list[str], shown: bool) -> None:
+        self.failed = 0
+        self.bar: Any = None
+        self.total: int | None = None
+        if not shown:
+            return
+        from tqdm import tqdm
+
+        self.bar = tqdm(unit="item", file=sys.stderr, desc="revalidating", dynamic_ncols=True)
+        threading.Thread(target=self._count, args=(paths,), name="jobgate-count", daemon=True).start()
+
+    def _count(self, paths: list[str]) -> None:
+        from jobgate import revalidation
+
+        try:
+            self.total = sum(1 for _ in revalidation.discover(paths))
+        except OSError:
+            pass
+
+    def update(self, items: int, failed: int, label: str = "failed") -> None:
+        if self.bar is None:
+            return
+        self.failed += failed
+        if self.total is not None and self.bar.total is None:
+            self.bar.total = self.total
+        self.bar.set_postfix_str(f"{label}={self.failed}", refresh=False)
+        self.bar.update(items)
+
+    def close(self, finished: bool = False) -> None:
+        if self.bar is None:
+            return
+        if finished and self.bar.total is None:  # ended before the count did: the total is what was done
+            self.bar.total = self.bar.n
+            self.bar.refresh()
+        self.bar.close()
+
+
 def run(args: argparse.Namespace) -> int:
     from jobgate import load_config, revalidation
     from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, named_files
+    from jobgate.config import environment_config
 
     if args.address and args.engine != "ray":
         raise UsageError("--address is for --engine ray")
     if args.threads is not None and (args.engine != "local" or args.threads < 1):
         raise UsageError("--threads takes a number of at least 1, with --engine local")
     named_files(args.config)
-    config = load_config(args.config) if args.config else None
+    config = load_config(args.config) if args.config else environment_config()
+    candidate = None
+    if args.against:
+        named_files(args.against)
+        candidate = load_config(args.against)
     try:
         items = revalidation.discover(args.paths)
     except OSError as e:
         raise UsageError(str(e)) from None
 
-    from tqdm import tqdm
-
-    candidate = None
-    if args.against:
-        named_files(args.against)
-        candidate = load_config(args.against)
-
-    def judge(config, bar) -> list[dict]:
-        def engine(todo: list[revalidation.Item]) -> list[dict]:
-            if not todo:
-                return []
-            if args.engine == "ray":
-                return revalidation.run_ray(todo, config, args.kind, bar.update, args.address)
-            return revalidation.run_local(todo, config, args.kind, bar.update, args.threads)
-
-        if args.cache:
-            return revalidation.run_cached(items, revalidation.ReportCache(args.cache, config, args.kind), bar.update, engine)
-        return engine(items)
-
     configs = [config] if candidate is None else [config, candidate]
-    session = revalidation.ray_session(args.address) if args.engine == "ray" and candidate is not None else nullcontext()
-    with tqdm(total=len(items) * len(configs), unit="item", disable=not show_progress(), file=sys.stderr, desc="revalidating") as bar:
+    with ExitStack() as stack:
         try:
-            with session:
-                judged = [judge(c, bar) for c in configs]
+            judges = []
+            for c in configs:
+                cache = None
+                if args.cache:
+                    cache = revalidation.ReportCache(args.cache, c, args.kind)
+                    stack.callback(cache.close)
+                judges.append(revalidation.Judge(c, args.kind, cache))
+            if args.engine == "ray":
+                ray = stack.enter_context(revalidation.ray_session(args.address))
+                judged = revalidation.run_ray(items, judges, ray)
+            else:
+                judged = revalidation.run_local(items, judges, args.threads)
+            progress = Progress(args.paths, show_progress())
+            stack.callback(progress.close)
+            if candidate is not None:
+                return report_changes(args, judged, progress)
+            stream = streaming.ReportStream(args.format, sys.stdout)
+            for chunk in judged:
+                reports = chunk.reports[0]
+                stream.write(zip([item.path for item in chunk.items], reports, strict=True))
+                progress.update(len(reports), sum(not r.ok for r in reports))
+            stream.close()
+            progress.close(finished=True)
+            return EXIT_FAIL if stream.totals.failing(args.fail_on) else EXIT_PASS
         except (revalidation.EngineError, revalidation.CacheError) as e:
             raise UsageError(str(e)) from None
-    if candidate is not None:
-        return report_changes(args, items, *judged)
-    results = [(item.path, ReportView.from_dict(r)) for item, r in zip(items, judged[0], strict=True)]
-    print(formats.render(args.format, results))
-    return EXIT_FAIL if formats.failing(results, args.fail_on) else EXIT_PASS
 
 
-def report_changes(args: argparse.Namespace, items: list, current: list[dict], candidate: list[dict]) -> int:
-    """`--against`: the items the candidate judges otherwise, and the counts."""
+def report_changes(args: argparse.Namespace, judged: Any, progress: Progress) -> int:
+    """`--against`: the items the candidate judges otherwise, written as each chunk
+    completes, then the counts."""
     from jobgate import Validator, rollout, sources
     from jobgate.cli import EXIT_FAIL, EXIT_PASS
 
     reader = Validator()
 
-    def project_of(i: int) -> str:
+    def project_of(item) -> str:
         """A JobSpec's project, read again for the items that changed only; a package's
         bundle names none."""
-        if items[i].package:
+        if item.package or item.unlisted is not None:
             return ""
         try:
-            facts = reader.facts(sources.read(items[i].path).data, args.kind)
+            facts = reader.facts(sources.read(item.path).data, args.kind)
         except (OSError, ValueError, sources.TooLarge):
             return ""
         return facts.project if facts is not None else ""
 
-    changes = rollout.compare([i.path for i in items], current, candidate, project_of)
-    print(formats.changes(args.format, changes, rollout.impact(changes, len(items))))
-    return EXIT_FAIL if rollout.fails(changes, args.fail_on) else EXIT_PASS
+    stream = streaming.ChangesStream(args.format, sys.stdout)
+    impact = rollout.Impact()
+    for chunk in judged:
+        items = chunk.items
+        changes = rollout.compare_reports([item.path for item in items], *chunk.reports, lambda i, items=items: project_of(items[i]))
+        for c in changes:
+            impact.add(c)
+        impact.items += len(items)
+        stream.write(changes)
+        progress.update(len(items), sum(c.breaks for c in changes), "newly failing")
+    stream.close(impact.to_dict())
+    progress.close(finished=True)
+    return EXIT_FAIL if impact.fails(args.fail_on) else EXIT_PASS

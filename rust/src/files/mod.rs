@@ -9,6 +9,7 @@ pub mod archive;
 pub mod budget;
 pub mod cache;
 pub mod declared;
+pub mod documents;
 pub mod hashing;
 pub mod imports;
 pub mod mapped;

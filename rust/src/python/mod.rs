@@ -50,6 +50,44 @@ fn content_keys(
         .collect())
 }
 
+/// Document files read by path in one call, on every core with the GIL released:
+/// each file's bytes, or the report refusing it for documents of `kind`
+/// (`files::documents::read`: not a regular file, unreadable, over `max_bytes`).
+/// `jobgate revalidate --engine ray` reads what it ships so.
+#[pyfunction]
+#[pyo3(signature = (paths, max_bytes, *, kind=None))]
+fn read_documents(
+    py: Python<'_>,
+    paths: Vec<std::path::PathBuf>,
+    max_bytes: usize,
+    kind: Option<&str>,
+) -> PyResult<Vec<Py<PyAny>>> {
+    use rayon::prelude::*;
+    let kind = input::parse_kind(kind)?;
+    let read: Vec<Result<Vec<u8>, crate::report::Violation>> = py.detach(|| {
+        guarded(|| {
+            paths
+                .par_iter()
+                .with_min_len(16)
+                .map(|path| {
+                    let mut bytes = Vec::new();
+                    crate::files::documents::read(path, max_bytes, &mut bytes).map(|()| bytes)
+                })
+                .collect()
+        })
+    })?;
+    read.into_iter()
+        .map(|r| match r {
+            Ok(bytes) => Ok(pyo3::types::PyBytes::new(py, &bytes).into_any().unbind()),
+            Err(refusal) => Ok(Py::new(
+                py,
+                report::Report::wrap(crate::report::Report::new(kind, vec![refusal])),
+            )?
+            .into_any()),
+        })
+        .collect()
+}
+
 /// `number`'s image under the keyed permutation of the integers below 2^`bits` that
 /// numbers job ids (`job_ids::permuted`); ValueError for a key that is not 32 bytes, odd
 /// `bits` or above 64, or a number out of range.
@@ -102,6 +140,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lock::recipe_status, m)?)?;
     m.add_function(wrap_pyfunction!(redact, m)?)?;
     m.add_function(wrap_pyfunction!(content_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(read_documents, m)?)?;
     m.add_function(wrap_pyfunction!(permuted_job_number, m)?)?;
     Ok(())
 }

@@ -333,6 +333,29 @@ impl Validator {
         reports.into_iter().map(|r| to_python(py, r)).collect()
     }
 
+    /// Reads and checks many document files, named by path, in one call with the GIL
+    /// released, on every core (or `threads` of them): no Python object is made for a
+    /// file's bytes. A file that is not a regular file, cannot be read or is over
+    /// `limits.max_document_bytes` (known from its size, before it is read) gets the
+    /// report refusing it. Reports come back in the paths' order.
+    #[pyo3(signature = (paths, kind=None, *, threads=None))]
+    fn check_paths(
+        &self,
+        py: Python<'_>,
+        paths: Vec<PathBuf>,
+        kind: Option<&str>,
+        threads: Option<usize>,
+    ) -> PyResult<Vec<Py<Report>>> {
+        let kind = parse_kind(kind)?;
+        if threads == Some(0) {
+            return Err(PyValueError::new_err("threads must be at least 1"));
+        }
+        let admission = Admission::default();
+        let reports =
+            py.detach(|| guarded(|| self.core.check_paths(&paths, kind, threads, &admission)))?;
+        reports.into_iter().map(|r| to_python(py, r)).collect()
+    }
+
     /// The service's AdmitBatch dry-run path: an encoded `jobgate.v1.AdmitBatchRequest`
     /// in, its encoded `AdmitBatchResponse` out, checked on every core with the GIL
     /// released and no Python object per document. `None` when the request is not a
