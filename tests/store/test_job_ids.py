@@ -52,7 +52,7 @@ def stored(backend) -> tuple[bytes, set[int]]:
     else:
         with sqlite3.connect(Path(path) / "jobs.sqlite3") as db:
             key = bytes(db.execute("SELECT key FROM job_id_key").fetchone()[0])
-            top = db.execute("SELECT MAX(seq) FROM jobs").fetchone()[0]
+            top = db.execute("SELECT next - 1 FROM job_numbers").fetchone()[0]
     return key, {permuted(n, key) for n in range(1, top + 1)}
 
 
@@ -154,7 +154,7 @@ def test_a_store_that_gave_out_every_number_refuses_loudly(backend):
             db.execute("SELECT setval('job_id_seq', %s)", (last - 1,))
     else:
         with sqlite3.connect(Path(path) / "jobs.sqlite3") as db:
-            db.execute("UPDATE jobs SET seq = ?", (last - 1,))
+            db.execute("UPDATE job_numbers SET next = ?", (last,))
     store = open_store(path, url)
     try:
         (final,) = store.admit_many([(job(), admitted)])
