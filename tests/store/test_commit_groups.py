@@ -100,10 +100,12 @@ def test_an_expired_key_starts_afresh_in_a_group(gate, reads_usage):
     assert records(store) == [first, second]
 
 
-def test_job_numbers_taken_ahead_are_never_given_twice(fresh_postgres):
-    from jobgate.store.postgres import PostgresStore
+def test_job_numbers_taken_ahead_are_never_given_twice(backend):
+    """Two stores on one database (PostgreSQL replicas, or `serve --workers` processes
+    sharing a SQLite file), each taking job numbers ahead, admitting in turn."""
+    from jobgate.store import open_store
 
-    replicas = [PostgresStore(fresh_postgres), PostgresStore(fresh_postgres)]
+    replicas = [open_store(*backend), open_store(*backend)]
     try:
         ids: list[str] = []
         for i in range(40):  # usage-free groups take their numbers from those taken ahead
