@@ -256,7 +256,7 @@ def test_a_sqlite_group_costs_a_few_statements_whatever_its_size(gate, reads_usa
     threads run, and waits its turn to come back)."""
     store = gate.store
     if not hasattr(store, "path"):
-        pytest.skip("statements are counted on SQLite; PostgreSQL's group is a fixed three")
+        pytest.skip("statements are counted on SQLite; a PostgreSQL group is one statement, or two round trips when it reads usage")
     store.admit_many([(job("first", reads_usage=reads_usage), admitted)])  # its keys' pruning is done, job numbers taken ahead
     counts = []
     for size in (1, 50):
