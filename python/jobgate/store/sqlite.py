@@ -1,7 +1,8 @@
 """SQLite, the embedded default: one file in WAL mode, versioned migrations, and one
-write transaction (BEGIN IMMEDIATE) per admission group, so quota checks, inserts and
-idempotency keys are atomic across threads and processes: a key is looked up and
-written under the same write lock. Connections come from a small pool; the driver's
+write transaction per admission group (BEGIN IMMEDIATE, or a single insert when the
+group reads nothing first), so quota checks, inserts and idempotency keys are atomic
+across threads and processes: a key is looked up and written under the same write
+lock. Connections come from a small pool; the driver's
 failures leave as StoreFull or StoreUnavailable. The WAL is checkpointed on a thread of
 the store's own (`_Checkpointer`), not in the commits admissions wait for."""
 
