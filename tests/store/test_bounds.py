@@ -270,10 +270,10 @@ def poisoned(store_class, marker: str):
                 assert self.release.wait(60)
             return super().admit_many(items)
 
-        def _open(self, db, job, decide, *group):  # PostgreSQL's also takes what its group carries over
+        def _open(self, job, decide, *group):  # each store's also takes what its group carries over
             if marker in job.image:
                 raise RuntimeError("the backend refused a value of this job")
-            return super()._open(db, job, decide, *group)
+            return super()._open(job, decide, *group)
 
     return Poisoned
 

@@ -100,10 +100,12 @@ def test_an_expired_key_starts_afresh_in_a_group(gate, reads_usage):
     assert records(store) == [first, second]
 
 
-def test_job_numbers_taken_ahead_are_never_given_twice(fresh_postgres):
-    from jobgate.store.postgres import PostgresStore
+def test_job_numbers_taken_ahead_are_never_given_twice(backend):
+    """Two stores on one database (PostgreSQL replicas, or `serve --workers` processes
+    sharing a SQLite file), each taking job numbers ahead, admitting in turn."""
+    from jobgate.store import open_store
 
-    replicas = [PostgresStore(fresh_postgres), PostgresStore(fresh_postgres)]
+    replicas = [open_store(*backend), open_store(*backend)]
     try:
         ids: list[str] = []
         for i in range(40):  # usage-free groups take their numbers from those taken ahead
@@ -232,25 +234,57 @@ def test_an_admission_is_committed_on_the_thread_that_makes_it():
         committer.close()
 
 
+def sqlite_statements(store, items) -> tuple[list, list[str]]:
+    """What `admit_many(items)` returns on a SQLite store, and the statements it ran.
+    A trigger's statements are traced with the text of the statement that fired them:
+    repeats in a row are one statement."""
+    traced: list[str] = []
+    with store._pool.connection() as db:
+        db.set_trace_callback(traced.append)
+    try:
+        outcomes = store.admit_many(items)
+    finally:
+        with store._pool.connection() as db:
+            db.set_trace_callback(None)
+    return outcomes, [sql for i, sql in enumerate(traced) if i == 0 or sql != traced[i - 1]]
+
+
 def test_a_sqlite_group_costs_a_few_statements_whatever_its_size(gate, reads_usage):
-    """One read of what the decisions need and one of the keys, one insert per table,
-    and the transaction: the same for one admission as for fifty (each statement lets
-    other threads run, and waits its turn to come back)."""
+    """The write lock, one read of what the decisions need (usage and keys together),
+    the records (each with its first transition and its usage charged), the keys, and
+    the commit: the same for one admission as for fifty (each statement lets other
+    threads run, and waits its turn to come back)."""
     store = gate.store
     if not hasattr(store, "path"):
-        pytest.skip("statements are counted on SQLite; PostgreSQL's group is a fixed three")
-    store.admit_many([(job("first", reads_usage=reads_usage), admitted)])  # its keys' pruning is done
+        pytest.skip("statements are counted on SQLite; a PostgreSQL group is one statement, or two round trips when it reads usage")
+    store.admit_many([(job("first", reads_usage=reads_usage), admitted)])  # its keys' pruning is done, job numbers taken ahead
     counts = []
     for size in (1, 50):
-        statements: list[str] = []
-        with store._pool.connection() as db:
-            db.set_trace_callback(statements.append)
-        try:
-            ids = store.admit_many([(job(f"key-{size}-{i}", reads_usage=reads_usage), admitted) for i in range(size)])
-        finally:
-            with store._pool.connection() as db:
-                db.set_trace_callback(None)
+        ids, statements = sqlite_statements(store, [(job(f"key-{size}-{i}", reads_usage=reads_usage), admitted) for i in range(size)])
         assert all(isinstance(i, str) for i in ids) and len(set(ids)) == size
         counts.append(len(statements))
-    assert counts == [8, 8]
+    assert counts == [5, 5]
     assert len(records(store)) == 52 and store.gpus_in_use("my-lab") == 52 * 8
+
+
+def test_a_sqlite_group_that_reads_nothing_opens_its_records_in_one_statement(tmp_path):
+    """No quota, no key: decided before any statement, on job numbers taken ahead, and
+    written by one insert, its own transaction; past a statement's rows, in one
+    transaction of several."""
+    from jobgate.store.sqlite import SqliteStore
+
+    store = SqliteStore(tmp_path)
+    try:
+        store.admit_many([(job(reads_usage=False), admitted)])  # job numbers taken ahead
+        for size, expected in ((1, 1), (50, 1), (150, 4)):
+            ids, statements = sqlite_statements(store, [(job(reads_usage=False), admitted) for _ in range(size)])
+            assert all(isinstance(i, str) for i in ids) and len(set(ids)) == size
+            assert len(statements) == expected, statements
+            assert statements[0].startswith("INSERT INTO admissions" if expected == 1 else "BEGIN IMMEDIATE")
+        listed = store.list(project="my-lab", limit=1000)
+        assert len(listed) == 202 and store.gpus_in_use("my-lab") == 202 * 8
+        # in admission order, each with its first transition
+        assert [rec["_seq"] for rec in listed] == list(range(1, 203))
+        assert all([t["state"] for t in rec["transitions"]] == ["PENDING"] for rec in listed)
+    finally:
+        store.close()

@@ -52,7 +52,7 @@ def stored(backend) -> tuple[bytes, set[int]]:
     else:
         with sqlite3.connect(Path(path) / "jobs.sqlite3") as db:
             key = bytes(db.execute("SELECT key FROM job_id_key").fetchone()[0])
-            top = db.execute("SELECT MAX(seq) FROM jobs").fetchone()[0]
+            top = db.execute("SELECT next - 1 FROM job_numbers").fetchone()[0]
     return key, {permuted(n, key) for n in range(1, top + 1)}
 
 
@@ -154,7 +154,7 @@ def test_a_store_that_gave_out_every_number_refuses_loudly(backend):
             db.execute("SELECT setval('job_id_seq', %s)", (last - 1,))
     else:
         with sqlite3.connect(Path(path) / "jobs.sqlite3") as db:
-            db.execute("UPDATE jobs SET seq = ?", (last - 1,))
+            db.execute("UPDATE job_numbers SET next = ?", (last,))
     store = open_store(path, url)
     try:
         (final,) = store.admit_many([(job(), admitted)])
@@ -165,3 +165,31 @@ def test_a_store_that_gave_out_every_number_refuses_loudly(backend):
         assert sorted(rec["id"] for rec in store.list(limit=10)) == sorted([first, final])
     finally:
         store.close()
+
+
+def test_the_random_part_of_ids_is_fetched_in_bulk_and_never_shared_with_a_fork(monkeypatch):
+    """One system call serves many ids (each lets other threads take the GIL, inside
+    the commit a group waits for); a forked child never hands out the bytes its
+    parent has yet to."""
+    import os
+
+    from jobgate.store import base
+
+    fetched = []
+    urandom = os.urandom
+    monkeypatch.setattr(base.os, "urandom", lambda n: fetched.append(n) or urandom(n))
+    entropy = base.Entropy(chunk=30)
+    suffixes = [entropy.hex(3) for _ in range(10)]
+    assert fetched == [30] and len(set(suffixes)) == 10 and all(len(s) == 6 for s in suffixes)
+    entropy.hex(3)
+    assert fetched == [30, 30]
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: what it would hand out next
+        os.write(write, entropy.hex(3).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    theirs = os.read(read, 6).decode()
+    os.close(read)
+    assert theirs != entropy.hex(3) and len(theirs) == 6

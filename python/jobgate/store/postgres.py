@@ -49,6 +49,10 @@ from jobgate.store.base import (
 
 log = logging.getLogger("jobgate.store")
 
+# The class of the two-number advisory locks that guard idempotency keys (a space of
+# its own: the one-number project locks never collide with them).
+KEY_LOCKS = 0x6A67_6964  # "jgid"
+
 MIGRATIONS = [
     # 1: records and their transitions
     """
@@ -110,13 +114,50 @@ MIGRATIONS = [
     """
     CREATE TABLE job_id_key (one INTEGER PRIMARY KEY CHECK (one = 1), key BYTEA NOT NULL);
     """,
+    # 7: every write of a commit group as one function, so that a group that reads
+    # nothing first is one statement in autocommit: its locks, its writes and its
+    # commit in one message and one answer. It takes the advisory locks of the group's
+    # projects, then of its idempotency keys (a row with `k`), in the order given
+    # (none when the transaction holds them already); then, in a statement of its own
+    # (a volatile function's statements each take a snapshot, which sees every replica
+    # that held a lock before this one), it writes the group: a key unless its row is
+    # still within its window (an expired row is replaced: the key starts afresh), a
+    # record only with its key or without one, in admission order (their seq), first
+    # transitions, the usage charged per project (foreign keys checked at the end of
+    # the statement, when the jobs are in). A row without an id (a refused admission's)
+    # only looks its key up. Returns, as JSON, what each key not written recalls: under
+    # the key's lock, the snapshot holds every admission made with it before.
+    f"""
+    CREATE FUNCTION jobgate_open_group(group_locks json, group_rows json) RETURNS text LANGUAGE plpgsql AS $body$
+    DECLARE recalled text;
+    BEGIN
+        PERFORM CASE WHEN t.k IS NULL THEN pg_advisory_xact_lock(hashtext('jobgate.quota:' || t.p)) ELSE pg_advisory_xact_lock({KEY_LOCKS}, t.k) END
+        FROM ROWS FROM (json_to_recordset(group_locks) AS (p text, k int4)) WITH ORDINALITY AS t(p, k, i) ORDER BY t.i;
+        WITH given AS MATERIALIZED (SELECT * FROM ROWS FROM (json_to_recordset(group_rows) AS
+            (id text, project text, owner text, gpus int8, ts text, record text, document text, account text, key text, fingerprint text, report text, created float8, since float8))
+            WITH ORDINALITY AS t(id, project, owner, gpus, ts, record, document, account, key, fingerprint, report, created, since, i)),
+        keys_written AS (INSERT INTO idempotency_keys AS ik (account, key, fingerprint, job_id, report, created)
+            SELECT account, decode(key, 'hex'), decode(fingerprint, 'hex'), id, decode(report, 'base64'), created FROM given WHERE id IS NOT NULL AND key IS NOT NULL ORDER BY i
+            ON CONFLICT (account, key) DO UPDATE SET fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created
+            WHERE ik.created < (SELECT g.since FROM given AS g WHERE g.id = excluded.job_id) RETURNING job_id),
+        opened AS (SELECT * FROM given WHERE key IS NULL OR id IN (SELECT job_id FROM keys_written)),
+        records AS (INSERT INTO jobs (id, project, owner, gpus, state, record, document)
+            SELECT id, project, owner, gpus, 'PENDING', record::json, decode(document, 'base64') FROM opened ORDER BY i),
+        first_transitions AS (INSERT INTO transitions (job_id, n, ts, state, message, source)
+            SELECT id, 1, ts, 'PENDING', convert_to('record opened at admission', 'UTF8'), 'agent' FROM opened ORDER BY i),
+        charged AS (INSERT INTO project_usage (project, gpus) SELECT project, sum(gpus) FROM opened GROUP BY project ORDER BY project
+            ON CONFLICT (project) DO UPDATE SET gpus = project_usage.gpus + excluded.gpus)
+        SELECT (SELECT json_agg(json_build_array(g.account, g.key, ik.job_id, encode(ik.fingerprint, 'hex'), encode(ik.report, 'hex')))
+            FROM given AS g, LATERAL (SELECT * FROM idempotency_keys WHERE account = g.account AND key = decode(g.key, 'hex') AND created >= g.since LIMIT 1) AS ik
+            WHERE g.key IS NOT NULL AND (g.id IS NULL OR g.id NOT IN (SELECT job_id FROM keys_written)))::text INTO recalled;
+        RETURN recalled;
+    END
+    $body$;
+    """,
 ]
 
 # Ids per query of `latest`.
 _IDS_PER_QUERY = 500
-# The class of the two-number advisory locks that guard idempotency keys (a space of
-# its own: the one-number project locks never collide with them).
-KEY_LOCKS = 0x6A67_6964  # "jgid"
 
 
 # A commit group's statements take their rows as one JSON text each (orjson builds it;
@@ -145,33 +186,10 @@ _READ = (
     "FROM json_to_recordset(%s::json) AS k(account text, key text, since float8), "
     "LATERAL (SELECT * FROM idempotency_keys WHERE account = k.account AND key = decode(k.key, 'hex') AND created >= k.since LIMIT 1) AS ik))::text"
 )
-# The last: every write of the group in one statement (foreign keys are checked at its
-# end, when the jobs are in). A key is written unless its row is still within its
-# window (an expired row is replaced: the key starts afresh), and a record is opened
-# only with its key, or without one: records in admission order (their seq), first
-# transitions, the usage charged per project. A row without an id (a refused
-# admission's) only looks its key up. Returns, as JSON, what each key not written
-# recalls: under the key's lock, the statement's snapshot holds every admission made
-# with it before. After `_READ` recalled the group's keys, every key is written.
-_OPEN = (
-    "WITH given AS MATERIALIZED (SELECT * FROM ROWS FROM (json_to_recordset(%s::json) AS "
-    "(id text, project text, owner text, gpus int8, ts text, record text, document text, account text, key text, fingerprint text, report text, created float8, since float8)) "
-    "WITH ORDINALITY AS t(id, project, owner, gpus, ts, record, document, account, key, fingerprint, report, created, since, i)), "
-    "keys_written AS (INSERT INTO idempotency_keys AS ik (account, key, fingerprint, job_id, report, created) "
-    "SELECT account, decode(key, 'hex'), decode(fingerprint, 'hex'), id, decode(report, 'base64'), created FROM given WHERE id IS NOT NULL AND key IS NOT NULL ORDER BY i "
-    "ON CONFLICT (account, key) DO UPDATE SET fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created "
-    "WHERE ik.created < (SELECT g.since FROM given AS g WHERE g.id = excluded.job_id) RETURNING job_id), "
-    "opened AS (SELECT * FROM given WHERE key IS NULL OR id IN (SELECT job_id FROM keys_written)), "
-    "records AS (INSERT INTO jobs (id, project, owner, gpus, state, record, document) "
-    "SELECT id, project, owner, gpus, 'PENDING', record::json, decode(document, 'base64') FROM opened ORDER BY i), "
-    "first_transitions AS (INSERT INTO transitions (job_id, n, ts, state, message, source) "
-    "SELECT id, 1, ts, 'PENDING', convert_to('record opened at admission', 'UTF8'), 'agent' FROM opened ORDER BY i), "
-    "charged AS (INSERT INTO project_usage (project, gpus) SELECT project, sum(gpus) FROM opened GROUP BY project ORDER BY project "
-    "ON CONFLICT (project) DO UPDATE SET gpus = project_usage.gpus + excluded.gpus) "
-    "SELECT (SELECT json_agg(json_build_array(g.account, g.key, ik.job_id, encode(ik.fingerprint, 'hex'), encode(ik.report, 'hex'))) "
-    "FROM given AS g, LATERAL (SELECT * FROM idempotency_keys WHERE account = g.account AND key = decode(g.key, 'hex') AND created >= g.since LIMIT 1) AS ik "
-    "WHERE g.key IS NOT NULL AND (g.id IS NULL OR g.id NOT IN (SELECT job_id FROM keys_written)))::text"
-)
+# The last: every write of the group, and what its keys not written recall, as JSON
+# (`jobgate_open_group`, migration 7), taking the locks given first. After `_READ`
+# recalled the group's keys, every key is written.
+_OPEN = "SELECT jobgate_open_group(%s::json, %s::json)"
 # Job numbers a store takes from the sequence ahead of need, so that a group that
 # reads nothing else need not read one (a number is still never given twice).
 _NUMBERS_AHEAD = 256
@@ -286,6 +304,21 @@ def _pipelined(db: psycopg.Connection) -> Iterator[psycopg.Pipeline]:
                 db.close()  # neither rolled back nor usable: the pool drops it
 
 
+@contextmanager
+def _autocommitted(db: psycopg.Connection) -> Iterator[None]:
+    """`db` in autocommit, each statement a transaction of its own; returned as it was
+    lent (not in autocommit) whatever goes wrong."""
+    db.autocommit = True
+    try:
+        yield
+    finally:
+        if not db.closed:
+            try:
+                db.autocommit = False
+            except psycopg.Error:
+                db.close()  # not usable: the pool drops it
+
+
 def _value(cursor: psycopg.Cursor | None) -> Any:
     """The one value a statement returned."""
     row = cursor.fetchone() if cursor is not None else None
@@ -377,10 +410,10 @@ class PostgresStore:
         kind taken in sorted order: every transaction locks in one order (no deadlock).
 
         A group whose admissions read no usage (no quota applies) and for which job
-        numbers are at hand costs one round trip: they are decided here, then one
-        message begins the transaction, takes the locks, writes every record with its
-        key unless the key recalls an admission (what it recalls comes back instead),
-        and commits. Any other group costs two: the locks, then one read of the keys
+        numbers are at hand costs one statement, in autocommit: they are decided here,
+        then `jobgate_open_group` takes the locks and writes every record with its key
+        unless the key recalls an admission (what it recalls comes back instead), and
+        the statement's transaction commits. Any other group costs two round trips: the locks, then one read of the keys
         recalled, the projects' usage and job numbers (a statement of its own, so that
         its snapshot sees every replica that held a lock before this one); then the
         decisions here, and the writes and the commit. Within the group, usage and keys
@@ -394,14 +427,11 @@ class PostgresStore:
         with self._connection() as db:
             if numbers is not None:
                 for (job, decide), number in zip(jobs, numbers, strict=True):
-                    self._open(db, job, decide, number, None, {}, group)
+                    self._open(job, decide, number, None, {}, group)
                 if not group.rows:
                     return group.outcome({})  # every one refused, and no key to look up
-                with _pipelined(db):
-                    db.execute("BEGIN", prepare=False)
-                    db.execute(_LOCKS, (locked,), prepare=True)
-                    written = db.execute(_OPEN, (orjson.dumps(group.rows).decode(),), prepare=True)
-                    db.execute("COMMIT", prepare=False)
+                with _autocommitted(db):  # one statement: its own transaction, durable when it returns
+                    written = db.execute(_OPEN, (locked, orjson.dumps(group.rows).decode()), prepare=True)
             else:
                 keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and _text(job.idempotency.account)]
                 since = time.time()
@@ -420,9 +450,9 @@ class PostgresStore:
                         for account, key, job_id, fingerprint, report in read["recalled"] or ()
                     }
                     for (job, decide), number in zip(jobs, numbers, strict=True):
-                        self._open(db, job, decide, number, usage, remembered, group)
+                        self._open(job, decide, number, usage, remembered, group)
                     # The other round trip: every write, and the commit (durable when it returns).
-                    written = db.execute(_OPEN, (orjson.dumps(group.rows).decode(),), prepare=True) if group.rows else None
+                    written = db.execute(_OPEN, ("[]", orjson.dumps(group.rows).decode()), prepare=True) if group.rows else None
                     db.execute("COMMIT", prepare=False)
                 self._keep_numbers(spare)
             recalled = {
@@ -448,7 +478,6 @@ class PostgresStore:
 
     def _open(
         self,
-        db: psycopg.Connection,
         job: NewJob,
         decide: Callable[[int], bool],
         number: int,
@@ -458,7 +487,7 @@ class PostgresStore:
     ) -> None:
         """One admission of a group, decided on `usage` and `remembered` (what the
         group's read recalled) as the group has left them (`usage` updated here), its
-        rows added to `group`, which writes them on `db` once every member is decided.
+        rows added to `group`, which writes them once every member is decided.
         Without `usage` (no member reads it), `decide` gets 0 and what the member's key
         recalls is learnt with the writes."""
         key = job.idempotency

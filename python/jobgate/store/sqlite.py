@@ -1,7 +1,8 @@
 """SQLite, the embedded default: one file in WAL mode, versioned migrations, and one
-write transaction (BEGIN IMMEDIATE) per admission group, so quota checks, inserts and
-idempotency keys are atomic across threads and processes: a key is looked up and
-written under the same write lock. Connections come from a small pool; the driver's
+write transaction per admission group (BEGIN IMMEDIATE, or a single insert when the
+group reads nothing first), so quota checks, inserts and idempotency keys are atomic
+across threads and processes: a key is looked up and written under the same write
+lock. Connections come from a small pool; the driver's
 failures leave as StoreFull or StoreUnavailable. The WAL is checkpointed on a thread of
 the store's own (`_Checkpointer`), not in the commits admissions wait for."""
 
@@ -98,6 +99,24 @@ MIGRATIONS = [
     """
     CREATE TABLE job_id_key (one INTEGER PRIMARY KEY CHECK (one = 1), key BLOB NOT NULL);
     """,
+    # 5: a commit group opens its records in one statement: an insert into
+    # `admissions` gives each record the next `seq` (admission order, in which ListJobs
+    # pages), its first transition and its GPUs charged to its project. The number its
+    # id permutes comes from `job_numbers` (the next one not given), which a store
+    # takes from ahead of need, so that a group needs to read nothing first; it starts
+    # above every number the ids before it were made of (their `seq`). Statements of
+    # their own (a trigger holds semicolons).
+    (
+        "CREATE TABLE job_numbers (one INTEGER PRIMARY KEY CHECK (one = 1), next INTEGER NOT NULL)",
+        "INSERT INTO job_numbers SELECT 1, COALESCE(MAX(seq), 0) + 1 FROM jobs",
+        "CREATE VIEW admissions (id, project, owner, gpus, ts, record, document) AS SELECT id, project, owner, gpus, NULL, record, document FROM jobs WHERE 0",
+        """CREATE TRIGGER admissions_open INSTEAD OF INSERT ON admissions BEGIN
+            INSERT INTO jobs (id, seq, project, owner, gpus, state, terminal, record, document)
+                VALUES (NEW.id, (SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs), NEW.project, NEW.owner, NEW.gpus, 'PENDING', 0, NEW.record, NEW.document);
+            INSERT INTO transitions VALUES (NEW.id, 1, NEW.ts, 'PENDING', 'record opened at admission', 'agent');
+            INSERT INTO project_usage VALUES (NEW.project, NEW.gpus) ON CONFLICT (project) DO UPDATE SET gpus = gpus + excluded.gpus;
+        END""",
+    ),
 ]
 
 # Ids per query of `latest`, well under SQLite's limit on bound parameters.
@@ -112,22 +131,23 @@ _BACKSTOP_PAGES = 20_000
 # Rows per multi-row statement of a commit group, its parameters well under the
 # smallest limit SQLite builds have had (999).
 _ROWS_PER_STATEMENT = 100
+# Job numbers a store takes from `job_numbers` at once (a write of its own), so that
+# most groups need none read (a number is still never given twice).
+_NUMBERS_AHEAD = 256
 
 
 class _Group:
-    """A commit group as its admissions are decided in order: the job number last
-    given, each project's usage and the keys recalled, carried forward as sequential
-    admissions would have seen them, and the rows `write` adds at once."""
+    """A commit group as its admissions are decided in order: each project's usage and
+    the keys recalled, carried forward as sequential admissions would have seen them,
+    and the rows `write` adds at once."""
 
-    def __init__(self, last: int, usage: dict[str, int], recalled: dict[tuple[str, bytes], tuple[Remembered, float]]) -> None:
-        self.last, self.usage = last, usage
+    def __init__(self, usage: dict[str, int], recalled: dict[tuple[str, bytes], tuple[Remembered, float]]) -> None:
+        self.usage = usage
         # What each key recalled when the group began (with the time it was written),
         # and what the keys the group writes will recall.
         self._recalled, self._opened = recalled, {}
-        self._jobs: list[tuple[Any, ...]] = []
-        self._transitions: list[tuple[str, str]] = []
+        self._admissions: list[tuple[Any, ...]] = []
         self._keys: list[tuple[Any, ...]] = []
-        self._charged: dict[str, int] = {}
 
     def recall(self, slot: tuple[str, bytes], window: float) -> Remembered | None:
         """What a key recalls: an admission this group opened with it, or one within
@@ -140,9 +160,7 @@ class _Group:
     def open(self, job: NewJob, job_id: str, slot: tuple[str, bytes] | None) -> None:
         ts = now()
         record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
-        self._jobs.append((job_id, self.last, job.project, job.owner, job.gpus, record_json(record), job.document))
-        self._transitions.append((job_id, ts))
-        self._charged[job.project] = self._charged.get(job.project, 0) + job.gpus
+        self._admissions.append((job_id, job.project, job.owner, job.gpus, ts, record_json(record), job.document))
         self.usage[job.project] = self.usage.get(job.project, 0) + job.gpus
         key = job.idempotency
         if key is not None and slot is not None:
@@ -150,11 +168,14 @@ class _Group:
             self._keys.append((key.account, slot[1], key.fingerprint, job_id, report, time.time()))
             self._opened[slot] = Remembered(job_id, key.fingerprint, report)
 
+    def statements(self) -> int:
+        """The statements `write` takes."""
+        return -(-len(self._admissions) // _ROWS_PER_STATEMENT) + -(-len(self._keys) // _ROWS_PER_STATEMENT)
+
     def write(self, db: sqlite3.Connection) -> None:
-        """Every row of the group: a statement per table, whatever its size."""
-        _insert(db, "INSERT INTO jobs (id, seq, project, owner, gpus, state, terminal, record, document) VALUES", "(?, ?, ?, ?, ?, 'PENDING', 0, ?, ?)", self._jobs)
-        _insert(db, "INSERT INTO transitions VALUES", "(?, 1, ?, 'PENDING', 'record opened at admission', 'agent')", self._transitions)
-        _insert(db, "INSERT INTO project_usage VALUES", "(?, ?)", list(self._charged.items()), "ON CONFLICT (project) DO UPDATE SET gpus = gpus + excluded.gpus")
+        """Every row of the group: its records, each with its first transition and its
+        GPUs charged (`admissions`), then its keys; a statement each, whatever its size."""
+        _insert(db, "INSERT INTO admissions VALUES", "(?, ?, ?, ?, ?, ?, ?)", self._admissions)
         # An expired row for a key is replaced: the key starts afresh.
         upsert = "ON CONFLICT (account, key) DO UPDATE SET fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created"
         _insert(db, "INSERT INTO idempotency_keys VALUES", "(?, ?, ?, ?, ?, ?)", self._keys, upsert)
@@ -302,6 +323,9 @@ class SqliteStore:
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: True, close=sqlite3.Connection.close)
         self._pruning = Pruning()
         self._checkpointer = _Checkpointer(self._connect, str(self.path))
+        # Job numbers taken ahead from `job_numbers`, not given yet.
+        self._numbers: list[int] = []
+        self._numbers_lock = threading.Lock()
         self._id_key = self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -350,7 +374,7 @@ class SqliteStore:
             done = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
             for version, sql in enumerate(MIGRATIONS, start=1):
                 if version not in done:
-                    for statement in filter(str.strip, sql.split(";")):
+                    for statement in filter(str.strip, sql.split(";") if isinstance(sql, str) else sql):
                         db.execute(statement)
                     db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, now()))
             db.execute("INSERT OR IGNORE INTO job_id_key VALUES (1, ?)", (new_id_key(),))
@@ -372,53 +396,84 @@ class SqliteStore:
 
     @_translated
     def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
-        """Admits in order in one write transaction (one fsync for the group): each
-        decision sees the GPUs of the records opened before it, and each key the keys
-        written before it. The group costs a few statements whatever its size: one
-        read of the next job number and the usage, one of its keys, then its records,
-        first transitions, usage and keys written together; each statement lets the
-        other threads run Python while it runs, and waits its turn to come back."""
+        """Admits in order in one write transaction (one fsync for the group, where
+        commits flush): each decision sees the GPUs of the records opened before it,
+        and each key the keys written before it.
+
+        A group costs a few statements whatever its size, each of which lets the other
+        threads run Python while it runs and waits its turn to come back. One whose
+        members read nothing (no quota applies, no idempotency key) is decided before
+        any, with job numbers taken ahead, and opens its records in one statement, its
+        own transaction. Any other group: the write lock, one read of its projects'
+        usage and of what its keys recall, its records, its keys, and the commit."""
         jobs = [(storable(job), decide) for job, decide in items]
-        with self._writing() as db:
-            group = self._group(db, [job for job, _ in jobs])
-            opened = [self._open(db, job, decide, group) for job, decide in jobs]
-            group.write(db)
+        numbers = self._numbers_ahead(len(jobs))
+        if not any(job.reads_usage or job.idempotency is not None for job, _ in jobs):
+            group = _Group({}, {})
+            opened = [self._open(job, decide, number, group) for (job, decide), number in zip(jobs, numbers, strict=True)]
+            if group.statements() == 1:
+                with self._pool.connection() as db:
+                    group.write(db)  # one statement: a transaction of its own
+                    self._checkpointer.committed(db)
+            elif group.statements():
+                with self._writing() as db:
+                    group.write(db)
+        else:
+            with self._writing() as db:
+                group = self._group(db, [job for job, _ in jobs])
+                opened = [self._open(job, decide, number, group) for (job, decide), number in zip(jobs, numbers, strict=True)]
+                group.write(db)
         self._checkpointer.wrote(len(jobs))
         window = self._pruning.due([job for job, _ in items])
         if window is not None:
             self._prune(window)
         return opened
 
-    def _group(self, db: sqlite3.Connection, jobs: list[NewJob]) -> _Group:
-        """What a group's decisions read, under the write lock: the last job number,
-        the usage of the projects of members that read it, and what their keys recall."""
-        projects = sorted({job.project for job in jobs if job.reads_usage})
-        usage: dict[str, int] = {}
-        last = 0
-        # The job number's row has no project (NULL); a project may be named "".
-        sql = "SELECT NULL, COALESCE(MAX(seq), 0) FROM jobs"
-        if projects:
-            sql += f" UNION ALL SELECT project, gpus FROM project_usage WHERE project IN ({', '.join('?' * len(projects))})"
-        for project, value in db.execute(sql, projects):
-            if project is None:
-                last = int(value)
-            else:
-                usage[project] = int(value)
-        slots = list(dict.fromkeys((job.idempotency.account, key_bytes(job.idempotency.key)) for job in jobs if job.idempotency is not None))
-        recalled: dict[tuple[str, bytes], tuple[Remembered, float]] = {}
-        for i in range(0, len(slots), _ROWS_PER_STATEMENT):
-            chunk = slots[i : i + _ROWS_PER_STATEMENT]
-            rows = db.execute(
-                # CROSS JOIN: each key looked up by the primary key (a row-value IN would scan)
-                f"SELECT ik.account, ik.key, job_id, fingerprint, report, created FROM (VALUES {', '.join(['(?, ?)'] * len(chunk))}) AS k "
-                "CROSS JOIN idempotency_keys AS ik ON ik.account = k.column1 AND ik.key = k.column2",
-                [value for slot in chunk for value in slot],
-            )
-            for account, key, job_id, fingerprint, report, created in rows:
-                recalled[(account, bytes(key))] = (Remembered(job_id, bytes(fingerprint), bytes(report)), created)
-        return _Group(last, usage, recalled)
+    def _numbers_ahead(self, n: int) -> list[int]:
+        """`n` job numbers never given, from those taken ahead; when fewer are left,
+        more are taken from `job_numbers` first, in a write of their own (another
+        process sharing the file takes others)."""
+        with self._numbers_lock:
+            if len(self._numbers) < n:
+                more = max(n - len(self._numbers), _NUMBERS_AHEAD)
+                with self._pool.connection() as db:
+                    ((following,),) = db.execute("UPDATE job_numbers SET next = next + ? RETURNING next", (more,)).fetchall()
+                self._numbers += range(following - more, following)
+            taken, self._numbers = self._numbers[:n], self._numbers[n:]
+            return taken
 
-    def _open(self, db: sqlite3.Connection, job: NewJob, decide: Callable[[int], bool], group: _Group) -> str | Remembered | None:
+    def _group(self, db: sqlite3.Connection, jobs: list[NewJob]) -> _Group:
+        """What a group's decisions read, under the write lock: the usage of the
+        projects of members that read it, and what their keys recall, in one statement
+        (another per hundred keys past the first hundred)."""
+        projects = sorted({job.project for job in jobs if job.reads_usage})
+        slots = list(dict.fromkeys((job.idempotency.account, key_bytes(job.idempotency.key)) for job in jobs if job.idempotency is not None))
+        usage: dict[str, int] = {}
+        recalled: dict[tuple[str, bytes], tuple[Remembered, float]] = {}
+        for i in range(0, max(len(slots), 1), _ROWS_PER_STATEMENT):
+            chunk = slots[i : i + _ROWS_PER_STATEMENT]
+            parts, args = [], []
+            if i == 0 and projects:
+                # A project's row has no key (NULL); a project may be named "".
+                parts.append(f"SELECT project, NULL, gpus, NULL, NULL, NULL FROM project_usage WHERE project IN ({', '.join('?' * len(projects))})")
+                args += projects
+            if chunk:
+                # CROSS JOIN: each key looked up by the primary key (a row-value IN would scan)
+                parts.append(
+                    f"SELECT ik.account, ik.key, job_id, fingerprint, report, created FROM (VALUES {', '.join(['(?, ?)'] * len(chunk))}) AS k "
+                    "CROSS JOIN idempotency_keys AS ik ON ik.account = k.column1 AND ik.key = k.column2"
+                )
+                args += [value for slot in chunk for value in slot]
+            if not parts:
+                break
+            for account, key, job_id, fingerprint, report, created in db.execute(" UNION ALL ".join(parts), args):
+                if key is None:
+                    usage[account] = int(job_id)
+                else:
+                    recalled[(account, bytes(key))] = (Remembered(job_id, bytes(fingerprint), bytes(report)), created)
+        return _Group(usage, recalled)
+
+    def _open(self, job: NewJob, decide: Callable[[int], bool], number: int, group: _Group) -> str | Remembered | None:
         """One admission of a group, decided on what the group read (`_group`) and
         opened before it; its rows are written with the group's (`_Group.write`)."""
         key = job.idempotency
@@ -429,8 +484,7 @@ class SqliteStore:
                 return earlier
         if not decide(group.usage.get(job.project, 0) if job.reads_usage else 0):
             return None
-        group.last += 1
-        job_id = new_job_id(job.id_prefix, group.last, self._id_key)  # numbered inside the write transaction: unique
+        job_id = new_job_id(job.id_prefix, number, self._id_key)  # a number taken for this store alone: unique
         group.open(job, job_id, slot)
         return job_id
 
