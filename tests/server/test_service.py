@@ -346,7 +346,10 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     outcome = {}
 
     def call():
-        outcome["response"] = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=docs), metadata=r.auth, timeout=60)
+        try:
+            outcome["response"] = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=docs), metadata=r.auth, timeout=60)
+        except grpc.RpcError as e:
+            outcome["error"] = f"{e.code()}: {e.details()}"
 
     t = threading.Thread(target=call)
     t.start()
@@ -360,6 +363,7 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     assert in_flight._value.get() == 1
     r.server.stop(30).wait()
     t.join(60)
+    assert "error" not in outcome, outcome["error"]
     assert len(outcome["response"].results) == 2000
     r.channel.close()
 
