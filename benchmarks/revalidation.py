@@ -354,7 +354,7 @@ def run(quick: bool) -> dict:
                 if ray is not None:
                     runs["revalidate --engine ray (driver)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--engine", "ray", "--address", ray[0])
                 runs["jobs audit (a store of as many jobs)"] = jobgate_cli("jobs", "audit", "--store", str(store), "--against", str(candidate), "--format", "json")
-                rounds = 1 if n >= 1_000_000 else 2 if quick else 3
+                rounds = 1 if n >= 1_000_000 or (quick and n >= 100_000) else 2 if quick else 3
                 samples: dict[str, list[dict]] = {name: [] for name in runs}
                 for _ in range(rounds):
                     fresh_cache(base / "cache.sqlite")
