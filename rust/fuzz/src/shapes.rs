@@ -222,7 +222,8 @@ impl Word {
     fn text(&self) -> String {
         match self {
             Word::Known(i) => WORDS[usize::from(*i) % WORDS.len()].to_string(),
-            Word::Text(t) => t.clone(),
+            // Short enough to be a YAML simple key (at most 1024 characters).
+            Word::Text(t) => t.chars().take(200).collect(),
             Word::Dotted(a, b) => format!(
                 "{}.{}",
                 WORDS[usize::from(*a) % WORDS.len()],
