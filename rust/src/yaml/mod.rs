@@ -354,12 +354,19 @@ fn anchor_name(node: &str, sigil: char) -> Result<&str, DecodeError> {
         .find_map(|t| t.strip_prefix(sigil))
         .unwrap_or("");
     let name = token.split([',', '[', ']', '{', '}']).next().unwrap_or("");
+    // PyYAML ends a name at a blank or one of `?:,]}%@` and a backtick, never at an
+    // opening bracket (`&a{}` is an error to it, an anchor on `{}` to YAML 1.2).
+    let what = if sigil == '&' { "anchor" } else { "alias" };
+    if token[name.len()..].starts_with(['[', '{']) {
+        return Err(DecodeError::Syntax(format!(
+            "the YAML {what} {sigil}{name} is followed by a bracket with no blank between, which YAML 1.1 readers such as PyYAML refuse; put a space after the name"
+        )));
+    }
     if name.is_empty()
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
-        let what = if sigil == '&' { "anchor" } else { "alias" };
         return Err(DecodeError::Syntax(format!(
             "the YAML {what} {sigil}{name} is read differently by YAML 1.1 readers such as PyYAML, which end a name at its first character that is not an ASCII letter, digit, '-' or '_'; rename it"
         )));
@@ -1039,5 +1046,22 @@ mod tests {
             conv("a: [-x, x-, '@']\n").unwrap(),
             r#"{"a":["-x","x-","@"]}"#
         );
+    }
+
+    /// Found by fuzzing against PyYAML (`rust/fuzz`, target `yaml`): `&_hc{}` was read as
+    /// an anchor on `{}`; PyYAML refuses a bracket right after an anchor's name.
+    #[test]
+    fn an_anchor_name_ends_where_pyyaml_ends_it() {
+        for text in [
+            "&_hc{}",
+            "a: &x[1]\n",
+            "a: [&x{b: 1}]\n",
+            "a: &x 1\nb: [*x[]]\n",
+        ] {
+            assert!(conv(text).is_err(), "{text:?} is read");
+        }
+        let e = conv("&_hc{}").expect_err("&_hc{}");
+        assert!(format!("{e:?}").contains("anchor &_hc"), "{e:?}");
+        assert_eq!(conv("a: [&x 1, *x]\n").unwrap(), r#"{"a":[1,1]}"#);
     }
 }
