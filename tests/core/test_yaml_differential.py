@@ -232,6 +232,10 @@ REFUSED = {
     # Found by fuzzing against safe_load (rust/fuzz, target yaml).
     "a tab after a plain scalar": (with_extra("x: run\t"), "tab at line"),
     "a byte order mark past the start": (with_extra("x: \ufeffrun"), "U+FEFF"),
+    "an indicator starting a plain scalar": (with_extra("x: [|]"), "starts with '|'"),
+    "a non-ASCII anchor name": (with_extra("x: &r\u00e9 run"), "anchor &r\u00e9"),
+    "an anchor name followed by a bracket": (with_extra("x: &r{}"), "put a space after the name"),
+    "a document end marker before the first value": ("...\n" + JOBSPEC, "document end marker"),
 }
 
 

@@ -222,7 +222,9 @@ impl Word {
     fn text(&self) -> String {
         match self {
             Word::Known(i) => WORDS[usize::from(*i) % WORDS.len()].to_string(),
-            Word::Text(t) => t.clone(),
+            // Short enough to be a YAML simple key (at most 1024 characters) even with
+            // every character escaped (`\U0001f600`, ten).
+            Word::Text(t) => t.chars().take(100).collect(),
             Word::Dotted(a, b) => format!(
                 "{}.{}",
                 WORDS[usize::from(*a) % WORDS.len()],

@@ -170,6 +170,14 @@ pub fn read_file(
             }
         },
     )?;
+    if c.entries == 0 {
+        // Nothing to extract: tarfile refuses a tar that is only its end marker ("empty
+        // file"), unzip reports an empty zip as an error.
+        return Err(refused(
+            path,
+            "holds no member (an empty archive), which tarfile refuses and unzip reports as an error",
+        ));
+    }
     c.conflicts();
     Ok(c.contents)
 }
@@ -780,5 +788,20 @@ mod tests {
             }
             other => panic!("not stopped: {other:?}"),
         }
+    }
+
+    /// Found by fuzzing against tarfile (`rust/fuzz`, target `package_shapes`): a tar that
+    /// is only its end marker was read as an empty package; tarfile refuses it.
+    #[test]
+    fn an_archive_with_no_member_is_refused() {
+        let empty_tar = tar(&[], true);
+        let zst = zstd::encode_all(&empty_tar[..], 1).unwrap();
+        for (name, bytes) in [("p.tar.gz", gzip(&empty_tar)), ("p.tar.zst", zst)] {
+            let why = refusal_of(name, &bytes);
+            assert!(why.contains("holds no member"), "{name}: {why}");
+        }
+        let empty_zip = b"PK\x05\x06\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0";
+        assert!(refusal_of("p.zip", empty_zip).contains("holds no member"));
+        assert!(read_bytes("p.tar", &tar(&[("a.txt", b"x")], true)).is_ok());
     }
 }

@@ -50,6 +50,8 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     // Where scalars lie (character offsets), for the tabs check; kept only when the
     // text holds a tab.
     let mut scalars: Option<Vec<Lying>> = text.contains('\t').then(Vec::new);
+    // Whether a node was read yet: text before the first one is checked once.
+    let mut read_a_node = false;
 
     while let Some(event) = parser.next_event() {
         let (event, span) = event.map_err(|e| {
@@ -60,6 +62,18 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 DecodeError::Syntax(format!("not valid YAML: {e}"))
             }
         })?;
+        let node = matches!(
+            event,
+            Event::Scalar(..)
+                | Event::SequenceStart(..)
+                | Event::MappingStart(..)
+                | Event::Alias(..)
+        );
+        if node && !read_a_node {
+            read_a_node = true;
+            let rest = cursor.from(span.start.index());
+            end_marker_first(&text[..text.len() - rest.len()])?;
+        }
         match event {
             Event::DocumentStart(_) => {
                 documents += 1;
@@ -190,6 +204,21 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
         ));
     }
     Ok(out)
+}
+
+/// A document end marker (`...`) before the document's first node: PyYAML refuses the
+/// stream (it expects the node), YAML 1.2 readers skip the marker and read what follows.
+fn end_marker_first(before: &str) -> Result<(), DecodeError> {
+    let marker = before.split(['\n', '\r']).any(|line| {
+        line.strip_prefix("...")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
+    });
+    if marker {
+        return Err(DecodeError::Syntax(
+            "the YAML stream holds a document end marker (...) before the document's first value, where YAML 1.1 readers such as PyYAML expect the value and refuse the stream; remove the marker".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Where a scalar lies in the text, in characters (`end` exclusive), and how it is written.
@@ -354,12 +383,19 @@ fn anchor_name(node: &str, sigil: char) -> Result<&str, DecodeError> {
         .find_map(|t| t.strip_prefix(sigil))
         .unwrap_or("");
     let name = token.split([',', '[', ']', '{', '}']).next().unwrap_or("");
+    // PyYAML ends a name at a blank or one of `?:,]}%@` and a backtick, never at an
+    // opening bracket (`&a{}` is an error to it, an anchor on `{}` to YAML 1.2).
+    let what = if sigil == '&' { "anchor" } else { "alias" };
+    if token[name.len()..].starts_with(['[', '{']) {
+        return Err(DecodeError::Syntax(format!(
+            "the YAML {what} {sigil}{name} is followed by a bracket with no blank between, which YAML 1.1 readers such as PyYAML refuse; put a space after the name"
+        )));
+    }
     if name.is_empty()
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
-        let what = if sigil == '&' { "anchor" } else { "alias" };
         return Err(DecodeError::Syntax(format!(
             "the YAML {what} {sigil}{name} is read differently by YAML 1.1 readers such as PyYAML, which end a name at its first character that is not an ASCII letter, digit, '-' or '_'; rename it"
         )));
@@ -1039,5 +1075,48 @@ mod tests {
             conv("a: [-x, x-, '@']\n").unwrap(),
             r#"{"a":["-x","x-","@"]}"#
         );
+    }
+
+    /// Found by fuzzing against PyYAML (`rust/fuzz`, target `yaml`): `&_hc{}` was read as
+    /// an anchor on `{}`; PyYAML refuses a bracket right after an anchor's name.
+    #[test]
+    fn an_anchor_name_ends_where_pyyaml_ends_it() {
+        for text in [
+            "&_hc{}",
+            "a: &x[1]\n",
+            "a: [&x{b: 1}]\n",
+            "a: &x 1\nb: [*x[]]\n",
+        ] {
+            assert!(conv(text).is_err(), "{text:?} is read");
+        }
+        let e = conv("&_hc{}").expect_err("&_hc{}");
+        assert!(format!("{e:?}").contains("anchor &_hc"), "{e:?}");
+        assert_eq!(conv("a: [&x 1, *x]\n").unwrap(), r#"{"a":[1,1]}"#);
+    }
+
+    /// Found by fuzzing against PyYAML (`rust/fuzz`, target `yaml`): `...` before the
+    /// first value was skipped and what follows read; PyYAML refuses the stream.
+    #[test]
+    fn a_document_end_marker_before_the_first_value_is_refused() {
+        for text in [
+            "...\r/:,2x :",
+            "...\na: 1\n",
+            "# c\n...\na: 1\n",
+            "... \na: 1\n",
+        ] {
+            let e = conv(text).expect_err(text);
+            assert!(
+                format!("{e:?}").contains("document end marker"),
+                "{text:?}: {e:?}"
+            );
+        }
+        for text in [
+            "a: 1\n...\n",
+            "--- \na: 1\n...\n",
+            "a: |\n  x\n...\n",
+            "....: 1\n",
+        ] {
+            assert!(conv(text).is_ok(), "{text:?}");
+        }
     }
 }
