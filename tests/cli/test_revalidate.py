@@ -14,6 +14,7 @@ import subprocess
 import sys
 import termios
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -321,7 +322,9 @@ def test_against_a_candidate_reports_exactly_what_it_changes(archive, tmp_path, 
     code, sarif = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", candidate, "--format", "sarif"])
     assert [r["ruleId"] for r in json.loads(sarif)["runs"][0]["results"]] == ["forge.handshake.version"]
     code, junit = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", candidate, "--format", "junit"])
-    assert junit.count("<testcase ") == 2  # the document, and its one violation
+    suite = ET.fromstring(junit).find("testsuite")
+    assert (suite.get("name"), suite.get("tests"), suite.get("failures")) == ("jobgate revalidate", "1", "1")  # the document
+    assert suite.find("testcase/failure").text.count(": forge.handshake.version: ") == 1
     # nothing changes against itself
     code, out = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", current, "--format", "json"])
     assert code == 0 and json.loads(out)["changes"] == []

@@ -143,43 +143,50 @@ def xml_attr(text: str) -> str:
     return quoteattr(_xml_safe(text))
 
 
+def junit_line(source: str, v) -> str:
+    """A violation as a line of a test case's body: `file:line:col: rule: message`
+    (`file: rule: message` where its place in the file is not known)."""
+    return f"{place(source, v)}: {v.rule}: {v.message}"
+
+
 def junit_cases(source: str, report: Report) -> list[str]:
-    """A document's test cases: one for the document (failed when it fails) and one
-    per violation at its location (failed for an error; a warning passes with its
-    text in system-out)."""
-    out = [f"    <testcase name={xml_attr(source)} classname={xml_attr(report.kind)}>"]
-    errors = [v for v in report.violations if v.severity == "error"]
-    if errors:
-        body = "\n".join(f"{place(source, v)}: {v.rule} {v.field or '(document)'}: {v.message}" for v in errors)
-        out.append(f"      <failure message={xml_attr(f'{len(errors)} error(s)')} type={xml_attr(errors[0].rule)}>{xml_text(body)}</failure>")
+    """A document's test case, the only one: CI dashboards count documents. It fails
+    when the document fails, with every violation in the failure's body; a passing
+    document's warnings are its system-out. `file` and `line` (the first violation's
+    line, where known) are what GitLab and Jenkins link to."""
+    attrs = f"name={xml_attr(source)} classname={xml_attr(report.kind)} file={xml_attr(source)}"
+    first = next((v for v in report.violations if v.severity == "error" and v.line), None) or next((v for v in report.violations if v.line), None)
+    if first is not None:
+        attrs += f' line="{first.line}"'
+    out = [f"    <testcase {attrs}>"]
+    body = "\n".join(junit_line(source, v) for v in report.violations)
+    if not report.ok:
+        errors = [v for v in report.violations if v.severity == "error"]
+        kind = errors[0].rule if errors else "jobgate"
+        out.append(f"      <failure message={xml_attr(f'{len(errors)} error(s)')} type={xml_attr(kind)}>{xml_text(body)}</failure>")
+    elif body:
+        out.append(f"      <system-out>{xml_text(body)}</system-out>")
     out.append("    </testcase>")
-    for v in report.violations:
-        out.append(f"    <testcase name={xml_attr(f'{place(source, v)} {v.rule}')} classname={xml_attr(f'{report.kind}.{v.rule}')}>")
-        if v.severity == "error":  # a warning, or a rule turned off, passes
-            out.append(f"      <failure message={xml_attr(v.message)} type={xml_attr(v.rule)}>{xml_text(f'{shown_field(v.field)}: {v.message}')}</failure>")
-        else:
-            out.append(f"      <system-out>{xml_text(f'warning {shown_field(v.field)}: {v.message}')}</system-out>")
-        out.append("    </testcase>")
     return out
 
 
-def junit_head(cases: int, failures: int) -> list[str]:
+def junit_head(cases: int, failures: int, suite: str) -> list[str]:
     return [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="jobgate" tests="{cases}" failures="{failures}">',
-        f'  <testsuite name="jobgate check" tests="{cases}" failures="{failures}" errors="0">',
+        f'  <testsuite name={xml_attr(suite)} tests="{cases}" failures="{failures}" errors="0">',
     ]
 
 
 JUNIT_TAIL = ["  </testsuite>", "</testsuites>"]
+CHECK_SUITE = "jobgate check"
 
 
-def junit(results: Sequence[tuple[str, Report]]) -> str:
-    """One testcase per document and one per violation (`junit_cases`), under the
-    totals."""
+def junit(results: Sequence[tuple[str, Report]], suite: str = CHECK_SUITE) -> str:
+    """A testcase per document (`junit_cases`) under the totals: tests are documents,
+    failures failed documents. `suite` names the command that judged them."""
     s = summary(results)
-    cases = s["total"] + sum(len(r.violations) for _, r in results)
-    out = junit_head(cases, s["failed"] + s["errors"])
+    out = junit_head(s["total"], s["failed"], suite)
     for source, report in results:
         out += junit_cases(source, report)
     out += JUNIT_TAIL
@@ -367,7 +374,7 @@ def impact_lines(impact: dict[str, Any]) -> list[str]:
     return lines
 
 
-def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
+def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any], suite: str = CHECK_SUITE) -> str:
     """`revalidate --against`: the items the candidate judges otherwise
     (`jobgate.rollout.Change`) and the counts. JUnit and SARIF show the candidate's
     reports of those items."""
@@ -376,7 +383,7 @@ def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
     if fmt in ("junit", "sarif", "github"):
         from jobgate.reports import ReportView
 
-        return render(fmt, [(c.source, ReportView.from_dict(c.candidate)) for c in changed])
+        return render(fmt, [(c.source, ReportView.from_dict(c.candidate)) for c in changed], suite)
     paint = _painter()
     lines = [line for c in changed for line in change_lines(c, paint)]
     return "\n".join(lines + impact_lines(impact))
@@ -405,11 +412,12 @@ def jsonl(results: Sequence[tuple[str, Report]]) -> str:
     return "".join(dumps_line({"source": source, **report.to_dict()}) for source, report in results)
 
 
-def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
+def render(fmt: str, results: Sequence[tuple[str, Report]], suite: str = CHECK_SUITE) -> str:
+    """`results` in `fmt`; `suite` names the JUnit test suite (the command)."""
     if fmt == "json":
         return dumps(as_json(results))
     if fmt == "junit":
-        return junit(results)
+        return junit(results, suite)
     if fmt == "sarif":
         return dumps(sarif(results))
     if fmt == "github":
@@ -417,15 +425,15 @@ def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
     return text(results)
 
 
-def document(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
+def document(fmt: str, results: Sequence[tuple[str, Report]], suite: str = CHECK_SUITE) -> str:
     """Everything a report of `results` in `fmt` writes, built whole: what `ReportStream`
     writes piece by piece."""
-    return jsonl(results) if fmt == "jsonl" else render(fmt, results) + "\n"
+    return jsonl(results) if fmt == "jsonl" else render(fmt, results, suite) + "\n"
 
 
-def changes_document(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
+def changes_document(fmt: str, changed: Sequence[Any], impact: dict[str, Any], suite: str = CHECK_SUITE) -> str:
     """Everything a report of a candidate's changes writes, built whole: what
     `ChangesStream` writes piece by piece."""
     if fmt == "jsonl":
         return "".join(dumps_line(c.to_dict()) for c in changed)
-    return changes(fmt, changed, impact) + "\n"
+    return changes(fmt, changed, impact, suite) + "\n"
