@@ -22,7 +22,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import orjson
 
-from jobgate import Report, __version__, rules
+from jobgate import Report, __version__, rulebook, rules
 
 FORMATS = ("text", "json", "junit", "sarif", "github")
 
@@ -243,6 +243,25 @@ def rule_index() -> dict[str, int]:
     return {r["rule"]: i for i, r in enumerate(rules())}
 
 
+def sarif_rule(r: dict[str, Any]) -> dict[str, Any]:
+    """A rule of the catalogue as a SARIF reporting descriptor; `helpUri` is its entry
+    on the rules page (`jobgate.rulebook`) where that page is at hand."""
+    relax = "a deployment may change its severity in [rules]" if r["relaxable"] else "it protects the gate itself and cannot be relaxed"
+    text = f"{r['rule']}: {r['summary']}. Default severity: {r['severity']}; {relax}. The message of each finding says what to change; every rule: docs/rules.md."
+    out: dict[str, Any] = {
+        "id": r["rule"],
+        "name": r["rule"],
+        "shortDescription": {"text": r["summary"]},
+        "fullDescription": {"text": r["summary"]},
+        "help": {"text": text},
+        "defaultConfiguration": {"level": r["severity"]},
+    }
+    uri = rulebook.help_uri(r["rule"])
+    if uri:
+        out["helpUri"] = uri
+    return out
+
+
 def sarif_log(results: list[Any]) -> dict[str, Any]:
     """The SARIF log of one run whose `results` are these (`sarif_results`)."""
     catalogue = rules()
@@ -255,17 +274,7 @@ def sarif_log(results: list[Any]) -> dict[str, Any]:
                     "driver": {
                         "name": "jobgate",
                         "version": __version__,
-                        "rules": [
-                            {
-                                "id": r["rule"],
-                                "name": r["rule"],
-                                "shortDescription": {"text": r["summary"]},
-                                "fullDescription": {"text": r["summary"]},
-                                "help": {"text": f"{r['rule']}: {r['summary']}. Default severity: {r['severity']}; the message of each finding says what to change."},
-                                "defaultConfiguration": {"level": r["severity"]},
-                            }
-                            for r in catalogue
-                        ],
+                        "rules": [sarif_rule(r) for r in catalogue],
                     }
                 },
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
