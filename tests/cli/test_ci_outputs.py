@@ -76,6 +76,26 @@ def test_github_annotations(tmp_path, capsys):
     warning = next(line for line in lines if line.startswith("::warning "))
     assert warning.startswith(f"::warning file={shown},line=5,col=3,title=schema.additionalProperties::")
     assert lines[-1].startswith("1 document: 0 passed, 1 failed")
+    assert lines[0] == f"::group::{path}" and lines[-2] == "::endgroup::"  # ':' and ',' need no escape in a message
+
+
+def test_github_output_is_grouped_per_file(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(JSON_DOC)
+    (tmp_path / "ok.json").write_text(json.dumps(sample("jobspec.valid.json")))
+    (tmp_path / "b\nc%.json").write_text(JSON_DOC)
+    paths = [tmp_path / "a.json", tmp_path / "ok.json", tmp_path / "b\nc%.json"]
+    code, out = run_cli(capsys, ["check", *map(str, paths), "--format", "github"])
+    assert code == 1
+    lines = out.splitlines()
+    report = jobgate.Validator().check(JSON_DOC.encode())
+    n = len(report.violations)
+    assert n >= 2
+    second = str(paths[2]).replace("%", "%25").replace("\n", "%0A")
+    assert [line for line in lines if line.startswith("::group::") or line == "::endgroup::"] == [f"::group::{paths[0]}", "::endgroup::", f"::group::{second}", "::endgroup::"]
+    assert lines.index("::endgroup::") == n + 1  # the first file's annotations, all inside its group
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines[1 : n + 1])
+    assert all(f"file={str(paths[0]).replace(':', '%3A')}," in line for line in lines[1 : n + 1])
+    assert len(lines) == 2 * (n + 2) + 1 and lines[-1].startswith("3 documents: 1 passed, 2 failed")
 
 
 def test_sarif_has_regions_fingerprints_encoded_uris_and_reads_in_a_consumer(tmp_path, capsys, monkeypatch):

@@ -300,8 +300,11 @@ def _github_value(text: str, prop: bool = False) -> str:
 
 def github_lines(source: str, report: Report) -> list[str]:
     """A document's annotations: a workflow command per violation, at its line and
-    column."""
-    lines = []
+    column, in a group named by the file (the log folds each file's findings; a
+    document without any has no group)."""
+    if not report.violations:
+        return []
+    lines = [f"::group::{_github_value(source)}"]
     for v in report.violations:
         props = [f"file={_github_value(source, True)}"]
         if v.line and v.column:
@@ -309,12 +312,13 @@ def github_lines(source: str, report: Report) -> list[str]:
         props.append(f"title={_github_value(v.rule, True)}")
         level = {"error": "error", "warning": "warning"}.get(v.severity, "notice")
         lines.append(f"::{level} {','.join(props)}::{_github_value(f'{v.message} (at {shown_field(v.field)})')}")
+    lines.append("::endgroup::")
     return lines
 
 
 def github(results: Sequence[tuple[str, Report]]) -> str:
     """GitHub Actions workflow commands: an annotation per violation, at its line and
-    column, then the summary line."""
+    column, grouped per file (`github_lines`), then the summary line."""
     lines = [line for source, report in results for line in github_lines(source, report)]
     lines.append(_summary_line(summary(results)))
     return "\n".join(lines)
