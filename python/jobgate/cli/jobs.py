@@ -228,7 +228,7 @@ def run_audit(args: argparse.Namespace) -> int:
     # A page of jobs at a time, judged on every core and written before the next is
     # read: memory does not grow with the store, as Gatekeeper's audit lists its
     # cluster in chunks.
-    stream = streaming.ChangesStream(args.format, sys.stdout, "jobgate jobs audit")
+    stream = streaming.ChangesStream(args.format, sys.stdout)
     impact = rollout.Impact()
     after_seq = ""
     while True:
