@@ -267,6 +267,20 @@ def test_a_cached_rerun_checks_nothing_and_reports_byte_for_byte_the_same(archiv
         assert total > 20 and first_checked == (total if fmt == "json" else 0) and second_checked == 0
 
 
+def test_junit_of_revalidate_counts_items_under_its_own_suite(archive, capsys):
+    code, out = run_cli(capsys, ["revalidate", str(archive), "--format", "json"])
+    summary = json.loads(out)["summary"]
+    code, out = run_cli(capsys, ["revalidate", str(archive), "--format", "junit"])
+    root = ET.fromstring(out)
+    suite = root.find("testsuite")
+    assert code == 1 and suite.get("name") == "jobgate revalidate"
+    assert (suite.get("tests"), suite.get("failures")) == (str(summary["total"]), str(summary["failed"]))
+    assert (root.get("tests"), root.get("failures")) == (str(summary["total"]), str(summary["failed"]))
+    cases = suite.findall("testcase")
+    assert len(cases) == summary["total"] and sum(c.find("failure") is not None for c in cases) == summary["failed"]
+    assert all(c.get("file") == c.get("name") for c in cases)
+
+
 def test_a_changed_item_or_configuration_is_checked_afresh(archive, tmp_path, capsys, checked):
     copy = tmp_path / "archive"
     shutil.copytree(archive, copy)
