@@ -69,10 +69,11 @@ def test_json_output_shape(capsys):
 def test_junit_and_sarif(capsys):
     _, out = run_cli(capsys, ["check", str(VALID), str(INVALID), "--format", "junit"])
     suite = ET.fromstring(out).find("testsuite")
-    errors = len(jobgate.Validator().check(INVALID.read_bytes()).violations)
-    assert suite.get("tests") == str(2 + errors) and suite.get("failures") == str(1 + errors)
+    violations = jobgate.Validator().check(INVALID.read_bytes()).violations
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"  # documents, not violations
     failure = suite.findall("testcase")[1].find("failure")
     assert failure.get("type") == "tao.dotted_key"
+    assert failure.text.split("\n") == [f"{INVALID}:{v.line}:{v.column}: {v.rule}: {v.message}" for v in violations]
     _, out = run_cli(capsys, ["check", str(INVALID), "--format", "sarif"])
     sarif = json.loads(out)
     result = sarif["runs"][0]["results"][0]

@@ -76,6 +76,26 @@ def test_github_annotations(tmp_path, capsys):
     warning = next(line for line in lines if line.startswith("::warning "))
     assert warning.startswith(f"::warning file={shown},line=5,col=3,title=schema.additionalProperties::")
     assert lines[-1].startswith("1 document: 0 passed, 1 failed")
+    assert lines[0] == f"::group::{path}" and lines[-2] == "::endgroup::"  # ':' and ',' need no escape in a message
+
+
+def test_github_output_is_grouped_per_file(tmp_path, capsys):
+    (tmp_path / "a.json").write_text(JSON_DOC)
+    (tmp_path / "ok.json").write_text(json.dumps(sample("jobspec.valid.json")))
+    (tmp_path / "b\nc%.json").write_text(JSON_DOC)
+    paths = [tmp_path / "a.json", tmp_path / "ok.json", tmp_path / "b\nc%.json"]
+    code, out = run_cli(capsys, ["check", *map(str, paths), "--format", "github"])
+    assert code == 1
+    lines = out.splitlines()
+    report = jobgate.Validator().check(JSON_DOC.encode())
+    n = len(report.violations)
+    assert n >= 2
+    second = str(paths[2]).replace("%", "%25").replace("\n", "%0A")
+    assert [line for line in lines if line.startswith("::group::") or line == "::endgroup::"] == [f"::group::{paths[0]}", "::endgroup::", f"::group::{second}", "::endgroup::"]
+    assert lines.index("::endgroup::") == n + 1  # the first file's annotations, all inside its group
+    assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines[1 : n + 1])
+    assert all(f"file={str(paths[0]).replace(':', '%3A')}," in line for line in lines[1 : n + 1])
+    assert len(lines) == 2 * (n + 2) + 1 and lines[-1].startswith("3 documents: 1 passed, 2 failed")
 
 
 def test_sarif_has_regions_fingerprints_encoded_uris_and_reads_in_a_consumer(tmp_path, capsys, monkeypatch):
@@ -114,22 +134,48 @@ def test_sarif_has_regions_fingerprints_encoded_uris_and_reads_in_a_consumer(tmp
     assert any(row.startswith("jobgate,error,forge.kind,") and row.endswith(",my%20dir/bad%20job.json,3") for row in rows[1:])
 
 
-def test_junit_is_well_formed_with_a_testcase_per_location(tmp_path, capsys):
-    doc = {**sample("jobspec.valid.json"), "kind": "Other"}
+def test_junit_has_a_testcase_per_document_with_every_violation_at_its_place(tmp_path, capsys):
+    doc = {**sample("jobspec.valid.json"), "kind": "Other", "unknown_field": 1}
     bad = tmp_path / "job\x01\x1b.json"  # control characters XML 1.0 cannot hold, in a file name
     bad.write_text(json.dumps(doc))
     (tmp_path / "ok.json").write_text(json.dumps(sample("jobspec.valid.json")))
-    code, out = run_cli(capsys, ["check", str(bad), str(tmp_path / "ok.json"), "--format", "junit"])
+    warned = tmp_path / "warned.json"
+    warned.write_text(json.dumps({**sample("jobspec.valid.json"), "unknown_field": 1}))
+    code, out = run_cli(capsys, ["check", str(bad), str(tmp_path / "ok.json"), str(warned), "--format", "junit"])
     assert code == 1
-    suite = ET.fromstring(out).find("testsuite")  # a real XML parser reads it
+    root = ET.fromstring(out)  # a real XML parser reads it
+    suite = root.find("testsuite")
+    assert suite.get("name") == "jobgate check"
+    assert (root.get("tests"), root.get("failures")) == ("3", "1")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "0")
     cases = suite.findall("testcase")
     shown = str(bad).replace("\x01", "\\u0001").replace("\x1b", "\\u001b")
-    column = json.dumps(doc).index('"Other"') + 1
-    assert [c.get("name") for c in cases] == [shown, f"{shown}:1:{column} forge.kind", str(tmp_path / "ok.json")]
-    failure = cases[1].find("failure")
-    assert failure.get("type") == "forge.kind" and failure.text.startswith("/kind: ")
-    assert cases[0].find("failure").get("type") == "forge.kind" and cases[2].find("failure") is None
-    assert suite.get("tests") == "3" and suite.get("failures") == "2"
+    assert [c.get("name") for c in cases] == [shown, str(tmp_path / "ok.json"), str(warned)]
+    assert [c.get("file") for c in cases] == [shown, str(tmp_path / "ok.json"), str(warned)]
+    assert [c.get("classname") for c in cases] == ["jobspec"] * 3
+    text = json.dumps(doc)
+    kind_at = text.index('"Other"') + 1
+    unknown_at = text.index('"unknown_field"') + 1
+    assert [c.get("line") for c in cases] == ["1", None, "1"]
+    failure = cases[0].find("failure")
+    assert (failure.get("type"), failure.get("message")) == ("forge.kind", "1 error(s)")
+    report = jobgate.Validator().check(text.encode())
+    assert {v.rule for v in report.violations} >= {"forge.kind"} and len(report.violations) >= 2
+    expected = [f"{shown}:{v.line}:{v.column}: {v.rule}: {v.message}" for v in report.violations]
+    assert failure.text.split("\n") == expected
+    assert f"{shown}:1:{kind_at}: forge.kind: " in failure.text and f"{shown}:1:{unknown_at}: " in failure.text
+    assert cases[1].find("failure") is None and cases[1].find("system-out") is None
+    assert cases[2].find("failure") is None and cases[2].find("system-out").text.startswith(f"{warned}:1:")
+
+
+def test_junit_line_is_the_first_error_line_of_a_pretty_document(tmp_path, capsys):
+    doc = {**sample("jobspec.valid.json"), "kind": "Other"}
+    path = tmp_path / "pretty.json"
+    path.write_text(json.dumps(doc, indent=2))
+    _, out = run_cli(capsys, ["check", str(path), "--format", "junit"])
+    case = ET.fromstring(out).find("testsuite/testcase")
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if '"Other"' in text)
+    assert line > 1 and case.get("line") == str(line) and case.get("file") == str(path)
 
 
 def test_fail_on_warning(tmp_path, capsys):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import termios
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -266,6 +267,20 @@ def test_a_cached_rerun_checks_nothing_and_reports_byte_for_byte_the_same(archiv
         assert total > 20 and first_checked == (total if fmt == "json" else 0) and second_checked == 0
 
 
+def test_junit_of_revalidate_counts_items_under_its_own_suite(archive, capsys):
+    code, out = run_cli(capsys, ["revalidate", str(archive), "--format", "json"])
+    summary = json.loads(out)["summary"]
+    code, out = run_cli(capsys, ["revalidate", str(archive), "--format", "junit"])
+    root = ET.fromstring(out)
+    suite = root.find("testsuite")
+    assert code == 1 and suite.get("name") == "jobgate revalidate"
+    assert (suite.get("tests"), suite.get("failures")) == (str(summary["total"]), str(summary["failed"]))
+    assert (root.get("tests"), root.get("failures")) == (str(summary["total"]), str(summary["failed"]))
+    cases = suite.findall("testcase")
+    assert len(cases) == summary["total"] and sum(c.find("failure") is not None for c in cases) == summary["failed"]
+    assert all(c.get("file") == c.get("name") for c in cases)
+
+
 def test_a_changed_item_or_configuration_is_checked_afresh(archive, tmp_path, capsys, checked):
     copy = tmp_path / "archive"
     shutil.copytree(archive, copy)
@@ -321,7 +336,9 @@ def test_against_a_candidate_reports_exactly_what_it_changes(archive, tmp_path, 
     code, sarif = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", candidate, "--format", "sarif"])
     assert [r["ruleId"] for r in json.loads(sarif)["runs"][0]["results"]] == ["forge.handshake.version"]
     code, junit = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", candidate, "--format", "junit"])
-    assert junit.count("<testcase ") == 2  # the document, and its one violation
+    suite = ET.fromstring(junit).find("testsuite")
+    assert (suite.get("name"), suite.get("tests"), suite.get("failures")) == ("jobgate revalidate", "1", "1")  # the document
+    assert suite.find("testcase/failure").text.count(": forge.handshake.version: ") == 1
     # nothing changes against itself
     code, out = run_cli(capsys, ["revalidate", str(archive), "--config", current, "--against", current, "--format", "json"])
     assert code == 0 and json.loads(out)["changes"] == []

@@ -52,9 +52,9 @@ def reports_of_every_shape() -> list[tuple[str, object]]:
     ]
 
 
-def streamed(fmt: str, results: list, size: int) -> str:
+def streamed(fmt: str, results: list, size: int, suite: str = formats.CHECK_SUITE) -> str:
     out = io.StringIO()
-    stream = streaming.ReportStream(fmt, out)
+    stream = streaming.ReportStream(fmt, out, suite)
     for start in range(0, len(results), size):
         stream.write(results[start : start + size])
     stream.close()
@@ -69,6 +69,9 @@ def test_every_format_streamed_is_the_document_built_whole(fmt):
         whole = formats.document(fmt, subset)
         for size in (1, 2, 1000):
             assert streamed(fmt, subset, size) == whole, (fmt, len(subset), size)
+    whole = formats.document(fmt, results, "jobgate revalidate")
+    assert streamed(fmt, results, 3, "jobgate revalidate") == whole
+    assert ('<testsuite name="jobgate revalidate" ' in whole) == (fmt == "junit")
     if fmt in ("json", "sarif"):
         assert json.loads(formats.document(fmt, results[:-1]))  # a JSON document, not only equal
     if fmt == "jsonl":

@@ -22,7 +22,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import orjson
 
-from jobgate import Report, __version__, rules
+from jobgate import Report, __version__, rulebook, rules
 
 FORMATS = ("text", "json", "junit", "sarif", "github")
 
@@ -143,43 +143,50 @@ def xml_attr(text: str) -> str:
     return quoteattr(_xml_safe(text))
 
 
+def junit_line(source: str, v) -> str:
+    """A violation as a line of a test case's body: `file:line:col: rule: message`
+    (`file: rule: message` where its place in the file is not known)."""
+    return f"{place(source, v)}: {v.rule}: {v.message}"
+
+
 def junit_cases(source: str, report: Report) -> list[str]:
-    """A document's test cases: one for the document (failed when it fails) and one
-    per violation at its location (failed for an error; a warning passes with its
-    text in system-out)."""
-    out = [f"    <testcase name={xml_attr(source)} classname={xml_attr(report.kind)}>"]
-    errors = [v for v in report.violations if v.severity == "error"]
-    if errors:
-        body = "\n".join(f"{place(source, v)}: {v.rule} {v.field or '(document)'}: {v.message}" for v in errors)
-        out.append(f"      <failure message={xml_attr(f'{len(errors)} error(s)')} type={xml_attr(errors[0].rule)}>{xml_text(body)}</failure>")
+    """A document's test case, the only one: CI dashboards count documents. It fails
+    when the document fails, with every violation in the failure's body; a passing
+    document's warnings are its system-out. `file` and `line` (the first violation's
+    line, where known) are what GitLab and Jenkins link to."""
+    attrs = f"name={xml_attr(source)} classname={xml_attr(report.kind)} file={xml_attr(source)}"
+    first = next((v for v in report.violations if v.severity == "error" and v.line), None) or next((v for v in report.violations if v.line), None)
+    if first is not None:
+        attrs += f' line="{first.line}"'
+    out = [f"    <testcase {attrs}>"]
+    body = "\n".join(junit_line(source, v) for v in report.violations)
+    if not report.ok:
+        errors = [v for v in report.violations if v.severity == "error"]
+        kind = errors[0].rule if errors else "jobgate"
+        out.append(f"      <failure message={xml_attr(f'{len(errors)} error(s)')} type={xml_attr(kind)}>{xml_text(body)}</failure>")
+    elif body:
+        out.append(f"      <system-out>{xml_text(body)}</system-out>")
     out.append("    </testcase>")
-    for v in report.violations:
-        out.append(f"    <testcase name={xml_attr(f'{place(source, v)} {v.rule}')} classname={xml_attr(f'{report.kind}.{v.rule}')}>")
-        if v.severity == "error":  # a warning, or a rule turned off, passes
-            out.append(f"      <failure message={xml_attr(v.message)} type={xml_attr(v.rule)}>{xml_text(f'{shown_field(v.field)}: {v.message}')}</failure>")
-        else:
-            out.append(f"      <system-out>{xml_text(f'warning {shown_field(v.field)}: {v.message}')}</system-out>")
-        out.append("    </testcase>")
     return out
 
 
-def junit_head(cases: int, failures: int) -> list[str]:
+def junit_head(cases: int, failures: int, suite: str) -> list[str]:
     return [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="jobgate" tests="{cases}" failures="{failures}">',
-        f'  <testsuite name="jobgate check" tests="{cases}" failures="{failures}" errors="0">',
+        f'  <testsuite name={xml_attr(suite)} tests="{cases}" failures="{failures}" errors="0">',
     ]
 
 
 JUNIT_TAIL = ["  </testsuite>", "</testsuites>"]
+CHECK_SUITE = "jobgate check"
 
 
-def junit(results: Sequence[tuple[str, Report]]) -> str:
-    """One testcase per document and one per violation (`junit_cases`), under the
-    totals."""
+def junit(results: Sequence[tuple[str, Report]], suite: str = CHECK_SUITE) -> str:
+    """A testcase per document (`junit_cases`) under the totals: tests are documents,
+    failures failed documents. `suite` names the command that judged them."""
     s = summary(results)
-    cases = s["total"] + sum(len(r.violations) for _, r in results)
-    out = junit_head(cases, s["failed"] + s["errors"])
+    out = junit_head(s["total"], s["failed"], suite)
     for source, report in results:
         out += junit_cases(source, report)
     out += JUNIT_TAIL
@@ -236,6 +243,25 @@ def rule_index() -> dict[str, int]:
     return {r["rule"]: i for i, r in enumerate(rules())}
 
 
+def sarif_rule(r: dict[str, Any]) -> dict[str, Any]:
+    """A rule of the catalogue as a SARIF reporting descriptor; `helpUri` is its entry
+    on the rules page (`jobgate.rulebook`) where that page is at hand."""
+    relax = "a deployment may change its severity in [rules]" if r["relaxable"] else "it protects the gate itself and cannot be relaxed"
+    text = f"{r['rule']}: {r['summary']}. Default severity: {r['severity']}; {relax}. The message of each finding says what to change; every rule: docs/rules.md."
+    out: dict[str, Any] = {
+        "id": r["rule"],
+        "name": r["rule"],
+        "shortDescription": {"text": r["summary"]},
+        "fullDescription": {"text": r["summary"]},
+        "help": {"text": text},
+        "defaultConfiguration": {"level": r["severity"]},
+    }
+    uri = rulebook.help_uri(r["rule"])
+    if uri:
+        out["helpUri"] = uri
+    return out
+
+
 def sarif_log(results: list[Any]) -> dict[str, Any]:
     """The SARIF log of one run whose `results` are these (`sarif_results`)."""
     catalogue = rules()
@@ -248,17 +274,7 @@ def sarif_log(results: list[Any]) -> dict[str, Any]:
                     "driver": {
                         "name": "jobgate",
                         "version": __version__,
-                        "rules": [
-                            {
-                                "id": r["rule"],
-                                "name": r["rule"],
-                                "shortDescription": {"text": r["summary"]},
-                                "fullDescription": {"text": r["summary"]},
-                                "help": {"text": f"{r['rule']}: {r['summary']}. Default severity: {r['severity']}; the message of each finding says what to change."},
-                                "defaultConfiguration": {"level": r["severity"]},
-                            }
-                            for r in catalogue
-                        ],
+                        "rules": [sarif_rule(r) for r in catalogue],
                     }
                 },
                 "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().as_uri() + "/"}},
@@ -284,8 +300,11 @@ def _github_value(text: str, prop: bool = False) -> str:
 
 def github_lines(source: str, report: Report) -> list[str]:
     """A document's annotations: a workflow command per violation, at its line and
-    column."""
-    lines = []
+    column, in a group named by the file (the log folds each file's findings; a
+    document without any has no group)."""
+    if not report.violations:
+        return []
+    lines = [f"::group::{_github_value(source)}"]
     for v in report.violations:
         props = [f"file={_github_value(source, True)}"]
         if v.line and v.column:
@@ -293,12 +312,13 @@ def github_lines(source: str, report: Report) -> list[str]:
         props.append(f"title={_github_value(v.rule, True)}")
         level = {"error": "error", "warning": "warning"}.get(v.severity, "notice")
         lines.append(f"::{level} {','.join(props)}::{_github_value(f'{v.message} (at {shown_field(v.field)})')}")
+    lines.append("::endgroup::")
     return lines
 
 
 def github(results: Sequence[tuple[str, Report]]) -> str:
     """GitHub Actions workflow commands: an annotation per violation, at its line and
-    column, then the summary line."""
+    column, grouped per file (`github_lines`), then the summary line."""
     lines = [line for source, report in results for line in github_lines(source, report)]
     lines.append(_summary_line(summary(results)))
     return "\n".join(lines)
@@ -367,7 +387,7 @@ def impact_lines(impact: dict[str, Any]) -> list[str]:
     return lines
 
 
-def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
+def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any], suite: str = CHECK_SUITE) -> str:
     """`revalidate --against`: the items the candidate judges otherwise
     (`jobgate.rollout.Change`) and the counts. JUnit and SARIF show the candidate's
     reports of those items."""
@@ -376,7 +396,7 @@ def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
     if fmt in ("junit", "sarif", "github"):
         from jobgate.reports import ReportView
 
-        return render(fmt, [(c.source, ReportView.from_dict(c.candidate)) for c in changed])
+        return render(fmt, [(c.source, ReportView.from_dict(c.candidate)) for c in changed], suite)
     paint = _painter()
     lines = [line for c in changed for line in change_lines(c, paint)]
     return "\n".join(lines + impact_lines(impact))
@@ -405,11 +425,12 @@ def jsonl(results: Sequence[tuple[str, Report]]) -> str:
     return "".join(dumps_line({"source": source, **report.to_dict()}) for source, report in results)
 
 
-def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
+def render(fmt: str, results: Sequence[tuple[str, Report]], suite: str = CHECK_SUITE) -> str:
+    """`results` in `fmt`; `suite` names the JUnit test suite (the command)."""
     if fmt == "json":
         return dumps(as_json(results))
     if fmt == "junit":
-        return junit(results)
+        return junit(results, suite)
     if fmt == "sarif":
         return dumps(sarif(results))
     if fmt == "github":
@@ -417,15 +438,15 @@ def render(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
     return text(results)
 
 
-def document(fmt: str, results: Sequence[tuple[str, Report]]) -> str:
+def document(fmt: str, results: Sequence[tuple[str, Report]], suite: str = CHECK_SUITE) -> str:
     """Everything a report of `results` in `fmt` writes, built whole: what `ReportStream`
     writes piece by piece."""
-    return jsonl(results) if fmt == "jsonl" else render(fmt, results) + "\n"
+    return jsonl(results) if fmt == "jsonl" else render(fmt, results, suite) + "\n"
 
 
-def changes_document(fmt: str, changed: Sequence[Any], impact: dict[str, Any]) -> str:
+def changes_document(fmt: str, changed: Sequence[Any], impact: dict[str, Any], suite: str = CHECK_SUITE) -> str:
     """Everything a report of a candidate's changes writes, built whole: what
     `ChangesStream` writes piece by piece."""
     if fmt == "jsonl":
         return "".join(dumps_line(c.to_dict()) for c in changed)
-    return changes(fmt, changed, impact) + "\n"
+    return changes(fmt, changed, impact, suite) + "\n"

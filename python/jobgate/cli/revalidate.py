@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             stack.callback(progress.close)
             if candidate is not None:
                 return report_changes(args, judged, progress)
-            stream = streaming.ReportStream(args.format, sys.stdout)
+            stream = streaming.ReportStream(args.format, sys.stdout, "jobgate revalidate")
             for chunk in judged:
                 reports = chunk.reports[0]
                 stream.write(zip([item.path for item in chunk.items], reports, strict=True))
@@ -165,7 +165,7 @@ def report_changes(args: argparse.Namespace, judged: Any, progress: Progress) ->
             return ""
         return facts.project if facts is not None else ""
 
-    stream = streaming.ChangesStream(args.format, sys.stdout)
+    stream = streaming.ChangesStream(args.format, sys.stdout, "jobgate revalidate")
     impact = rollout.Impact()
     for chunk in judged:
         items = chunk.items

@@ -91,10 +91,10 @@ class JsonArray:
 class ReportStream:
     """Reports of documents, `(source, report)` in order, written in `fmt` as they
     come. A report is a `jobgate.Report` or anything shaped like one
-    (`jobgate.reports.ReportView`)."""
+    (`jobgate.reports.ReportView`). `suite` names JUnit's test suite (the command)."""
 
-    def __init__(self, fmt: str, out: TextIO) -> None:
-        self.fmt, self.out = fmt, out
+    def __init__(self, fmt: str, out: TextIO, suite: str = formats.CHECK_SUITE) -> None:
+        self.fmt, self.out, self.suite = fmt, out, suite
         self.totals = Totals()
         self._paint = formats._painter()  # noqa: SLF001 - the text format's colours
         self._array: JsonArray | None = None
@@ -152,8 +152,7 @@ class ReportStream:
         elif fmt == "sarif":
             self._array.close(formats.sarif_log)  # type: ignore[union-attr]
         elif fmt == "junit":
-            cases = totals.total + totals.violations
-            self.out.write("\n".join(formats.junit_head(cases, totals.total - totals.passed + totals.errors)) + "\n")
+            self.out.write("\n".join(formats.junit_head(totals.total, totals.total - totals.passed, self.suite)) + "\n")
             self._spool.seek(0)
             shutil.copyfileobj(self._spool, self.out, 1 << 20)
             self._spool.close()
@@ -168,11 +167,11 @@ class ChangesStream:
     in order), written in `fmt` as they come; `close` ends with the counts. JUnit,
     SARIF and GitHub show the candidate's reports of the changed items."""
 
-    def __init__(self, fmt: str, out: TextIO) -> None:
+    def __init__(self, fmt: str, out: TextIO, suite: str = formats.CHECK_SUITE) -> None:
         self.fmt, self.out = fmt, out
         self._paint = formats._painter()  # noqa: SLF001
         self._array = JsonArray(out, lambda changes: {"changes": changes, "impact": {}}) if fmt == "json" else None
-        self._reports = ReportStream(fmt, out) if fmt in ("junit", "sarif", "github") else None
+        self._reports = ReportStream(fmt, out, suite) if fmt in ("junit", "sarif", "github") else None
 
     def write(self, changes: Iterable[Any]) -> None:
         if self._reports is not None:
