@@ -52,6 +52,8 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     let mut scalars: Option<Vec<Lying>> = text.contains('\t').then(Vec::new);
     // Whether a node was read yet: text before the first one is checked once.
     let mut read_a_node = false;
+    // Where the event before the one at hand ended, in characters.
+    let mut previous_end = 0usize;
 
     while let Some(event) = parser.next_event() {
         let (event, span) = event.map_err(|e| {
@@ -69,6 +71,8 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 | Event::MappingStart(..)
                 | Event::Alias(..)
         );
+        // Where the event before the next one ended (a block scalar's header follows it).
+        let event_end = span.end.index();
         if node && !read_a_node {
             read_a_node = true;
             let rest = cursor.from(span.start.index());
@@ -92,14 +96,20 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                     // quote: it ends at the quote.
                     let node = cursor.from(start);
                     let end = quoted_len(node, style).map_or(span.end.index(), |n| start + n);
-                    // A block scalar's span starts at its content, or at its anchor or
-                    // tag on the header line when it has one.
-                    let header = node.starts_with(['&', '!']);
+                    // A block scalar's content starts on the line after its header,
+                    // which follows the previous event (its span may start at the
+                    // content, at its anchor, or past the end when it has none).
+                    let content = match style {
+                        ScalarStyle::Literal | ScalarStyle::Folded => {
+                            previous_end + block_header_len(cursor.from(previous_end))
+                        }
+                        _ => start,
+                    };
                     scalars.push(Lying {
                         start,
                         end,
                         style,
-                        header,
+                        content,
                     });
                 }
                 let is_key = begin(&mut stack, &mut out)?;
@@ -191,6 +201,7 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
                 "the YAML document expands past {budget} bytes"
             )));
         }
+        previous_end = event_end;
     }
     if documents == 0 || out.is_empty() {
         return Err(DecodeError::Syntax("the document is empty".into()));
@@ -226,8 +237,33 @@ struct Lying {
     start: usize,
     end: usize,
     style: ScalarStyle,
-    /// The span starts on a block scalar's header line (`&a |`), not at its content.
-    header: bool,
+    /// Where a block scalar's content lines start, past its header line.
+    content: usize,
+}
+
+/// The characters from the end of the event before a block scalar through the end of
+/// the block scalar's header line: up to its indicator (`|` or `>`, comments skipped),
+/// then to the line break that ends that line, included.
+fn block_header_len(from: &str) -> usize {
+    let mut chars = from.chars().enumerate().peekable();
+    let mut previous = ' ';
+    let mut indicator = false;
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\n' | '\r' if indicator => {
+                let crlf = c == '\r' && chars.next_if(|&(_, n)| n == '\n').is_some();
+                return i + 1 + usize::from(crlf);
+            }
+            '#' if matches!(previous, ' ' | '\t' | '\n' | '\r') => {
+                // A comment, to the end of its line.
+                while chars.next_if(|&(_, n)| n != '\n' && n != '\r').is_some() {}
+            }
+            '|' | '>' => indicator = true,
+            _ => {}
+        }
+        previous = c;
+    }
+    from.chars().count()
 }
 
 /// YAML 1.2 allows tabs as separation space between tokens; YAML 1.1 readers such as
@@ -258,7 +294,7 @@ fn tabs(text: &str, scalars: &[Lying]) -> Result<(), DecodeError> {
                 let allowed = inside.is_some_and(|s| match s.style {
                     ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted => true,
                     // In the content, not on the header line (`|-`, `>2`).
-                    ScalarStyle::Literal | ScalarStyle::Folded => !s.header || line_start > s.start,
+                    ScalarStyle::Literal | ScalarStyle::Folded => at >= s.content,
                     ScalarStyle::Plain => false,
                 });
                 if !allowed {
@@ -1118,5 +1154,26 @@ mod tests {
         ] {
             assert!(conv(text).is_ok(), "{text:?}");
         }
+    }
+
+    /// Found by fuzzing against PyYAML (`rust/fuzz`, target `yaml`): a tab on the header
+    /// line of a block scalar with no content (`? >\t`) was read; PyYAML refuses it.
+    #[test]
+    fn a_tab_on_a_block_scalars_header_line_is_refused() {
+        for text in [
+            "? >\t",
+            "a: >\t\n",
+            "a: |\t\n  x\n",
+            "a: &x |-\t\n  x\n",
+            "- |\t\n  x\n",
+        ] {
+            let e = conv(text).expect_err(text);
+            assert!(
+                format!("{e:?}").contains("tab at line 1"),
+                "{text:?}: {e:?}"
+            );
+        }
+        assert_eq!(conv("a: | # c > d\n  x\ty\n").unwrap(), r#"{"a":"x\ty\n"}"#);
+        assert_eq!(conv("- >\r\n  x\ty\r\n").unwrap(), r#"["x\ty\n"]"#);
     }
 }
