@@ -236,6 +236,7 @@ REFUSED = {
     "a non-ASCII anchor name": (with_extra("x: &r\u00e9 run"), "anchor &r\u00e9"),
     "an anchor name followed by a bracket": (with_extra("x: &r{}"), "put a space after the name"),
     "a document end marker before the first value": ("...\n" + JOBSPEC, "document end marker"),
+    "a tab on a block scalar's header line": (with_extra("x: |\t\n  run"), "tab at line"),
 }
 
 
