@@ -8,26 +8,9 @@
 #![no_main]
 
 use jobgate_core::admission::Admission;
-use jobgate_core::report::Report;
 use jobgate_core::{Kind, Validator};
+use jobgate_fuzz::summary;
 use libfuzzer_sys::fuzz_target;
-
-fn summary(r: &Report) -> (Option<&'static str>, Vec<(String, String, String, String)>) {
-    (
-        r.kind.map(|k| k.as_str()),
-        r.violations
-            .iter()
-            .map(|v| {
-                (
-                    v.rule.id().to_string(),
-                    v.field.clone(),
-                    format!("{:?}", v.severity),
-                    v.message.clone(),
-                )
-            })
-            .collect(),
-    )
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, input)) = data.split_first() else {

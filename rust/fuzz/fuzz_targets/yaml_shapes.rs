@@ -13,25 +13,8 @@ use jobgate_core::document::reading;
 use jobgate_core::report::Report;
 use jobgate_core::Validator;
 use jobgate_fuzz::shapes::{to_json, to_yaml, Shaped};
-use jobgate_fuzz::{limits, Json};
+use jobgate_fuzz::{limits, summary, Json};
 use libfuzzer_sys::fuzz_target;
-
-fn summary(r: &Report) -> (Option<&'static str>, Vec<(String, String, String, String)>) {
-    (
-        r.kind.map(|k| k.as_str()),
-        r.violations
-            .iter()
-            .map(|v| {
-                (
-                    v.rule.id().to_string(),
-                    v.field.clone(),
-                    format!("{:?}", v.severity),
-                    v.message.clone(),
-                )
-            })
-            .collect(),
-    )
-}
 
 fn located_inside(r: &Report, source: &[u8]) {
     let lines = source.split(|b| *b == b'\n').count() as u32;

@@ -15,6 +15,7 @@ use std::io::{Seek, Write};
 
 use jobgate_core::limits::Limits;
 use jobgate_core::node::{Type, Value};
+use jobgate_core::report::Report;
 
 /// A JSON value as its consumer (Python's `json`) reads it: numbers keep the kind they
 /// are written as (`1` an integer, `1.0` and `1e2` floats), floats compare by value
@@ -227,4 +228,24 @@ pub fn package_differential(data: &[u8]) {
         theirs["opens_as_other"], false,
         "a reader of the other format opens the package too"
     );
+}
+
+/// What two reports of the same document must share: kind, and each violation's rule,
+/// field, severity and message (not its source location).
+#[allow(clippy::type_complexity)]
+pub fn summary(r: &Report) -> (Option<&'static str>, Vec<(String, String, String, String)>) {
+    (
+        r.kind.map(|k| k.as_str()),
+        r.violations
+            .iter()
+            .map(|v| {
+                (
+                    v.rule.id().to_string(),
+                    v.field.clone(),
+                    format!("{:?}", v.severity),
+                    v.message.clone(),
+                )
+            })
+            .collect(),
+    )
 }
