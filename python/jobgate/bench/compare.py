@@ -6,6 +6,13 @@ Each figure is a statistic of the per-second samples (throughput: their mean;
 a latency percentile: the median of the per-second percentiles). Resampling the
 seconds of each run with replacement and taking the ratio each time gives the
 interval; a ratio whose interval holds 1 is within the noise.
+
+Two runs are compared only when they measured the same calls: the same method,
+request bodies, metadata and load (loop, calls in flight, rate or ramp, connections,
+processes). Otherwise `differences` names what differs and the command refuses,
+unless told to compare anyway. How long each ran, the server's address and the
+deadline may differ: that is what comparing a change usually needs. A figure a run
+saved before it was kept (an older run) is not checked.
 """
 
 from __future__ import annotations
@@ -28,6 +35,23 @@ FIGURES = (
 )
 
 
+# What makes two runs measure the same calls: (saved parameter, how it is named).
+SAME_CALLS = (
+    ("method", "method"),
+    ("call", "call"),
+    ("request", "request"),
+    ("metadata", "metadata"),
+    ("batch", "documents per AdmitBatch"),
+    ("open_records", "open records"),
+    ("loop", "loop"),
+    ("concurrency", "concurrency"),
+    ("rps", "rps"),
+    ("ramp", "ramp"),
+    ("connections", "connections"),
+    ("procs", "processes"),
+)
+
+
 class CompareError(Exception):
     """A run that cannot be compared; the message says why."""
 
@@ -46,6 +70,38 @@ def load(path: str) -> dict[str, Any]:
         if not isinstance(second, dict) or any(not isinstance(second.get(k), int | float) or isinstance(second.get(k), bool) for k in keys):
             raise CompareError(f"{path}: timeline[{n}] is not a second of a saved run: it needs numbers for {', '.join(sorted(keys))}")
     return result
+
+
+def _loop(p: dict[str, Any]) -> str:
+    return "ramp" if p.get("ramp") else "open" if p.get("rps") else "closed"
+
+
+def _shown(key: str, value: Any) -> str:
+    if key == "request" and isinstance(value, dict):
+        return f"{value.get('messages')} message(s) from {value.get('from')}, {value.get('sha256')}"
+    if key == "metadata" and isinstance(value, list):
+        return ", ".join(f"{k}: {v}" for k, v in value) or "none"
+    if key == "ramp" and isinstance(value, dict):
+        return f"from {value['start']:g} calls/s, {value['step']:+g} every {value['step_duration']:g} s" + (f" to {value['end']:g}" if value.get("end") is not None else "")
+    return "none" if value is None else str(value)
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """What makes the two runs measure different calls, one line each; [] when
+    they measured the same."""
+    pa, pb = dict(a.get("parameters") or {}), dict(b.get("parameters") or {})
+    pa["loop"], pb["loop"] = _loop(pa), _loop(pb)
+    if pa["loop"] == "closed" and pb["loop"] == "closed":
+        pa.pop("rps", None), pb.pop("rps", None)
+    elif "admit-stream" not in (pa.get("call"), pb.get("call")):
+        pa.pop("concurrency", None), pb.pop("concurrency", None)  # an open loop of unary calls has no bound in flight
+    if pa.get("ramp") or pb.get("ramp"):
+        pa.pop("rps", None), pb.pop("rps", None)  # a ramp's rate is its start: in the ramp
+    out = []
+    for key, name in SAME_CALLS:
+        if key in pa and key in pb and pa[key] != pb[key]:
+            out.append(f"{name}: {_shown(key, pa[key])} (A) vs {_shown(key, pb[key])} (B)")
+    return out
 
 
 def samples(result: dict[str, Any], key: str, how: str) -> list[float]:

@@ -14,6 +14,10 @@ gRPC would otherwise carry channels to one address on one connection), and unary
 calls take the connections in turn: `serve --workers N` shares connections among its
 workers, not calls, so only calls on several connections reach several workers.
 
+A ramp (`Ramp`, ghz's step load schedule) is an open loop whose rate changes by a
+step every so many seconds of the measured run, held once it reaches its end; the
+warm-up runs at the starting rate. Every call belongs to the step it was due in.
+
 Processes are started with `spawn` (gRPC's runtime does not survive `fork`) and
 begin together at a shared monotonic instant; their recordings are merged after.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -39,14 +44,66 @@ CONNECT_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
+class Ramp:
+    """`start` calls/s, then `step` more (fewer when negative) every `every` seconds
+    of the measured run; held at `end`, when given, once reached."""
+
+    start: float
+    step: float
+    every: float
+    end: float | None = None
+
+    def steps(self) -> int | None:
+        """How many rates the ramp takes; None when it has no end."""
+        if self.end is None:
+            return None
+        return math.ceil(round((self.end - self.start) / self.step, 9)) + 1
+
+    def index(self, t: float) -> int:
+        """The step of an instant `t` seconds into the measured run (a warm-up call: 0)."""
+        k = int(t // self.every) if t > 0 else 0
+        n = self.steps()
+        return k if n is None else min(k, n - 1)
+
+    def rate(self, k: int) -> float:
+        r = self.start + k * self.step
+        if self.end is not None:
+            r = min(r, self.end) if self.step > 0 else max(r, self.end)
+        return r
+
+    def span(self, k: int) -> tuple[float, float]:
+        """Where step `k` runs, in seconds of the measured run; the last step of a ramp
+        with an end runs on for as long as the run does."""
+        n = self.steps()
+        return k * self.every, (math.inf if n is not None and k == n - 1 else (k + 1) * self.every)
+
+    def schedule(self, origin: float, measured_from: float):
+        """Due times of the whole load (every process's), from `origin`: the warm-up at
+        the starting rate, then each step from its own start."""
+        for j in itertools.count():
+            due = origin + j / self.start
+            if due >= measured_from:
+                break
+            yield due
+        for k in itertools.count():
+            low, high = self.span(k)
+            rate = self.rate(k)
+            for j in itertools.count():
+                due = low + j / rate
+                if due >= high:
+                    break
+                yield measured_from + due
+
+
+@dataclass(frozen=True)
 class Plan:
     """A run, as every process receives it. `requests` are encoded request messages,
-    cycled; `documents` is how many documents one carries."""
+    cycled; `documents` how many documents each carries."""
 
     server: str
     call: str
     requests: tuple[bytes, ...]
-    documents: int
+    documents: tuple[int, ...]
     concurrency: int
     rps: float | None
     total: int | None
@@ -55,7 +112,8 @@ class Plan:
     connections: int
     procs: int
     timeout: float
-    metadata: tuple[tuple[str, str], ...] = ()
+    metadata: tuple[tuple[str, str | bytes], ...] = ()
+    ramp: Ramp | None = None
     ca: bytes | None = None
     cert: bytes | None = None
     key: bytes | None = None
@@ -110,30 +168,22 @@ class _Client:
     def __init__(self, plan: Plan, share: Share, start: float) -> None:
         self.plan, self.share, self.start = plan, share, start
         self.measure_from = start + plan.warmup
-        self.recorder = Recorder(self.measure_from)
-        self.requests = itertools.cycle(plan.requests)
+        self.recorder = Recorder(self.measure_from, plan.ramp, self._reports)
+        self.requests = itertools.cycle(zip(plan.requests, plan.documents, strict=True))
         self.left = share.total  # measured calls still to send, when counted
 
     # ---- what a call is
 
-    def _decoder(self):
-        from grpc_health.v1 import health_pb2
-
+    def _reports(self, answer: bytes) -> list:
+        """The reports in an answer (decoded once per distinct answer, by the recorder)."""
         from jobgate.v1 import admission_pb2
 
-        return {
-            "admit": admission_pb2.AdmitResponse.FromString,
-            "admit-batch": admission_pb2.AdmitBatchResponse.FromString,
-            "admit-stream": admission_pb2.AdmitStreamResponse.FromString,
-            "empty": health_pb2.HealthCheckResponse.FromString,
-        }[self.plan.call]
-
-    def _reports(self, response) -> list:
         call = self.plan.call
         if call == "empty":
             return []
         if call == "admit-batch":
-            return [r.report for r in response.results]
+            return [r.report for r in admission_pb2.AdmitBatchResponse.FromString(answer).results]
+        response = (admission_pb2.AdmitStreamResponse if call == "admit-stream" else admission_pb2.AdmitResponse).FromString(answer)
         return [response.report]
 
     def _channels(self):
@@ -158,12 +208,21 @@ class _Client:
             return True
         return now < self.measure_from + (self.plan.duration or 0)
 
+    def _global(self):
+        if self.plan.ramp is not None:
+            yield from self.plan.ramp.schedule(self.start, self.measure_from)
+            return
+        period = 1.0 / self.plan.rps
+        for k in itertools.count():
+            yield self.start + k * period
+
     def _schedule(self):
         """Due times of this process's calls in an open loop: every `procs`-th slot
         of the global schedule, from the start, warm-up included."""
-        period = 1.0 / self.plan.rps
-        for k in itertools.count():
-            due = self.start + (k * self.plan.procs + self.share.index) * period
+        procs, index = self.plan.procs, self.share.index
+        for k, due in enumerate(self._global()):
+            if k % procs != index:
+                continue
             if due >= self.measure_from:
                 if self.left is not None:
                     if self.left <= 0:
@@ -187,13 +246,13 @@ class _Client:
         try:
             for channel in channels:
                 await asyncio.wait_for(channel.channel_ready(), CONNECT_TIMEOUT)
-            decode = self._decoder()
+            # Answers stay bytes: the recorder decodes each distinct one once.
             if self.plan.call == "admit-stream":
-                calls = [c.stream_stream(ADMIT_STREAM, request_serializer=None, response_deserializer=decode) for c in channels]
+                calls = [c.stream_stream(ADMIT_STREAM, request_serializer=None, response_deserializer=None) for c in channels]
                 await self._streams(calls, grpc)
             else:
                 method = {"admit": ADMIT, "admit-batch": ADMIT_BATCH, "empty": HEALTH_CHECK}[self.plan.call]
-                calls = [c.unary_unary(method, request_serializer=None, response_deserializer=decode) for c in channels]
+                calls = [c.unary_unary(method, request_serializer=None, response_deserializer=None) for c in channels]
                 await self._unary(calls, grpc)
         finally:
             for channel in channels:
@@ -201,12 +260,13 @@ class _Client:
         return self.recorder.export()
 
     async def _one(self, call, begun: float, grpc) -> None:
+        request, documents = next(self.requests)
         try:
-            response = await call(next(self.requests), metadata=self.plan.metadata, timeout=self.plan.timeout)
+            answer = await call(request, metadata=self.plan.metadata, timeout=self.plan.timeout)
         except grpc.aio.AioRpcError as e:
-            self.recorder.record(begun, time.monotonic(), e.code().name, message=e.details() or "")
+            self.recorder.failed(begun, time.monotonic(), e.code().name, e.details() or "")
             return
-        self.recorder.record(begun, time.monotonic(), "OK", self.plan.documents, self._reports(response))
+        self.recorder.answered(begun, time.monotonic(), answer, documents)
 
     async def _unary(self, calls: list, grpc) -> None:
         await self._until(self.start)
@@ -253,23 +313,24 @@ class _Client:
                         begun = await due.get()
                         if begun is None:
                             break
+                    request, documents = next(self.requests)
                     try:
-                        await stream.write(next(self.requests))
+                        await stream.write(request)
                         response = await asyncio.wait_for(stream.read(), self.plan.timeout)
                     except grpc.aio.AioRpcError as e:
-                        self.recorder.record(begun, time.monotonic(), e.code().name, message=e.details() or "")
+                        self.recorder.failed(begun, time.monotonic(), e.code().name, e.details() or "")
                         stream = call(metadata=self.plan.metadata)  # the stream ended: open another
                         continue
                     except TimeoutError:
-                        self.recorder.record(begun, time.monotonic(), "DEADLINE_EXCEEDED", message="no answer within the deadline")
+                        self.recorder.failed(begun, time.monotonic(), "DEADLINE_EXCEEDED", "no answer within the deadline")
                         stream.cancel()
                         stream = call(metadata=self.plan.metadata)
                         continue
                     if response is grpc.aio.EOF:
-                        self.recorder.record(begun, time.monotonic(), "UNKNOWN", message="the stream ended")
+                        self.recorder.failed(begun, time.monotonic(), "UNKNOWN", "the stream ended")
                         stream = call(metadata=self.plan.metadata)
                         continue
-                    self.recorder.record(begun, time.monotonic(), "OK", self.plan.documents, self._reports(response))
+                    self.recorder.answered(begun, time.monotonic(), response, documents)
             finally:
                 try:  # end it cleanly: no more messages, and the server's OK
                     await stream.done_writing()
