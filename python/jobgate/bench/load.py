@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import resource
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -160,8 +161,19 @@ def run(plan: Plan) -> tuple[list[dict[str, Any]], float, float]:
 
 
 def run_share(plan: Plan, share: Share, start: float) -> dict[str, Any]:
-    """One process's part: its own event loop, channels and recorder."""
-    return asyncio.run(_Client(plan, share, start).run())
+    """One process's part: its own event loop, channels and recorder; with the CPU
+    time the process spent on it (every thread, the kernel's share included) and the
+    calls it sent (warm-up included), to tell what a call costs the client."""
+    client = _Client(plan, share, start)
+    before = _cpu()
+    part = asyncio.run(client.run())
+    part["cpu_s"], part["sent"] = _cpu() - before, client.sent
+    return part
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class _Client:
@@ -171,6 +183,7 @@ class _Client:
         self.recorder = Recorder(self.measure_from, plan.ramp, self._reports)
         self.requests = itertools.cycle(zip(plan.requests, plan.documents, strict=True))
         self.left = share.total  # measured calls still to send, when counted
+        self.sent = 0
 
     # ---- what a call is
 
@@ -189,7 +202,9 @@ class _Client:
     def _channels(self):
         import grpc
 
-        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+        # No transparent retries: a call retried inside gRPC would be timed and counted
+        # as one, and the retry machinery costs every call some CPU.
+        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1), ("grpc.enable_retries", 0)]
         if self.plan.ca is None:
             return [grpc.aio.insecure_channel(self.plan.server, options=options) for _ in range(self.share.connections)]
         credentials = grpc.ssl_channel_credentials(self.plan.ca, self.plan.key, self.plan.cert)
@@ -261,6 +276,7 @@ class _Client:
 
     async def _one(self, call, begun: float, grpc) -> None:
         request, documents = next(self.requests)
+        self.sent += 1
         try:
             answer = await call(request, metadata=self.plan.metadata, timeout=self.plan.timeout)
         except grpc.aio.AioRpcError as e:
@@ -314,6 +330,7 @@ class _Client:
                         if begun is None:
                             break
                     request, documents = next(self.requests)
+                    self.sent += 1
                     try:
                         await stream.write(request)
                         response = await asyncio.wait_for(stream.read(), self.plan.timeout)

@@ -166,8 +166,8 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     seconds: dict[int, list[Any]] = {}
     steps: dict[int, list[Any]] = {}
     counts = {k: Counter() for k in ("statuses", "verdicts", "rules", "errors")}
-    calls = documents = 0
-    last = 0.0
+    calls = documents = sent = 0
+    last = cpu = 0.0
     for part in parts:
         latency.add(decode(part["latency"]))
         for s, (c, d, h) in part["seconds"].items():
@@ -185,7 +185,9 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         calls += part["calls"]
         documents += part["documents"]
         last = max(last, part["last"])
-    return {"latency": latency, "seconds": seconds, "steps": steps, **counts, "calls": calls, "documents": documents, "last": last}
+        cpu += part.get("cpu_s", 0.0)
+        sent += part.get("sent", 0)
+    return {"latency": latency, "seconds": seconds, "steps": steps, **counts, "calls": calls, "documents": documents, "last": last, "cpu_s": cpu, "sent": sent}
 
 
 def percentiles(h: HdrHistogram) -> dict[str, float]:
@@ -240,6 +242,7 @@ def summary(parameters: dict[str, Any], merged: dict[str, Any], elapsed: float, 
         "calls_per_s": merged["calls"] / elapsed if elapsed > 0 else 0.0,
         "documents_per_s": merged["documents"] / elapsed if elapsed > 0 else 0.0,
         "latency_us": percentiles(merged["latency"]),
+        "client_cpu_us_per_call": round(merged["cpu_s"] / merged["sent"] * 1e6, 1) if merged.get("sent") else None,
         "latency_from": "scheduled send time (open loop): queueing is included" if parameters.get("rps") else "send time (closed loop)",
         "statuses": dict(merged["statuses"].most_common()),
         "verdicts": {"admitted": verdicts.get("pass", 0), "refused": verdicts.get("fail", 0)},
@@ -277,7 +280,7 @@ def text(result: dict[str, Any]) -> str:
         f"jobgate bench: {describe(p)}",
         f"  machine     {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, jobgate {m['jobgate']}",
         f"  measured    {result['calls']:,} calls, {result['documents']:,} documents in {result['seconds']:.2f} s",
-        f"  throughput  {result['calls_per_s']:,.1f} calls/s, {result['documents_per_s']:,.1f} documents/s",
+        f"  throughput  {result['calls_per_s']:,.1f} calls/s, {result['documents_per_s']:,.1f} documents/s" + (f"; the client spent {result['client_cpu_us_per_call']:,.0f} µs of CPU per call" if result.get("client_cpu_us_per_call") else ""),
         "  latency ms  " + "  ".join(f"{k} {_ms(v)}" for k, v in lat.items() if k != "mean") + f"  (mean {_ms(lat['mean'])})",
         f"              from each call's {result['latency_from']}",
         "  statuses    " + ("  ".join(f"{k} {v:,}" for k, v in result["statuses"].items()) or "none"),
