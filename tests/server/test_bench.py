@@ -4,7 +4,9 @@ any load is sent."""
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
 import json
 import sys
@@ -259,3 +261,191 @@ def test_anonymous_server_needs_no_token(tmp_path, capsys):
         assert code == 0 and result["calls"] == 10
     finally:
         r.close()
+
+
+# ---- what a call sends: metadata and a request given as proto JSON
+
+
+def test_metadata_reaches_the_server(tmp_path, capsys, monkeypatch):
+    """-H, --metadata and --metadata-file are sent with every call, the probe's too: the
+    token as an `authorization` header stands for --token, the request id is the one
+    the server logs; the saved run keeps a secret only as a digest."""
+    from tests.server.test_request_log import Collected
+
+    monkeypatch.delenv("JOBGATE_TOKEN", raising=False)
+    stream = Collected()
+    r = Running(config_for(tmp_path), log_stream=stream)
+    try:
+        target = ["--server", f"127.0.0.1:{r.port}", "--requests", "20", "--concurrency", "2", "--warmup", "0"]
+        (tmp_path / "md.json").write_text(json.dumps({"x-team": ["ml", "infra"]}))
+        code, result = bench(capsys, *target, "-H", f"Authorization: Bearer {TOKEN}", "-H", "x-request-id:bench-7", "--metadata", '{"x-client": "ci"}', "-M", str(tmp_path / "md.json"))
+        assert code == 0 and result["statuses"] == {"OK": 20}
+        digest = hashlib.sha256(f"Bearer {TOKEN}".encode()).hexdigest()[:12]
+        assert result["parameters"]["metadata"] == [["x-team", "ml"], ["x-team", "infra"], ["x-client", "ci"], ["authorization", f"<redacted sha256:{digest}>"], ["x-request-id", "bench-7"]]
+        capsys.readouterr()
+        assert main(["bench", *target, "-H", f"authorization: Bearer {TOKEN}", "-H", "x-request-id: bench-8"]) == 0
+        assert "  metadata    authorization: <redacted sha256:" in capsys.readouterr().out
+        # a wrong token given as a header is refused at the probe, before any load
+        assert main(["bench", *target, "-H", "authorization: Bearer not-the-token"]) == 2
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+    finally:
+        r.close()
+    logged = [e for e in stream.lines() if e.get("rpc") == "Admit"]
+    assert len(logged) == 1 + 20 + 1 + 20 + 1  # each run's probe, then its calls
+    assert [e["request_id"] for e in logged[:21]] == ["bench-7"] * 21 and [e["request_id"] for e in logged[21:42]] == ["bench-8"] * 21
+    assert {e["account"] for e in logged[:42]} == {"alice"} and logged[42]["status"] == "UNAUTHENTICATED"
+
+
+def test_bad_metadata_is_exit_2_before_any_load(served, capsys):
+    _r, target = served
+    for args, said in (
+        (["-H", "no colon"], "give KEY: VALUE"),
+        (["-H", "Bad Key: 1"], "a key is lowercase letters"),
+        (["-H", "grpc-timeout: 1S"], "grpc-* keys are gRPC's own"),
+        (["-H", "x-id: caf\u00e9"], "printable ASCII"),
+        (["-H", "x-trace-bin: not base64!"], "a -bin key takes a base64 value"),
+        (["--metadata", '["x"]'], "metadata is a JSON object of strings"),
+        (["--metadata", '{"x-n": 1}'], "x-n: a metadata value is a string"),
+        (["--metadata", "{"], "--metadata: not JSON"),
+    ):
+        capsys.readouterr()
+        assert main(["bench", *target, "--requests", "5", *args]) == 2, args
+        assert said in capsys.readouterr().err, args
+
+
+def test_a_request_is_given_as_proto_json(served, capsys, tmp_path):
+    """--data is parsed into the call's request message: a typed JobSpec, or raw bytes
+    in base64; an array is cycled; dry_run follows --dry-run/--open-records."""
+    r, target = served
+    valid, rejected = sample("jobspec.valid.json"), sample("jobspec.rejected.json")
+    typed = {"document": {"jobspec": valid}}
+    raw = {"document": {"raw": base64.b64encode(json.dumps(rejected).encode()).decode()}}
+    code, result = bench(capsys, *target, "--data", json.dumps([typed, raw]), "--requests", "20", "--concurrency", "2", "--warmup", "0")
+    assert code == 0 and result["statuses"] == {"OK": 20}
+    assert result["verdicts"] == {"admitted": 10, "refused": 10}
+    assert {rule: result["refusing_rules"][rule] for rule in ("forge.name", "forge.data.host_path", "forge.quota.job")} == {"forge.name": 10, "forge.data.host_path": 10, "forge.quota.job": 10}
+    request = result["parameters"]["request"]
+    assert request["from"] == "data" and request["messages"] == 2 and request["sha256"].startswith("sha256:")
+    assert result["parameters"]["documents"] is None
+    (tmp_path / "one.json").write_text(json.dumps(typed))
+    code, again = bench(capsys, *target, "-D", str(tmp_path / "one.json"), "--requests", "10", "--warmup", "0")
+    assert code == 0 and again["verdicts"] == {"admitted": 10, "refused": 0} and again["parameters"]["request"]["messages"] == 1
+    assert again["parameters"]["request"]["sha256"] != request["sha256"]
+    code, batch = bench(capsys, *target, "--call", "admit-batch", "--data", json.dumps({"documents": [typed["document"], raw["document"], raw["document"]]}), "--requests", "4", "--warmup", "0")
+    assert code == 0 and batch["documents"] == 12 and batch["verdicts"] == {"admitted": 4, "refused": 8}
+    code, health = bench(capsys, *target, "--call", "empty", "--data", '{"service": ""}', "--requests", "5", "--warmup", "0")
+    assert code == 0 and health["statuses"] == {"OK": 5} and health["documents"] == 0
+    assert r.store.list() == []  # dry runs, though the JSON said nothing of dry_run
+    for args, said in (
+        (["--data", json.dumps({**typed, "dry_run": False})], "sets dry_run to false, but the run was asked for dry runs: drop it from the JSON or give --open-records"),
+        (["--data", json.dumps({"documnet": {}})], "--data: not a jobgate.v1.AdmitRequest"),
+        (["--data", "[]"], "an empty array"),
+        (["--data", "[1]"], "--data[0]: a request is a JSON object (jobgate.v1.AdmitRequest)"),
+        (["--data", "{"], "--data: not JSON"),
+        (["--data", json.dumps(typed), "--document", str(tmp_path / "one.json")], "--document and --data: the request is one or the other"),
+        (["-D", str(tmp_path / "missing.json")], "--data-file"),
+    ):
+        capsys.readouterr()
+        assert main(["bench", *target, "--requests", "5", *args]) == 2, args
+        assert said in capsys.readouterr().err, args
+
+
+# ---- ramps
+
+
+def step_figures(result: dict) -> list[tuple]:
+    return [(s["step"], s["rps"], s["from_s"], s["seconds"], s["calls"], s["ok"], s["errors"], s["calls_per_s"]) for s in result["steps"]]
+
+
+def test_a_ramp_is_reported_per_step(capsys):
+    """ghz's step schedule: from --rps, --load-step more every --load-step-duration,
+    held at --load-end; with no amount given, every step runs once. Each call belongs
+    to the step it was due in."""
+    servicer = PeerHealth()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        target = ["--server", f"127.0.0.1:{port}", "--call", "empty", "--warmup", "0"]
+        code, result = bench(capsys, *target, "--rps", "100", "--load-step", "100", "--load-end", "300", "--load-step-duration", "0.5s")
+        assert code == 0 and result["calls"] == 300 and result["parameters"]["duration"] == 1.5
+        assert result["parameters"]["ramp"] == {"start": 100.0, "step": 100.0, "end": 300.0, "step_duration": 0.5}
+        assert step_figures(result) == [(1, 100.0, 0.0, 0.5, 50, 50, 0, 100.0), (2, 200.0, 0.5, 0.5, 100, 100, 0, 200.0), (3, 300.0, 1.0, 0.5, 150, 150, 0, 300.0)]
+        for s in result["steps"]:
+            assert 0 < s["p50"] <= s["p90"] <= s["p95"] <= s["p99"] <= s["p99.9"] <= s["max"] and "mean" not in s
+        assert result["latency_from"] == "scheduled send time (open loop): queueing is included"
+        # ghz's spelling, falling, from two processes (the schedule shared between them)
+        code, falling = bench(capsys, *target, "--load-schedule", "step", "--load-start", "300", "--load-step", "-100", "--load-end", "100", "--load-step-duration", "0.5s", "--procs", "2")
+        assert code == 0 and step_figures(falling) == [(1, 300.0, 0.0, 0.5, 150, 150, 0, 300.0), (2, 200.0, 0.5, 0.5, 100, 100, 0, 200.0), (3, 100.0, 1.0, 0.5, 50, 50, 0, 100.0)]
+        # held at its end past the last step; a count that ends the run mid-step
+        code, held = bench(capsys, *target, "--rps", "100", "--load-step", "100", "--load-end", "200", "--load-step-duration", "0.25s", "--duration", "1s")
+        assert code == 0 and step_figures(held) == [(1, 100.0, 0.0, 0.25, 25, 25, 0, 100.0), (2, 200.0, 0.25, 0.75, 150, 150, 0, 200.0)]
+        code, counted = bench(capsys, *target, "--rps", "200", "--load-step", "200", "--load-step-duration", "0.25s", "--requests", "150")
+        assert code == 0 and [(s["step"], s["rps"], s["calls"]) for s in counted["steps"]] == [(1, 200.0, 50), (2, 400.0, 100)]
+        capsys.readouterr()
+        assert main(["bench", *target, "--rps", "100", "--load-step", "100", "--load-end", "200", "--load-step-duration", "0.25s"]) == 0
+        text = capsys.readouterr().out
+        assert "open loop from 100 calls/s, +100 every 0.25 s up to 200" in text
+        assert "    step 1          100       0       25     100.0       0   " in text and "    step 2          200    0.25       50     200.0       0   " in text
+        assert main(["bench", *target, "--rps", "100", "--load-step", "100", "--load-end", "200", "--load-step-duration", "0.25s", "--format", "csv"]) == 0
+        (row,) = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+        assert (row["loop"], row["rps"], row["load_step"], row["load_end"], row["load_step_duration"], row["calls"]) == ("ramp", "100.0", "100.0", "200.0", "0.25", "75")
+    finally:
+        server.stop(None)
+
+
+def test_a_ramp_asked_wrongly_is_exit_2(capsys):
+    for args, said in (
+        (["--rps", "100", "--load-step", "100"], "a ramp needs its start (--rps or --load-start), --load-step and --load-step-duration"),
+        (["--load-step-duration", "1s"], "--load-step-duration shapes a ramp: give --load-step"),
+        (["--rps", "100", "--load-step", "0", "--load-step-duration", "1s"], "--load-step 0 is a constant load"),
+        (["--rps", "100", "--load-step", "10", "--load-end", "50", "--load-step-duration", "1s"], "--load-end 50 is not reached from 100 by steps of +10"),
+        (["--rps", "100", "--load-step", "-10", "--load-step-duration", "1s"], "a falling ramp needs --load-end"),
+        (["--rps", "100", "--load-start", "50", "--load-step", "10", "--load-step-duration", "1s"], "--rps and --load-start both name the rate a ramp starts at"),
+        (["--load-schedule", "step", "--load-step", "10", "--load-step-duration", "1s"], "a ramp needs its start"),
+    ):
+        capsys.readouterr()
+        assert main(["bench", "--server", f"127.0.0.1:{free_port()}", *args]) == 2, args
+        assert said in capsys.readouterr().err, args
+
+
+# ---- compare: the same calls, or a refusal
+
+
+def test_compare_refuses_runs_that_measured_different_calls(served, capsys, tmp_path):
+    _r, target = served
+    runs = {}
+    for name, extra in (
+        ("a", ["--concurrency", "2"]),
+        ("same", ["--concurrency", "2", "--requests", "60"]),
+        ("wider", ["--concurrency", "4"]),
+        ("tagged", ["--concurrency", "2", "-H", "x-request-id: other"]),
+        ("batch", ["--concurrency", "2", "--call", "admit-batch", "--batch", "2"]),
+    ):
+        code, result = bench(capsys, *target, "--requests", "40", "--warmup", "0", *extra)
+        assert code == 0, name
+        runs[name] = tmp_path / f"{name}.json"
+        runs[name].write_text(json.dumps(result))
+    capsys.readouterr()
+    assert main(["bench", "compare", str(runs["a"]), str(runs["same"])]) == 0  # a longer run of the same calls
+    for other, said in (
+        ("wider", ["concurrency: 2 (A) vs 4 (B)"]),
+        ("tagged", ["metadata: authorization: <redacted sha256:", " (A) vs authorization: <redacted sha256:", ", x-request-id: other (B)"]),
+        ("batch", ["method: /jobgate.v1.AdmissionService/Admit (A) vs /jobgate.v1.AdmissionService/AdmitBatch (B)", "call: admit (A) vs admit-batch (B)", "request: 2 message(s) from documents, sha256:", "documents per AdmitBatch: 1 (A) vs 2 (B)"]),
+    ):
+        capsys.readouterr()
+        assert main(["bench", "compare", str(runs["a"]), str(runs[other])]) == 2, other
+        err = capsys.readouterr().err
+        assert f"{runs['a']} and {runs[other]} measured different calls:" in err and "give --allow-different" in err, other
+        for line in said:
+            assert line in err, (other, line)
+        assert main(["bench", "compare", str(runs["a"]), str(runs[other]), "--allow-different"]) == 0, other
+        out, err = capsys.readouterr()
+        assert err.startswith(f"jobgate: warning: {runs['a']} and {runs[other]} measured different calls:") and "95% interval" in out
+    # an open loop against a closed one
+    code, opened = bench(capsys, *target, "--rps", "200", "--requests", "40", "--warmup", "0")
+    (tmp_path / "open.json").write_text(json.dumps(opened))
+    capsys.readouterr()
+    assert main(["bench", "compare", str(runs["a"]), str(tmp_path / "open.json")]) == 2
+    assert "loop: closed (A) vs open (B)" in capsys.readouterr().err

@@ -62,7 +62,7 @@ class Ramp:
 
     def index(self, t: float) -> int:
         """The step of an instant `t` seconds into the measured run (a warm-up call: 0)."""
-        k = int(t // self.every) if t > 0 else 0
+        k = int((t + 1e-9) // self.every) if t > 0 else 0  # a call due on a step's start is in it
         n = self.steps()
         return k if n is None else min(k, n - 1)
 

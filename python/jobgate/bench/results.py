@@ -210,14 +210,14 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "system": f"{platform.system()} {platform.release()}", "python": platform.python_version(), "jobgate": jobgate.__version__}
 
 
-def step_rows(ramp: Ramp, merged: dict[str, Any], elapsed: float) -> list[dict[str, Any]]:
-    """A ramp's steps, as far as the run went: the rate asked, where the step ran (in
-    seconds of the measured run), the calls due in it and how they went."""
+def step_rows(ramp: Ramp, merged: dict[str, Any], until: float) -> list[dict[str, Any]]:
+    """A ramp's steps, as far as the run went (`until`, in seconds of the measured
+    run): the rate asked, where the step ran, the calls due in it and how they went."""
     rows = []
     for k in sorted(merged["steps"]):
         calls, ok, h = merged["steps"][k]
         low, high = ramp.span(k)
-        span = round(max(min(high, elapsed) - low, 1e-3), 3)
+        span = round(max(min(high, until) - low, 1e-3), 3)
         figures = {name: v for name, v in percentiles(h).items() if name != "mean"}
         rows.append({"step": k + 1, "rps": ramp.rate(k), "from_s": round(low, 3), "seconds": span, "calls": calls, "ok": ok, "errors": calls - ok, "calls_per_s": round(calls / span, 3), **figures})
     return rows
@@ -249,7 +249,7 @@ def summary(parameters: dict[str, Any], merged: dict[str, Any], elapsed: float, 
         "refusing_rules": dict(merged["rules"].most_common(TOP)),
         "errors": dict(merged["errors"].most_common(TOP)),
         "timeline": timeline,
-        **({"steps": step_rows(ramp, merged, elapsed)} if ramp is not None else {}),
+        **({"steps": step_rows(ramp, merged, parameters.get("duration") or elapsed)} if ramp is not None else {}),
         "histogram": encode(merged["latency"]),
     }
 
