@@ -280,11 +280,13 @@ def text(result: dict[str, Any]) -> str:
         f"jobgate bench: {describe(p)}",
         f"  machine     {m['cpu']}, {m['cores']} cores, {m['system']}, Python {m['python']}, jobgate {m['jobgate']}",
         f"  measured    {result['calls']:,} calls, {result['documents']:,} documents in {result['seconds']:.2f} s",
-        f"  throughput  {result['calls_per_s']:,.1f} calls/s, {result['documents_per_s']:,.1f} documents/s" + (f"; the client spent {result['client_cpu_us_per_call']:,.0f} µs of CPU per call" if result.get("client_cpu_us_per_call") else ""),
+        f"  throughput  {result['calls_per_s']:,.1f} calls/s, {result['documents_per_s']:,.1f} documents/s",
         "  latency ms  " + "  ".join(f"{k} {_ms(v)}" for k, v in lat.items() if k != "mean") + f"  (mean {_ms(lat['mean'])})",
         f"              from each call's {result['latency_from']}",
         "  statuses    " + ("  ".join(f"{k} {v:,}" for k, v in result["statuses"].items()) or "none"),
     ]
+    if result.get("client_cpu_us_per_call"):
+        lines.insert(4, f"  client CPU  {result['client_cpu_us_per_call']:,.0f} µs per call sent (every thread of its processes, the kernel's share included)")
     if p.get("request", {}).get("from") == "data":
         lines.insert(2, f"  request     {p['request']['messages']} message(s) from --data, {p['request']['sha256']}")
     if p.get("metadata"):
@@ -302,7 +304,7 @@ def text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-CSV_FIELDS = ("call", "loop", "concurrency", "rps", "load_step", "load_end", "load_step_duration", "batch", "connections", "procs", "open_records", "seconds", "calls", "documents", "calls_per_s", "documents_per_s", *(f"{k}_us" for k, _ in PERCENTILES), "max_us", "mean_us", "ok", "errors", "admitted", "refused")
+CSV_FIELDS = ("call", "loop", "concurrency", "rps", "load_step", "load_end", "load_step_duration", "batch", "connections", "procs", "open_records", "seconds", "calls", "documents", "calls_per_s", "documents_per_s", *(f"{k}_us" for k, _ in PERCENTILES), "max_us", "mean_us", "ok", "errors", "admitted", "refused", "client_cpu_us_per_call")
 
 
 def csv_text(result: dict[str, Any]) -> str:
@@ -334,6 +336,7 @@ def csv_text(result: dict[str, Any]) -> str:
         "errors": result["calls"] - result["statuses"].get("OK", 0),
         "admitted": result["verdicts"]["admitted"],
         "refused": result["verdicts"]["refused"],
+        "client_cpu_us_per_call": result.get("client_cpu_us_per_call") or "",
     }
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
