@@ -15,7 +15,6 @@ import base64
 import hashlib
 import json
 import re
-from typing import Any
 
 METHODS = {
     "admit": "/jobgate.v1.AdmissionService/Admit",
@@ -195,7 +194,3 @@ def fingerprint(encoded: tuple[bytes, ...]) -> str:
         h.update(len(message).to_bytes(8, "big"))
         h.update(message)
     return f"sha256:{h.hexdigest()}"
-
-
-def describe_request(source: str, messages: int) -> dict[str, Any]:
-    return {"from": source, "messages": messages}

@@ -34,12 +34,10 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
 
+from jobgate.bench.calls import METHODS
 from jobgate.bench.results import Recorder
 
-ADMIT = "/jobgate.v1.AdmissionService/Admit"
-ADMIT_BATCH = "/jobgate.v1.AdmissionService/AdmitBatch"
-ADMIT_STREAM = "/jobgate.v1.AdmissionService/AdmitStream"
-HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+ADMIT, ADMIT_BATCH, ADMIT_STREAM, HEALTH_CHECK = METHODS["admit"], METHODS["admit-batch"], METHODS["admit-stream"], METHODS["empty"]
 START_DELAY = 0.3  # seconds for every process to connect before the shared start
 CONNECT_TIMEOUT = 10.0
 

@@ -291,16 +291,16 @@ def text(result: dict[str, Any]) -> str:
         lines.insert(2, f"  request     {p['request']['messages']} message(s) from --data, {p['request']['sha256']}")
     if p.get("metadata"):
         lines.insert(2, "  metadata    " + "  ".join(f"{k}: {v}" for k, v in p["metadata"]))
-    if result.get("steps"):
-        lines.append(f"  steps       {'rps':>9} {'from s':>7} {'calls':>8} {'calls/s':>9} {'errors':>7}   {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-        for st in result["steps"]:
-            lines.append(f"    step {st['step']:<4} {st['rps']:>9g} {st['from_s']:>7g} {st['calls']:>8,} {st['calls_per_s']:>9,.1f} {st['errors']:>7,}   {_ms(st['p50']):>8} {_ms(st['p90']):>8} {_ms(st['p99']):>8} {_ms(st['max']):>8}")
     if p["call"] != "empty":
         lines.append(f"  verdicts    admitted {result['verdicts']['admitted']:,}  refused {result['verdicts']['refused']:,}")
     for rule, n in result["refusing_rules"].items():
         lines.append(f"    refused by {rule}: {n:,}")
     for message, n in result["errors"].items():
         lines.append(f"  error       {n:,} x {message}")
+    if result.get("steps"):
+        lines.append(f"  steps       {'rps':>9} {'from s':>7} {'calls':>8} {'calls/s':>9} {'errors':>7}   {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+        for st in result["steps"]:
+            lines.append(f"    step {st['step']:<4} {st['rps']:>9g} {st['from_s']:>7g} {st['calls']:>8,} {st['calls_per_s']:>9,.1f} {st['errors']:>7,}   {_ms(st['p50']):>8} {_ms(st['p90']):>8} {_ms(st['p99']):>8} {_ms(st['max']):>8}")
     return "\n".join(lines)
 
 

@@ -139,18 +139,20 @@ def _text_of(path: str, option: str) -> str:
         raise UsageError(f"{option} {path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
 
 
-def request_messages(args: argparse.Namespace) -> tuple[list, str]:
-    """The run's request messages, and where they came from ("documents" or "data")."""
+def request_messages(args: argparse.Namespace) -> tuple[list, str, int | None]:
+    """The run's request messages, where they came from ("documents" or "data") and,
+    from documents, how many were given."""
     from jobgate.bench import calls
     from jobgate.cli import UsageError
 
     if args.data is None and args.data_file is None:
-        return calls.from_documents(args.call, read_documents(args.document), args.batch, args.open_records), "documents"
+        documents = read_documents(args.document)
+        return calls.from_documents(args.call, documents, args.batch, args.open_records), "documents", len(documents)
     if args.document:
         raise UsageError("--document and --data: the request is one or the other")
     text, origin = (args.data, "--data") if args.data is not None else (_text_of(args.data_file, "--data-file"), args.data_file)
     try:
-        return calls.from_json(args.call, text, origin, args.open_records), "data"
+        return calls.from_json(args.call, text, origin, args.open_records), "data", None
     except calls.CallError as e:
         raise UsageError(str(e)) from None
 
@@ -288,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--procs cannot exceed --concurrency: each process needs a call in flight")
     channel_check = connect.channel_for(args)  # the option checks and the plaintext warning, once
     channel_check.close()
-    messages, source = request_messages(args)
+    messages, source, documents = request_messages(args)
     metadata = call_metadata(args)
     encoded = tuple(m.SerializeToString() for m in messages)
     per_call = tuple(calls.documents_in(m) for m in messages)
@@ -320,7 +322,6 @@ def run(args: argparse.Namespace) -> int:
     parts, measured_from, end = load.run(plan)
     opened = sum(share.connections for share in load.shares(plan))
     request = {"from": source, "messages": len(encoded), "sha256": calls.fingerprint(encoded)}
-    documents = len(read_documents(args.document)) if source == "documents" else None
     result = results.summary(parameters(args, request, metadata, documents, opened, ramp), results.merge(parts), end - measured_from, ramp)
     result["wall_seconds"] = round(time.monotonic() - begun, 3)
     if result["calls"] == 0:
