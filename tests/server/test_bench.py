@@ -266,12 +266,17 @@ def test_anonymous_server_needs_no_token(tmp_path, capsys):
 # ---- what a call sends: metadata and a request given as proto JSON
 
 
+class Collected(io.BytesIO):
+    """The request log as the server writes it, line by line."""
+
+    def lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.getvalue().splitlines()]
+
+
 def test_metadata_reaches_the_server(tmp_path, capsys, monkeypatch):
     """-H, --metadata and --metadata-file are sent with every call, the probe's too: the
     token as an `authorization` header stands for --token, the request id is the one
     the server logs; the saved run keeps a secret only as a digest."""
-    from tests.server.test_request_log import Collected
-
     monkeypatch.delenv("JOBGATE_TOKEN", raising=False)
     stream = Collected()
     r = Running(config_for(tmp_path), log_stream=stream)
