@@ -50,7 +50,7 @@ class StreamGuard(grpc.ServerInterceptor):
         self._open: set[_Stream] = set()
         self._per_account: dict[str, int] = {}
         self._closing = False
-        self.unary_in_flight = 0
+        self._unary_calls: set[grpc.ServicerContext] = set()  # the unary calls running
 
     # ---- the interceptor
 
@@ -73,20 +73,20 @@ class StreamGuard(grpc.ServerInterceptor):
     def busy(self) -> bool:
         """Whether a unary call, or a stream that holds a thread, is still running."""
         with self._lock:
-            return bool(self.unary_in_flight or self._open)
+            return bool(self._unary_calls or self._open)
 
     def _counted(self, behavior):
         """A unary call, counted while it runs, so a draining server knows when the last
         one has answered."""
 
+        unary = self._unary_calls
+
         def run(request, context):
-            with self._lock:
-                self.unary_in_flight += 1
+            unary.add(context)  # a set's add and discard are atomic: no lock on a call's way
             try:
                 return behavior(request, context)
             finally:
-                with self._lock:
-                    self.unary_in_flight -= 1
+                unary.discard(context)
 
         return run
 
