@@ -89,10 +89,14 @@ def judging(context: grpc.ServicerContext, field: str) -> Iterator[None]:
     the deadline, a kind that launches nothing sent to be admitted."""
     try:
         yield
-    except TimeoutError:
+    except (TimeoutError, NotLaunchable) as e:
+        judging_failed(context, field, e)
+
+
+def judging_failed(context: grpc.ServicerContext, field: str, error: TimeoutError | NotLaunchable) -> NoReturn:
+    if isinstance(error, TimeoutError):
         errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"{field}.package: the deadline passed while the package was read; reading it stopped", errors.DEADLINE_PASSED, {"field": f"{field}.package"})
-    except NotLaunchable as e:
-        bad_request(context, field, str(e))
+    bad_request(context, field, str(error))
 
 
 def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> NoReturn:
@@ -140,8 +144,9 @@ class AdmissionService:
         consumed: dict[str, int] | None = None,
     ) -> Admission:
         try:
-            with judging(context, field):
-                admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, judged=judged, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package), consumed=consumed)
+            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, judged=judged, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package), consumed=consumed)
+        except (TimeoutError, NotLaunchable) as e:
+            judging_failed(context, field, e)
         except Unstorable as e:
             bad_request(context, field, f"cannot be stored: {e}")
         except KeyReused as e:

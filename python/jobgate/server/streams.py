@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import grpc
@@ -76,17 +77,17 @@ class StreamGuard(grpc.ServerInterceptor):
             return bool(self._unary_calls or self._open)
 
     def _counted(self, behavior):
-        """A unary call, counted while it runs, so a draining server knows when the last
-        one has answered."""
-
+        """A unary call, counted until its answer is sent, so a draining server knows
+        when the last one has answered."""
         unary = self._unary_calls
 
         def run(request, context):
-            unary.add(context)  # a set's add and discard are atomic: no lock on a call's way
-            try:
-                return behavior(request, context)
-            finally:
-                unary.discard(context)
+            # A call counts until gRPC has sent its answer, which it does after the
+            # handler returns. A set's add and discard are atomic: no lock on its way.
+            unary.add(context)
+            if not context.add_callback(partial(unary.discard, context)):
+                unary.discard(context)  # over already: cancelled
+            return behavior(request, context)
 
         return run
 
