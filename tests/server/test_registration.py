@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 import jobgate.v1
-from jobgate.server.service import SERVICERS
+from jobgate.server.handlers import SERVICERS
 
 
 def proto_services() -> dict[str, object]:
@@ -38,7 +38,7 @@ def test_every_rpc_has_a_servicer_method(service, method):
 
 
 def test_a_servicer_without_an_rpc_fails_at_start():
-    from jobgate.server.service import register
+    from jobgate.server.handlers import register
 
     servicer, add_to_server = SERVICERS["jobgate.v1.JobService"]
     partial = type("Partial", (), {m: getattr(servicer, m) for m in ("GetJob", "ListJobs", "MarkJob")})

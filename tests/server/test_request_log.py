@@ -226,3 +226,26 @@ def test_a_line_is_bounded_alike_whether_or_not_its_fields_needed_it(fields):
     assert len(line) <= logs.MAX_LINE
     if "surrogate" not in fields:
         assert line == orjson.dumps({k: bounded(v, ROOMY) for k, v in entry.items()})
+
+
+def test_a_series_counted_past_prometheus_clients_checks_exposes_what_inc_and_observe_would():
+    from jobgate.server.calls import adder, timing
+
+    fast, checked = Metrics(process=False), Metrics(process=False)
+    labels = ("unary", "x.Y", "Z")
+    observe, start, flight = timing(fast.handling.labels(*labels)), adder(fast.started.labels(*labels)), adder(fast.in_flight.labels("Z"))
+    for seconds in (0.0, 50e-6, 50.1e-6, 1e-3, 0.3, 10.0, 11.0):  # on a bound, past one, past the last
+        observe(seconds)
+        start(1)
+        flight(1)
+        checked.handling.labels(*labels).observe(seconds)
+        checked.started.labels(*labels).inc()
+        checked.in_flight.labels("Z").inc()
+    flight(-1)
+    checked.in_flight.labels("Z").dec()
+
+    def samples(m: Metrics) -> list:
+        return [(s.name, s.labels, s.value) for family in m.registry.collect() for s in family.samples if not s.name.endswith("_created") and family.name != "jobgate_build"]
+
+    assert samples(fast) == samples(checked)
+    assert fast.registry.get_sample_value("grpc_server_handling_seconds_bucket", {**dict(zip(("grpc_type", "grpc_service", "grpc_method"), labels, strict=True)), "le": "5e-05"}) == 2

@@ -31,9 +31,10 @@ from jobgate.server.auth import Authenticator
 from jobgate.server.calls import REQUEST_LOG, CallObserver
 from jobgate.server.gate import Gate
 from jobgate.server.grants import Denials, FailClosed
+from jobgate.server.handlers import add_servicers
 from jobgate.server.logs import JsonLogFormatter, LineWriter
 from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
-from jobgate.server.service import AdmissionService, JobService, add_servicers
+from jobgate.server.service import AdmissionService, JobService
 from jobgate.server.shadow import Shadow, load_candidate
 from jobgate.server.streams import StreamGuard, Watches
 from jobgate.store import JobStore, StoreFull, StoreUnavailable, location, open_store

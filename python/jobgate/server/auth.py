@@ -35,6 +35,8 @@ class Directory:
         # authenticates by its token alone.
         self._by_certificate = {name: Caller.of(name, a, home) for name, a in config.accounts.items() if a.token is None}
         self.anonymous = Caller.anonymous(home) if config.server.allow_anonymous else None
+        # Without TLS no call carries a certificate: its auth context is not asked for.
+        self.certificates = config.server.tls is not None
 
     def by_token(self, token: str) -> Caller | None:
         # Looked up by the token's SHA-256, never by the token: how long a lookup takes
@@ -95,7 +97,7 @@ class Authenticator:
             caller = directory.by_token(token.strip())
             return (caller, "") if caller is not None else (None, "the bearer token is not known to this server")
         # Mutual TLS: the verified client certificate names the account.
-        names = context.auth_context().get("x509_common_name") or []
+        names = (context.auth_context().get("x509_common_name") or []) if directory.certificates else ()
         if names:
             name = names[0].decode(errors="replace") if isinstance(names[0], bytes) else names[0]
             caller = directory.by_certificate(name)

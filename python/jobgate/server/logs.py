@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import queue
 import select
 import threading
@@ -117,7 +116,10 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 def _plain(entry: dict[str, Any]) -> bool:
     """Whether `entry` holds only scalars and lists of at most ROOMY.items scalars: what
     bounding keeps as it is, but for long strings (most lines, the request log's all)."""
-    for value in entry.values():
+    values = entry.values()
+    if _SCALARS.issuperset(map(type, values)):
+        return True
+    for value in values:
         kind = type(value)
         if kind not in _SCALARS and not (kind is list and len(value) <= ROOMY.items and all(type(v) in _SCALARS for v in value)):
             return False
@@ -136,18 +138,18 @@ def _dumps(kept: dict[str, Any]) -> bytes:
         return json.dumps(kept).encode()
 
 
-_second: tuple[int, str] = (-1, "")  # the last second stamped, written out
+_stamped: tuple[int, str] = (-1, "")  # the last millisecond stamped, written out
 
 
 def timestamp(created: float) -> str:
     """RFC 3339 UTC, to the millisecond (`created` from time.time())."""
-    global _second
-    fraction, seconds = math.modf(created)
-    whole, micro = divmod(int(seconds) * 1_000_000 + round(fraction * 1_000_000), 1_000_000)
-    second = _second
-    if second[0] != whole:  # lines come many to a second: the date is written once for them
-        second = _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{second[1]}.{micro // 1000:03d}Z"
+    global _stamped
+    milli = round(created * 1_000_000) // 1000
+    stamped = _stamped
+    if stamped[0] != milli:  # lines come several to a millisecond: each is written once
+        whole, rest = divmod(milli, 1000)
+        stamped = _stamped = (milli, f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(whole))}.{rest:03d}Z")
+    return stamped[1]
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -176,6 +178,8 @@ WRITE_BYTES = select.PIPE_BUF
 # few writes for a busy server's many lines.
 GATHER_SECONDS = 0.005
 _CLOSE = object()
+# The fields every line begins with, in this order.
+_HEAD = frozenset({"ts", "level", "logger", "message"})
 
 
 class LineWriter:
@@ -189,6 +193,7 @@ class LineWriter:
         self._stream, self._logger, self._dropped = stream, logger, dropped
         self._capacity = QUEUED_LINES if capacity is None else capacity
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._heads: dict[str, bytes] = {}  # by message: its line's fields after the timestamp
         self._thread = threading.Thread(target=self._run, name=f"{logger}-writer", daemon=True)
         self._thread.start()
 
@@ -220,12 +225,30 @@ class LineWriter:
             if closing:
                 return
 
+    def _line(self, created: float, message: str, fields: dict[str, Any]) -> bytes:
+        """The line `encode` makes of the entry, byte for byte; a line of scalars (and
+        short lists of them), as the request log's are, without building the entry."""
+        ts = timestamp(created)
+        if fields and _plain(fields) and _HEAD.isdisjoint(fields):
+            head = self._heads.get(message)
+            if head is None:
+                head = self._heads[message] = orjson.dumps({"level": "info", "logger": self._logger, "message": message})[1:-1]
+            try:
+                body = orjson.dumps(fields)
+            except orjson.JSONEncodeError:
+                body = b""
+            if body:
+                line = b'{"ts":"' + ts.encode() + b'",' + head + b"," + body[1:]
+                if len(line) <= ROOMY.chars:
+                    return line
+        return encode({"ts": ts, "level": "info", "logger": self._logger, "message": message, **fields})
+
     def _write_lines(self, items: list) -> None:
         chunk: list[bytes] = []
         size = 0
         for created, message, fields in items:
             try:
-                line = encode({"ts": timestamp(created), "level": "info", "logger": self._logger, "message": message, **fields}) + b"\n"
+                line = self._line(created, message, fields) + b"\n"
             except Exception:  # noqa: BLE001 - a line that cannot be encoded is lost alone, counted
                 self._dropped.inc()
                 continue

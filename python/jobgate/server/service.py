@@ -2,10 +2,6 @@
 from its request (decoded by `wire`) to the gate, the store and `grants`, and their
 failures to status codes.
 
-A store that is down is UNAVAILABLE, a full disk RESOURCE_EXHAUSTED, and anything
-unforeseen INTERNAL with a reference to the log: no caller ever sees an address, SQL
-or a Python traceback.
-
 Every call is made as its caller, within its grant (`grants`): the RPCs its roles do
 not allow are PERMISSION_DENIED before any document is looked at, the jobs it may not
 see are NOT_FOUND, and admission is handed its projects.
@@ -15,23 +11,20 @@ answered with the first admission's response, and a key reused by another reques
 ALREADY_EXISTS naming the first job (`gate.KeyReused`); both under the grant in force,
 so a caller who lost the job's project gets forge.project.forbidden and no job id.
 
-The servicers are registered through the generated `add_…Servicer_to_server`
-functions (`add_servicers`, `register`), the one list of each service's methods.
-Must not judge a document (the core, through the gate) nor map messages (`wire`).
+The servicers are registered, and their failures mapped to status codes, by
+`handlers`. Must not judge a document (the core, through the gate) nor map messages
+(`wire`).
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import re
-import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
 import grpc
-from google.protobuf import descriptor_pool, message_factory
 
 import jobgate
 from jobgate.reports import unlocated
@@ -57,13 +50,11 @@ from jobgate.store import (
     JobStore,
     RecordFull,
     Remembered,
-    StoreFull,
-    StoreUnavailable,
     TerminalState,
     Unstorable,
 )
 from jobgate.store.base import TERMINAL
-from jobgate.v1 import admission_pb2, admission_pb2_grpc, job_pb2, jobs_pb2, jobs_pb2_grpc
+from jobgate.v1 import admission_pb2, job_pb2, jobs_pb2
 
 log = logging.getLogger("jobgate.server")
 
@@ -76,26 +67,6 @@ PAGE_CHUNK = 50
 PAGE_TOKEN = re.compile(r"[0-9]{1,18}")
 # The report violation of a JobSpec outside its account's projects.
 FORBIDDEN = jobgate._core.PROJECT_FORBIDDEN
-
-
-@contextmanager
-def failures_mapped(context: grpc.ServicerContext, rpc: str) -> Iterator[None]:
-    """The store's and the machine's failures as status codes a client can act on."""
-    try:
-        yield
-    except StoreUnavailable as e:
-        errors.abort(context, grpc.StatusCode.UNAVAILABLE, str(e), errors.STORE_UNAVAILABLE)
-    except StoreFull as e:
-        errors.abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), errors.STORE_FULL)
-    except Exception as e:
-        if isinstance(e, grpc.RpcError) or context.code() is not None:
-            raise  # the call was aborted or cancelled: its status is already set
-        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
-            log.error("disk full", extra={"fields": {"rpc": rpc, "error": str(e)}})
-            errors.abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "the server's disk is full (temporary files); retry later", errors.DISK_FULL)
-        ref = secrets.token_hex(4)
-        log.exception("internal error", extra={"fields": {"rpc": rpc, "ref": ref}})
-        errors.abort(context, grpc.StatusCode.INTERNAL, f"internal error (ref {ref}); the server log has the details", errors.INTERNAL, {"ref": ref})
 
 
 def typed_as_typed(document: admission_pb2.Document, admission: Admission) -> Admission:
@@ -118,10 +89,14 @@ def judging(context: grpc.ServicerContext, field: str) -> Iterator[None]:
     the deadline, a kind that launches nothing sent to be admitted."""
     try:
         yield
-    except TimeoutError:
+    except (TimeoutError, NotLaunchable) as e:
+        judging_failed(context, field, e)
+
+
+def judging_failed(context: grpc.ServicerContext, field: str, error: TimeoutError | NotLaunchable) -> NoReturn:
+    if isinstance(error, TimeoutError):
         errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"{field}.package: the deadline passed while the package was read; reading it stopped", errors.DEADLINE_PASSED, {"field": f"{field}.package"})
-    except NotLaunchable as e:
-        bad_request(context, field, str(e))
+    bad_request(context, field, str(error))
 
 
 def key_reused(context: grpc.ServicerContext, error: KeyReused, field: str) -> NoReturn:
@@ -169,8 +144,9 @@ class AdmissionService:
         consumed: dict[str, int] | None = None,
     ) -> Admission:
         try:
-            with judging(context, field):
-                admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, judged=judged, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package), consumed=consumed)
+            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, judged=judged, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package), consumed=consumed)
+        except (TimeoutError, NotLaunchable) as e:
+            judging_failed(context, field, e)
         except Unstorable as e:
             bad_request(context, field, f"cannot be stored: {e}")
         except KeyReused as e:
@@ -430,113 +406,3 @@ class JobService:
                     self.denials.hidden(context, caller, "WatchJob", request.job_id, project)
         finally:
             watch.end()
-
-
-
-
-# ---- registration
-
-
-class _Handlers:
-    """Stands in for the server while a generated `add_…Servicer_to_server` runs, and
-    keeps the method handlers it builds, by service."""
-
-    def __init__(self) -> None:
-        self.services: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
-        self.services[service] = handlers
-
-    def add_generic_rpc_handlers(self, _generic) -> None:
-        pass  # the same handlers, given by name to add_registered_method_handlers
-
-
-def _bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: bool) -> grpc.RpcMethodHandler:
-    """`handler` taking its request as bytes and decoding it itself (a request that is
-    not one is a BadRequest, never grpc's own INTERNAL), its failures mapped
-    (`failures_mapped`). A `raw` method is handed the bytes and answers bytes."""
-    request_type = None if raw else message_factory.GetMessageClass(descriptor_pool.Default().FindMethodByName(f"{service}.{method}").input_type)
-    serialize = None if raw else handler.response_serializer
-
-    def parsed(data, context):
-        return data if request_type is None else decode(request_type, data, context)
-
-    def parsed_stream(datas, context):
-        for i, data in enumerate(datas):
-            yield data if request_type is None else decode(request_type, data, context, what=f"stream message {i + 1} ")
-
-    if handler.unary_unary:
-        rpc = handler.unary_unary
-
-        def unary(data, context):
-            with failures_mapped(context, method):
-                return rpc(parsed(data, context), context)
-
-        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=None, response_serializer=serialize)
-
-    if handler.unary_stream:
-        rpc = handler.unary_stream
-
-        def unary_stream(data, context):
-            with failures_mapped(context, method):
-                yield from rpc(parsed(data, context), context)
-
-        return grpc.unary_stream_rpc_method_handler(unary_stream, request_deserializer=None, response_serializer=serialize)
-
-    if handler.stream_stream:
-        rpc = handler.stream_stream
-
-        def stream_stream(datas, context):
-            with failures_mapped(context, method):
-                yield from rpc(parsed_stream(datas, context), context)
-
-        return grpc.stream_stream_rpc_method_handler(stream_stream, request_deserializer=None, response_serializer=serialize)
-
-    rpc = handler.stream_unary
-
-    def stream_unary(datas, context):
-        with failures_mapped(context, method):
-            return rpc(parsed_stream(datas, context), context)
-
-    return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=None, response_serializer=serialize)
-
-
-def register(add_to_server: Callable[[object, grpc.Server], None], servicer, server: grpc.Server) -> list[str]:
-    """Registers `servicer` through `add_to_server`, the generated
-    `add_…Servicer_to_server` of its service, so that the generated code is the one
-    list of the service's methods: a servicer without one of them fails here, at
-    start (AttributeError), rather than answering UNIMPLEMENTED. Each handler takes
-    its request as bytes (`_bytes_in`); the methods the servicer names in `BYTES_IN`
-    are handed the bytes and answer bytes. Returns the full names of the services
-    registered."""
-    captured = _Handlers()
-    add_to_server(servicer, captured)
-    if not captured.services:
-        raise RuntimeError(f"{add_to_server.__qualname__} registered no method handlers")
-    raw = getattr(servicer, "BYTES_IN", frozenset())
-    for service, handlers in captured.services.items():
-        wrapped = {method: _bytes_in(service, method, handler, raw=method in raw) for method, handler in handlers.items()}
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, wrapped),))
-        server.add_registered_method_handlers(service, wrapped)
-    return list(captured.services)
-
-
-# The servicer of each service of the protos, and the generated function that registers it.
-SERVICERS = {
-    "jobgate.v1.AdmissionService": (AdmissionService, admission_pb2_grpc.add_AdmissionServiceServicer_to_server),
-    "jobgate.v1.JobService": (JobService, jobs_pb2_grpc.add_JobServiceServicer_to_server),
-}
-
-
-def add_servicers(server: grpc.Server, *servicers) -> list[str]:
-    """Registers `servicers`, one for each service of SERVICERS (a service left
-    without one fails here, at start). Returns the full names of the services."""
-    given = {type(s): s for s in servicers}
-    names = []
-    for name, (kind, add_to_server) in SERVICERS.items():
-        if kind not in given:
-            raise ValueError(f"no servicer given for {name} ({kind.__name__})")
-        names += register(add_to_server, given.pop(kind), server)
-    if given:
-        raise ValueError(f"servicers of no service: {', '.join(k.__name__ for k in given)}")
-    return names

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import grpc
@@ -50,7 +51,7 @@ class StreamGuard(grpc.ServerInterceptor):
         self._open: set[_Stream] = set()
         self._per_account: dict[str, int] = {}
         self._closing = False
-        self.unary_in_flight = 0
+        self._unary_calls: set[grpc.ServicerContext] = set()  # the unary calls running
 
     # ---- the interceptor
 
@@ -73,20 +74,20 @@ class StreamGuard(grpc.ServerInterceptor):
     def busy(self) -> bool:
         """Whether a unary call, or a stream that holds a thread, is still running."""
         with self._lock:
-            return bool(self.unary_in_flight or self._open)
+            return bool(self._unary_calls or self._open)
 
     def _counted(self, behavior):
-        """A unary call, counted while it runs, so a draining server knows when the last
-        one has answered."""
+        """A unary call, counted until its answer is sent, so a draining server knows
+        when the last one has answered."""
+        unary = self._unary_calls
 
         def run(request, context):
-            with self._lock:
-                self.unary_in_flight += 1
-            try:
-                return behavior(request, context)
-            finally:
-                with self._lock:
-                    self.unary_in_flight -= 1
+            # A call counts until gRPC has sent its answer, which it does after the
+            # handler returns. A set's add and discard are atomic: no lock on its way.
+            unary.add(context)
+            if not context.add_callback(partial(unary.discard, context)):
+                unary.discard(context)  # over already: cancelled
+            return behavior(request, context)
 
         return run
 
