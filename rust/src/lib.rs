@@ -11,6 +11,7 @@
 //! `wire` and `python` face the outside.
 
 pub mod admission;
+pub mod collect;
 pub mod config;
 pub mod document;
 pub mod facts;

@@ -7,7 +7,7 @@
 
 use crate::kind::Kind;
 use crate::node::{few, quote};
-use crate::pointer::pointer;
+use crate::pointer::ptr;
 use crate::report::Violation;
 use crate::rules::Rule;
 
@@ -66,7 +66,7 @@ pub fn package_too_large(package: &str, size: u64, limit: u64) -> Violation {
 /// that names no project (a spec-bundle goes to its account's).
 pub fn project_forbidden(kind: Option<Kind>, project: &str, granted: &[String]) -> Violation {
     let field = match kind {
-        Some(Kind::JobSpec) => pointer(&["metadata", "project"]),
+        Some(Kind::JobSpec) => ptr!["metadata", "project"].to_string(),
         _ => String::new(),
     };
     Violation::new(

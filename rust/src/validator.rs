@@ -9,6 +9,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::document;
 use crate::facts::Facts;
@@ -23,7 +24,6 @@ use crate::quota::Claim;
 use crate::refusal;
 use crate::report::{Collected, Report, Violation};
 use crate::rules::{Rule, Severity};
-use crate::schema::Ctx;
 
 /// Its configuration is fixed once built and its caches lock what they share, so one
 /// validator is shared freely across threads.

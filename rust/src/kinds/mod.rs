@@ -14,10 +14,10 @@ pub mod nested;
 pub mod spec_bundle;
 
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::kind::Kind;
 use crate::node::Value;
-use crate::schema::Ctx;
 
 /// Applies `kind`'s rules to the document at `root`.
 pub fn check<'t, 'i>(

@@ -18,10 +18,10 @@ mod shape;
 pub use shape::{API_VERSION, KIND};
 
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::gpus;
 use crate::node::Value;
-use crate::schema::Ctx;
 
 /// Every rule of a JobSpec, in the order they report (a report cut at
 /// `limits.max_violations` keeps the first found).

@@ -17,9 +17,9 @@ pub mod patterns;
 mod shape;
 
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::node::Value;
-use crate::schema::Ctx;
 
 use fields::Fields;
 
