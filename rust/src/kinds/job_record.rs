@@ -7,7 +7,9 @@ use chrono::{DateTime, FixedOffset};
 
 use crate::node::{quote, Type, Value};
 
+use crate::admission::Admission;
 use crate::collect::Ctx;
+use crate::config::CoreConfig;
 use crate::pointer::ptr;
 use crate::pointer::Here;
 use crate::rules::Rule;
@@ -123,7 +125,7 @@ fn platform_name(s: &str) -> Result<(), String> {
     }
 }
 
-pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(root: Value<'t, 'i>, _: &CoreConfig, _: &Admission, ctx: &mut Ctx<'i>) {
     schema::walk(root, &Shape::Object(&RECORD), ctx);
     transitions(root, ctx);
     secrets_anywhere(root, ctx);
