@@ -26,6 +26,7 @@ pub mod node;
 pub mod paths;
 pub mod pointer;
 pub mod quota;
+pub mod recipe_status;
 pub mod refusal;
 pub mod report;
 pub mod rules;

@@ -5,13 +5,13 @@
 //! - `patterns`: the string patterns, each under its named rule;
 //! - `shape`: the field table, walked first;
 //! - `document`: the rules that read only the document;
-//! - `deployment`: the rules that read the configuration or the admission;
-//! - `lock`: how a `recipe.lock.json` stands against the catalog (`RecipeStatus`),
-//!   by the handshake's terms.
+//! - `deployment`: the rules that read the configuration or the admission.
+//!
+//! How a `recipe.lock.json` stands against the catalog, by the same handshake's terms,
+//! is `recipe_status`: it judges a lock file, not a JobSpec.
 
 mod deployment;
 mod document;
-pub mod lock;
 pub mod patterns;
 mod shape;
 
