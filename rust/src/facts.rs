@@ -2,7 +2,8 @@
 //! GPU count for the quota (counted by `gpus`, as the rules count it), the parts of the
 //! job id, the record's image, network and action, and the document rewritten with the
 //! authenticated owner. Read from the same tape the rules walk, so the service never
-//! turns a document into Python objects.
+//! turns a document into Python objects: each kind's module reads its own
+//! (`kinds::facts`, through `kinds::behaviour`).
 
 use std::io::Write;
 

@@ -5,10 +5,11 @@
 //! The modules form no import circle (`module_graph` tests it): the vocabulary at the
 //! bottom (`rules`, `limits`, `text`, `seen`, `tape`, `node`, `pointer`, `kind`,
 //! `admission`, `paths`, `secrets`, `config`, `locate`, `job_ids`) imports nothing above it;
-//! `report`, `refusal`, `quota` and `schema`
-//! build on it, and `gpus` on `schema`; the parser (`document`, `yaml`), the rules of each kind (`kinds`), the
-//! file checks (`files`) and `facts` on those; `validator` ties them together, and
-//! `wire` and `python` face the outside.
+//! `report`, `refusal`, `quota`, `collect` (the collector every rule reports through),
+//! `schema` and `facts` build on it, and `gpus` on `schema`; the parser (`document`,
+//! `yaml`), the rules and facts of each kind (`kinds`), `recipe_status` and the file
+//! checks (`files`) on those; `validator` ties them together, and `wire` and `python`
+//! face the outside.
 
 pub mod admission;
 pub mod collect;
