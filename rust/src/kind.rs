@@ -11,14 +11,6 @@ use std::sync::OnceLock;
 
 use crate::node::Value;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Kind {
-    JobSpec,
-    SpecBundle,
-    JobRecord,
-    BestRec,
-}
-
 /// What a document of a kind charges when it is admitted. A kind that charges a
 /// project launches a job (and opens a record); the others describe jobs already run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,10 +55,25 @@ pub struct KindInfo {
     pub charge: Charge,
 }
 
-/// Every kind, in `Kind` order (which is also `jobgate.KINDS`'s).
-pub const TABLE: [KindInfo; 4] = [
-    KindInfo {
-        kind: Kind::JobSpec,
+/// Declares `Kind`, one variant per row, and `TABLE`, the rows in the same order: a
+/// kind cannot be declared without its row, nor a row without every column.
+macro_rules! kinds {
+    ($($kind:ident { $($column:ident: $value:expr),* $(,)? })*) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Kind {
+            $($kind,)*
+        }
+
+        /// Every kind, in `Kind` order (which is also `jobgate.KINDS`'s).
+        pub const TABLE: &[KindInfo] = &[$(KindInfo {
+            kind: Kind::$kind,
+            $($column: $value,)*
+        },)*];
+    };
+}
+
+kinds! {
+    JobSpec {
         name: "jobspec",
         proto: 1,
         detect: &["apiVersion"],
@@ -75,9 +82,8 @@ pub const TABLE: [KindInfo; 4] = [
             project: &["metadata", "project"],
             gpus: &["spec", "resources"],
         },
-    },
-    KindInfo {
-        kind: Kind::SpecBundle,
+    }
+    SpecBundle {
         name: "spec_bundle",
         proto: 2,
         detect: &["mode", "command", "network_arch"],
@@ -85,30 +91,27 @@ pub const TABLE: [KindInfo; 4] = [
         charge: Charge::AccountHome {
             gpus: &["compute_shape"],
         },
-    },
-    KindInfo {
-        kind: Kind::JobRecord,
+    }
+    JobRecord {
         name: "job_record",
         proto: 3,
         detect: &["transitions"],
         rank: 1,
         charge: Charge::Nothing,
-    },
-    KindInfo {
-        kind: Kind::BestRec,
+    }
+    BestRec {
         name: "best_rec",
         proto: 4,
         detect: &["experiment_id", "best"],
         rank: 2,
         charge: Charge::Nothing,
-    },
-];
+    }
+}
 
-// Each row sits at its kind's index, and ranks are distinct (one `u8` bit each).
+// Ranks and numbers are distinct (a rank is one bit of a `u8`).
 const _: () = {
     let mut i = 0;
     while i < TABLE.len() {
-        assert!(TABLE[i].kind as usize == i, "TABLE is in Kind order");
         assert!(TABLE[i].rank < 8, "a rank is a bit of a u8");
         let mut j = 0;
         while j < i {
@@ -251,7 +254,7 @@ mod tests {
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), all, "a key detects one kind");
-        for info in &TABLE {
+        for info in TABLE {
             for key in info.detect {
                 assert_eq!(detected(&format!("{{\"{key}\":1}}")), Some(info.kind));
             }
