@@ -272,7 +272,10 @@ class Facts:
 
     kind: str
     launches: bool
-    """Whether the kind launches a job (jobspec, spec_bundle): only those are admitted."""
+    """Whether the kind launches a job: only those are admitted."""
+    charge: Literal["project", "home"] | None
+    """Where an admission of it is charged: ``"project"``, the document's own
+    (``project``); ``"home"``, the account's; ``None``, it launches nothing."""
     project: str
     gpus: int
     """What the quota charges: the GPUs the rules counted (0 for a document refused
@@ -384,6 +387,12 @@ def read_document(document: Document) -> str:
 def rules() -> list[dict[str, str | bool]]:
     """The rule catalogue: ``[{"rule", "severity", "summary", "relaxable"}]``;
     ``relaxable`` says whether ``[rules]`` may change the rule's severity."""
+
+def kind_table() -> list[dict[str, Any]]:
+    """Every kind, in ``KINDS`` order, as the core's table has it: ``name``, ``proto``
+    (its ``jobgate.v1.Kind`` number), ``detect`` (the top-level keys that mark it),
+    ``rank`` (the lowest wins when several kinds' keys are present), ``launches``, and
+    ``charge`` (``"project"``, ``"home"`` or ``None``, as ``Facts.charge``)."""
 
 def content_keys(salt: bytes, items: list[tuple[str, bytes | None]]) -> list[str | None]:
     """BLAKE3 content keys, in lowercase hex, of ``(name, bytes)`` items: the hash of

@@ -14,6 +14,7 @@ use simd_json::{Buffers, ErrorType, Tape};
 
 use crate::limits::Limits;
 use crate::node::Value;
+use crate::pointer::Segment;
 use crate::refusal::{self, DecodeError};
 use crate::report::{Collected, Violation};
 use crate::rules::Rule;
@@ -308,7 +309,7 @@ fn scan_duplicates<'t, 'i>(
                     }
                     out.push(Violation::new(
                         Rule::JsonDuplicateKey,
-                        path.child(w[1]),
+                        crate::pointer::child(path, Segment::Key(w[1])),
                         format!(
                             "the key {} appears more than once in this object; a validator and a consumer could read different values, so keep one",
                             crate::node::quote(w[1])
@@ -321,7 +322,7 @@ fn scan_duplicates<'t, 'i>(
                     value.ty(),
                     crate::node::Type::Object(_) | crate::node::Type::Array(_)
                 ) {
-                    path.push_key(key);
+                    path.push(Segment::Key(key));
                     scan_duplicates(value, path, fingerprints, out);
                     path.pop();
                 }
@@ -333,7 +334,7 @@ fn scan_duplicates<'t, 'i>(
                     item.ty(),
                     crate::node::Type::Object(_) | crate::node::Type::Array(_)
                 ) {
-                    path.push_index(i);
+                    path.push(Segment::Index(i));
                     scan_duplicates(item, path, fingerprints, out);
                     path.pop();
                 }

@@ -2,13 +2,12 @@
 //! GPU count for the quota (counted by `gpus`, as the rules count it), the parts of the
 //! job id, the record's image, network and action, and the document rewritten with the
 //! authenticated owner. Read from the same tape the rules walk, so the service never
-//! turns a document into Python objects.
+//! turns a document into Python objects: each kind's module reads its own
+//! (`kinds::facts`, through `kinds::behaviour`).
 
 use std::io::Write;
 
-use crate::gpus;
 use crate::kind::Kind;
-use crate::kinds::jobspec::patterns::project_of;
 use crate::node::{Type, Value};
 use crate::schema::COUNT_MAX;
 
@@ -25,7 +24,7 @@ pub struct Facts {
     pub upload_excludes: Vec<String>,
 }
 
-fn text(v: Option<Value<'_, '_>>) -> String {
+pub fn text(v: Option<Value<'_, '_>>) -> String {
     v.and_then(|v| v.as_str())
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
@@ -34,51 +33,8 @@ fn text(v: Option<Value<'_, '_>>) -> String {
 /// What the quota charges for `total` (from `gpus`): 0 when a count cannot be charged
 /// or the total is past `COUNT_MAX`, for such a document is refused (`forge.quota.job`,
 /// locked) and never charged.
-fn charged(total: Option<u64>) -> u64 {
+pub fn charged(total: Option<u64>) -> u64 {
     total.filter(|&t| t <= COUNT_MAX as u64).unwrap_or(0)
-}
-
-pub fn facts(root: Value<'_, '_>, kind: Option<Kind>) -> Facts {
-    let kind = kind.or_else(|| Kind::detect(root));
-    let mut f = Facts {
-        kind,
-        ..Default::default()
-    };
-    match kind {
-        Some(Kind::JobSpec) => {
-            f.project = project_of(root.at(&["metadata", "project"])).to_string();
-            let spec = root.get("spec");
-            f.gpus = charged(gpus::of_jobspec(spec, &mut |_| {}));
-            let recipe = text(spec.and_then(|s| s.at(&["recipe", "name"])));
-            let version = text(spec.and_then(|s| s.at(&["recipe", "version"])));
-            f.network_arch = recipe.rsplit('/').next().unwrap_or("").to_string();
-            let exp = text(spec.and_then(|s| s.at(&["source", "exp"])));
-            f.action = exp
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .unwrap_or("")
-                .to_string();
-            f.image = text(spec.and_then(|s| s.at(&["framework", "image"])));
-            if f.image.is_empty() {
-                f.image = format!("recipe:{recipe}@{version}");
-            }
-        }
-        Some(Kind::SpecBundle) => {
-            f.network_arch = text(root.get("network_arch"));
-            f.action = text(root.get("action"));
-            f.image = text(root.get("image"));
-            f.gpus = charged(gpus::of_bundle(root.get("compute_shape"), &mut |_| {}));
-            if let Some(ex) = root.get("upload_excludes") {
-                f.upload_excludes = ex
-                    .items()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect();
-            }
-        }
-        _ => {}
-    }
-    f
 }
 
 /// The document as JSON with `/metadata/owner` set to `owner` (JobSpecs; other kinds
@@ -150,7 +106,7 @@ mod tests {
         let doc = br#"{"apiVersion":"forge/v2","metadata":{"name":"n","project":"lab","owner":"mallory"},"spec":{"recipe":{"name":"nemo-rl/grpo","version":"1"},"source":{"exp":"experiments/x/"},"resources":{"pools":[{"name":"a","nodes":2,"gpus_per_node":8},{"name":"b"}]}}}"#;
         with_document(doc, &Limits::default(), |doc| {
             let root = doc.root;
-            let f = facts(root, None);
+            let f = crate::kinds::facts(root, None);
             assert_eq!(
                 (
                     f.project.as_str(),

@@ -11,13 +11,14 @@
 //! `forge.quota.job`, so that what is admitted is always what is charged.
 
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::kind::Kind;
 use crate::node::{Type, Value};
-use crate::pointer::pointer;
+use crate::pointer::Segment;
 use crate::quota;
 use crate::rules::{Rule, Severity};
-use crate::schema::{Ctx, COUNT_MAX};
+use crate::schema::COUNT_MAX;
 
 /// A count that cannot be charged: where it is, the schema rule that reports it there,
 /// and why, as a message says it.
@@ -43,7 +44,7 @@ type Why = (Rule, String);
 impl Unusable {
     fn at(keys: &[&str], (rule, why): Why) -> Unusable {
         Unusable {
-            field: pointer(keys),
+            field: crate::pointer::render(&[Segment::Keys(keys)]),
             rule,
             why,
         }
@@ -203,15 +204,11 @@ pub fn judge(u: Unusable, config: &CoreConfig, project: Option<&str>, ctx: &mut 
         .level(u.rule, project)
         .unwrap_or(u.rule.severity());
     if level != Severity::Error {
-        ctx.at(
-            u.field,
-            Rule::ForgeQuotaJob,
-            format!(
+        ctx.report(Rule::ForgeQuotaJob, u.field, || format!(
                 "{}, so the job's GPUs cannot be counted against its quota; a node or GPU count is a whole number from 0 to {COUNT_MAX} ({} is relaxed here, this rule is not)",
                 u.why,
                 u.rule.id()
-            ),
-        );
+            ));
     }
 }
 

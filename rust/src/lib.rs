@@ -5,12 +5,14 @@
 //! The modules form no import circle (`module_graph` tests it): the vocabulary at the
 //! bottom (`rules`, `limits`, `text`, `seen`, `tape`, `node`, `pointer`, `kind`,
 //! `admission`, `paths`, `secrets`, `config`, `locate`, `job_ids`) imports nothing above it;
-//! `report`, `refusal`, `quota` and `schema`
-//! build on it, and `gpus` on `schema`; the parser (`document`, `yaml`), the rules of each kind (`kinds`), the
-//! file checks (`files`) and `facts` on those; `validator` ties them together, and
-//! `wire` and `python` face the outside.
+//! `report`, `refusal`, `quota`, `collect` (the collector every rule reports through),
+//! `schema` and `facts` build on it, and `gpus` on `schema`; the parser (`document`,
+//! `yaml`), the rules and facts of each kind (`kinds`), `recipe_status` and the file
+//! checks (`files`) on those; `validator` ties them together, and `wire` and `python`
+//! face the outside.
 
 pub mod admission;
+pub mod collect;
 pub mod config;
 pub mod document;
 pub mod facts;
@@ -25,6 +27,7 @@ pub mod node;
 pub mod paths;
 pub mod pointer;
 pub mod quota;
+pub mod recipe_status;
 pub mod refusal;
 pub mod report;
 pub mod rules;

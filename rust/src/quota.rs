@@ -6,8 +6,9 @@
 //! checked once either way, and the wording is this module's alone. The rules charge
 //! through `gpus::charge`.
 
-use crate::kind::Kind;
+use crate::kind::{Charge, Kind};
 use crate::node::quote;
+use crate::pointer::ptr;
 use crate::report::Violation;
 use crate::rules::Rule;
 
@@ -30,22 +31,24 @@ impl Claim {
             return None;
         }
         let gpus = self.gpus;
-        let (field, message) = match (self.kind, self.project.as_deref()) {
-            (Kind::SpecBundle, home) => {
+        let (field, message) = match (self.kind.charge(), self.project.as_deref()) {
+            (Charge::AccountHome { gpus: at }, home) => {
                 let project = home.map_or_else(
                     || "the account's project".to_string(),
                     |h| format!("the account's project {}", quote(h)),
                 );
-                ("/compute_shape", format!("a spec-bundle runs in {project}, which holds {in_use} GPUs in unfinished jobs; {gpus} more would exceed its quota of {quota}"))
+                (ptr![at], format!("a spec-bundle runs in {project}, which holds {in_use} GPUs in unfinished jobs; {gpus} more would exceed its quota of {quota}"))
             }
-            (_, project) => (
-                "/spec/resources",
+            // A kind that launches nothing is never claimed for.
+            (Charge::Nothing, _) => return None,
+            (Charge::OwnProject { gpus: at, .. }, project) => (
+                ptr![at],
                 format!("project {} holds {in_use} GPUs in unfinished jobs; {gpus} more would exceed its quota of {quota}", quote(project.unwrap_or_default())),
             ),
         };
         Some(Violation::new(
             Rule::ForgeQuotaProject,
-            field.into(),
+            field.to_string(),
             message,
         ))
     }

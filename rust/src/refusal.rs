@@ -5,9 +5,9 @@
 //! (a file over the size limit is refused before it is read whole) all take these
 //! violations from here, so each refusal's rule and wording live in one place.
 
-use crate::kind::Kind;
+use crate::kind::{Charge, Kind};
 use crate::node::{few, quote};
-use crate::pointer::pointer;
+use crate::pointer::ptr;
 use crate::report::Violation;
 use crate::rules::Rule;
 
@@ -65,9 +65,9 @@ pub fn package_too_large(package: &str, size: u64, limit: u64) -> Violation {
 /// to (`granted`): at a JobSpec's `metadata.project`, and at the document for a kind
 /// that names no project (a spec-bundle goes to its account's).
 pub fn project_forbidden(kind: Option<Kind>, project: &str, granted: &[String]) -> Violation {
-    let field = match kind {
-        Some(Kind::JobSpec) => pointer(&["metadata", "project"]),
-        _ => String::new(),
+    let field = match kind.map(Kind::charge) {
+        Some(Charge::OwnProject { project, .. }) => ptr![project].to_string(),
+        Some(Charge::AccountHome { .. } | Charge::Nothing) | None => String::new(),
     };
     Violation::new(
         Rule::ForgeProjectForbidden,

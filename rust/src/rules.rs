@@ -1,4 +1,5 @@
-//! The rule catalogue: every rule id jobgate reports, its default severity and what
+//! The rule catalogue: every rule id jobgate reports, its default severity, whether a
+//! deployment may relax it, and what
 //! it means, in one table. A violation names a `Rule`, so no call site can report a
 //! rule the catalogue does not list, and a rule's severity is written once, here
 //! (the few rules whose severity depends on the case say so where they report).
@@ -35,10 +36,15 @@ impl Severity {
     }
 }
 
-/// Declares `Rule`, one variant per catalogued rule, with its id, default severity
-/// and summary; the variant is the id in CamelCase (`tao.dotted_key` is `TaoDottedKey`).
+/// Declares `Rule`, one variant per catalogued rule, with its id, default severity,
+/// whether a deployment may change that severity (`relaxable`) or not (`locked`), and
+/// summary; the variant is the id in CamelCase (`tao.dotted_key` is `TaoDottedKey`).
+///
+/// The rules that protect the gate itself are locked: reading (`json.*`,
+/// `kind.unknown`), bounds (`limits.*`), the supporting files and their staging,
+/// quotas, the account's projects, and credentials.
 macro_rules! catalogue {
-    ($($rule:ident = $id:literal, $severity:ident, $summary:literal;)*) => {
+    ($($rule:ident = $id:literal, $severity:ident, $relax:ident, $summary:literal;)*) => {
         /// One rule of the catalogue.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Rule {
@@ -63,6 +69,13 @@ macro_rules! catalogue {
                 }
             }
 
+            /// Whether a deployment may change the rule's severity (`[rules]`).
+            pub const fn relaxable(self) -> bool {
+                match self {
+                    $(Rule::$rule => catalogue!(@relax $relax),)*
+                }
+            }
+
             /// What the rule means, in one line.
             pub const fn summary(self) -> &'static str {
                 match self {
@@ -71,6 +84,26 @@ macro_rules! catalogue {
             }
         }
     };
+    (@relax relaxable) => { true };
+    (@relax locked) => { false };
+}
+
+/// A rule with the severity a violation of it has: its catalogued one (`From<Rule>`),
+/// or the case's (`Rule::with_severity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Graded {
+    pub rule: Rule,
+    pub severity: Severity,
+}
+
+impl From<Rule> for Graded {
+    #[inline]
+    fn from(rule: Rule) -> Graded {
+        Graded {
+            rule,
+            severity: rule.severity(),
+        }
+    }
 }
 
 impl Rule {
@@ -79,27 +112,14 @@ impl Rule {
         Rule::ALL.iter().copied().find(|r| r.id() == id)
     }
 
-    /// Whether a deployment may change the rule's severity (`[rules]`). Rules that
-    /// protect the gate itself cannot be relaxed: reading (`json.*`, `kind.unknown`),
-    /// bounds (`limits.*`), the supporting files and their staging, quotas, the
-    /// account's projects, and credentials.
-    pub fn relaxable(self) -> bool {
-        let id = self.id();
-        let integrity = [
-            "json.",
-            "limits.",
-            "tao.supporting_file.",
-            "tao.staging.",
-            "forge.quota.",
-        ];
-        !(integrity.iter().any(|p| id.starts_with(p))
-            || matches!(
-                self,
-                Rule::KindUnknown
-                    | Rule::ForgeProjectForbidden
-                    | Rule::TaoExecutionSecret
-                    | Rule::TaoRecordSecret
-            ))
+    /// This rule, reported with `severity` instead of its catalogued one (the few
+    /// rules whose severity depends on the case).
+    #[inline]
+    pub const fn with_severity(self, severity: Severity) -> Graded {
+        Graded {
+            rule: self,
+            severity,
+        }
     }
 
     /// Rules about a key rather than its value: a violation is placed at the key.
@@ -115,167 +135,167 @@ impl Rule {
 }
 
 catalogue! {
-    JsonSyntax = "json.syntax", Error,
+    JsonSyntax = "json.syntax", Error, locked,
         "not valid JSON/YAML, not UTF-8, or the top level is not an object";
-    JsonDuplicateKey = "json.duplicate_key", Error,
+    JsonDuplicateKey = "json.duplicate_key", Error, locked,
         "an object repeats a key";
-    LimitsSize = "limits.size", Error,
+    LimitsSize = "limits.size", Error, locked,
         "the document is larger than the configured limit";
-    LimitsDepth = "limits.depth", Error,
+    LimitsDepth = "limits.depth", Error, locked,
         "the document nests deeper than the configured limit";
-    ForgeProjectForbidden = "forge.project.forbidden", Error,
+    ForgeProjectForbidden = "forge.project.forbidden", Error, locked,
         "(service) the authenticated account may not submit to metadata.project";
-    LimitsViolations = "limits.violations", Error,
+    LimitsViolations = "limits.violations", Error, locked,
         "more violations than limits.max_violations (or than the report's byte budget): the rest are counted, not listed";
-    KindUnknown = "kind.unknown", Error,
+    KindUnknown = "kind.unknown", Error, locked,
         "the kind cannot be detected and was not given";
-    SchemaType = "schema.type", Error,
+    SchemaType = "schema.type", Error, relaxable,
         "a value has the wrong JSON type";
-    SchemaRequired = "schema.required", Error,
+    SchemaRequired = "schema.required", Error, relaxable,
         "a required field is missing";
-    SchemaAdditionalProperties = "schema.additionalProperties", Error,
+    SchemaAdditionalProperties = "schema.additionalProperties", Error, relaxable,
         "a field the schema does not know (a warning in JobSpecs)";
-    SchemaEnum = "schema.enum", Error,
+    SchemaEnum = "schema.enum", Error, relaxable,
         "a value is not one of the allowed values";
-    SchemaConst = "schema.const", Error,
+    SchemaConst = "schema.const", Error, relaxable,
         "a value differs from the only allowed value";
-    SchemaPattern = "schema.pattern", Error,
+    SchemaPattern = "schema.pattern", Error, relaxable,
         "a string does not match the required pattern";
-    SchemaMinLength = "schema.minLength", Error,
+    SchemaMinLength = "schema.minLength", Error, relaxable,
         "a string is empty or blank where text is required";
-    SchemaMinItems = "schema.minItems", Error,
+    SchemaMinItems = "schema.minItems", Error, relaxable,
         "an array has too few items";
-    SchemaMinimum = "schema.minimum", Error,
+    SchemaMinimum = "schema.minimum", Error, relaxable,
         "a number is below the minimum";
-    SchemaMaximum = "schema.maximum", Error,
+    SchemaMaximum = "schema.maximum", Error, relaxable,
         "a number is above the maximum";
-    SchemaUniqueItems = "schema.uniqueItems", Error,
+    SchemaUniqueItems = "schema.uniqueItems", Error, relaxable,
         "an array repeats an item";
-    SchemaPropertyNames = "schema.propertyNames", Error,
+    SchemaPropertyNames = "schema.propertyNames", Error, relaxable,
         "an object key does not match the required pattern";
-    SchemaDependentRequired = "schema.dependentRequired", Error,
+    SchemaDependentRequired = "schema.dependentRequired", Error, relaxable,
         "a field needs another field that is missing";
-    ForgeApiVersion = "forge.api_version", Error,
+    ForgeApiVersion = "forge.api_version", Error, relaxable,
         "apiVersion is not exactly forge/v2";
-    ForgeKind = "forge.kind", Error,
+    ForgeKind = "forge.kind", Error, relaxable,
         "kind is not TrainingJob";
-    ForgeName = "forge.name", Error,
+    ForgeName = "forge.name", Error, relaxable,
         "metadata.name is not one safe path segment";
-    ForgeProject = "forge.project", Error,
+    ForgeProject = "forge.project", Error, relaxable,
         "metadata.project has unsafe characters or is . or ..";
-    ForgeOwnerOverridden = "forge.owner_overridden", Warning,
+    ForgeOwnerOverridden = "forge.owner_overridden", Warning, relaxable,
         "the client sent an owner; it is replaced by the authenticated account";
-    ForgeRecipeName = "forge.recipe.name", Error,
+    ForgeRecipeName = "forge.recipe.name", Error, relaxable,
         "spec.recipe.name is not <framework>/<method>";
-    ForgeSourceExp = "forge.source.exp", Error,
+    ForgeSourceExp = "forge.source.exp", Error, relaxable,
         "spec.source.exp is absolute, empty, or has an unsafe segment";
-    ForgeSourceEntrypoint = "forge.source.entrypoint", Error,
+    ForgeSourceEntrypoint = "forge.source.entrypoint", Error, relaxable,
         "spec.source.entrypoint is set";
-    ForgeFrameworkImageRequired = "forge.framework.image_required", Error,
+    ForgeFrameworkImageRequired = "forge.framework.image_required", Error, relaxable,
         "a custom job has no spec.framework.image";
-    ForgeFrameworkImageRegistry = "forge.framework.image_registry", Error,
+    ForgeFrameworkImageRegistry = "forge.framework.image_registry", Error, relaxable,
         "the image's registry is not on the allowlist";
-    ForgeFrameworkObservabilityUrlRequired = "forge.framework.observability_url_required", Error,
+    ForgeFrameworkObservabilityUrlRequired = "forge.framework.observability_url_required", Error, relaxable,
         "the recipe's observability is external and no observability_url is given";
-    ForgeFrameworkObservabilityUrlForbidden = "forge.framework.observability_url_forbidden", Error,
+    ForgeFrameworkObservabilityUrlForbidden = "forge.framework.observability_url_forbidden", Error, relaxable,
         "the recipe's observability is platform and an observability_url is given";
-    ForgeResourcesPoolsEmpty = "forge.resources.pools_empty", Error,
+    ForgeResourcesPoolsEmpty = "forge.resources.pools_empty", Error, relaxable,
         "spec.resources.pools is missing or empty";
-    ForgeResourcesPoolDuplicate = "forge.resources.pool_duplicate", Error,
+    ForgeResourcesPoolDuplicate = "forge.resources.pool_duplicate", Error, relaxable,
         "two pools share a name";
-    ForgeResourcesRolePool = "forge.resources.role_pool", Error,
+    ForgeResourcesRolePool = "forge.resources.role_pool", Error, relaxable,
         "a role names a pool that does not exist";
-    ForgeResourcesSeries = "forge.resources.series", Error,
+    ForgeResourcesSeries = "forge.resources.series", Error, relaxable,
         "a pool's series is not offered by the deployment";
-    ForgeModelInitFrom = "forge.model.init_from", Error,
+    ForgeModelInitFrom = "forge.model.init_from", Error, relaxable,
         "spec.model.init_from is not run/<run_id>/<kind>[@step=<N>]";
-    ForgeDataRef = "forge.data.ref", Error,
+    ForgeDataRef = "forge.data.ref", Error, relaxable,
         "a dataset, corpus or volume reference is malformed";
-    ForgeDataHostPath = "forge.data.host_path", Error,
+    ForgeDataHostPath = "forge.data.host_path", Error, relaxable,
         "a dataset or corpus is a host path or URL";
-    ForgePluginsId = "forge.plugins.id", Error,
+    ForgePluginsId = "forge.plugins.id", Error, relaxable,
         "a plugin id is not <owner>/<name>";
-    ForgePluginsDigest = "forge.plugins.digest", Error,
+    ForgePluginsDigest = "forge.plugins.digest", Error, relaxable,
         "a plugin digest does not start with sha256:";
-    ForgePluginsDuplicate = "forge.plugins.duplicate", Error,
+    ForgePluginsDuplicate = "forge.plugins.duplicate", Error, relaxable,
         "the same plugin id twice";
-    ForgePluginsLeafCollision = "forge.plugins.leaf_collision", Error,
+    ForgePluginsLeafCollision = "forge.plugins.leaf_collision", Error, relaxable,
         "two plugins would unpack to the same directory";
-    ForgeEvaluationGate = "forge.evaluation.gate", Error,
+    ForgeEvaluationGate = "forge.evaluation.gate", Error, relaxable,
         "an evaluation gate decides nothing or names a benchmark that is not run";
-    ForgeProvenanceCoreVersion = "forge.provenance.core_version", Error,
+    ForgeProvenanceCoreVersion = "forge.provenance.core_version", Error, relaxable,
         "provenance.core_version is missing or empty";
-    ForgeHandshakeRecipeUnknown = "forge.handshake.recipe_unknown", Error,
+    ForgeHandshakeRecipeUnknown = "forge.handshake.recipe_unknown", Error, relaxable,
         "the catalog has no recipe of that name";
-    ForgeHandshakeVersion = "forge.handshake.version", Error,
+    ForgeHandshakeVersion = "forge.handshake.version", Error, relaxable,
         "the recipe version differs from the catalog";
-    ForgeHandshakeDigest = "forge.handshake.digest", Error,
+    ForgeHandshakeDigest = "forge.handshake.digest", Error, relaxable,
         "the recipe digest differs from the catalog";
-    ForgeHandshakeRuntimeId = "forge.handshake.runtime_id", Error,
+    ForgeHandshakeRuntimeId = "forge.handshake.runtime_id", Error, relaxable,
         "framework.runtime_id differs from the catalog";
-    ForgeCoreVersionUnsupported = "forge.core_version.unsupported", Error,
+    ForgeCoreVersionUnsupported = "forge.core_version.unsupported", Error, relaxable,
         "provenance.core_version is outside the recipe's requires.core range";
-    ForgeQuotaJob = "forge.quota.job", Error,
+    ForgeQuotaJob = "forge.quota.job", Error, locked,
         "the job's GPU count exceeds the per-job limit";
-    ForgeQuotaProject = "forge.quota.project", Error,
+    ForgeQuotaProject = "forge.quota.project", Error, locked,
         "the project's GPUs in unfinished jobs plus this job's exceed its quota";
-    TaoDottedKey = "tao.dotted_key", Error,
+    TaoDottedKey = "tao.dotted_key", Error, relaxable,
         "a key inside spec (or best.specs) contains '.' or is empty";
-    TaoModeConfigRequiresSpec = "tao.mode.config_requires_spec", Error,
+    TaoModeConfigRequiresSpec = "tao.mode.config_requires_spec", Error, relaxable,
         "mode config without spec";
-    TaoModeConfigRequiresConfigFormat = "tao.mode.config_requires_config_format", Error,
+    TaoModeConfigRequiresConfigFormat = "tao.mode.config_requires_config_format", Error, relaxable,
         "mode config without config_format";
-    TaoModeConfigPathPlaceholder = "tao.mode.config_path_placeholder", Error,
+    TaoModeConfigPathPlaceholder = "tao.mode.config_path_placeholder", Error, relaxable,
         "mode config with a command lacking {config_path}";
-    TaoModeConfigForbidsArgs = "tao.mode.config_forbids_args", Error,
+    TaoModeConfigForbidsArgs = "tao.mode.config_forbids_args", Error, relaxable,
         "mode config with args";
-    TaoModeArgsRequiresArgs = "tao.mode.args_requires_args", Error,
+    TaoModeArgsRequiresArgs = "tao.mode.args_requires_args", Error, relaxable,
         "mode args without args";
-    TaoModeArgsForbidsSpec = "tao.mode.args_forbids_spec", Error,
+    TaoModeArgsForbidsSpec = "tao.mode.args_forbids_spec", Error, relaxable,
         "mode args with spec";
-    TaoModeArgsForbidsConfigFormat = "tao.mode.args_forbids_config_format", Error,
+    TaoModeArgsForbidsConfigFormat = "tao.mode.args_forbids_config_format", Error, relaxable,
         "mode args with config_format";
-    TaoPlaceholderUnknown = "tao.placeholder.unknown", Warning,
+    TaoPlaceholderUnknown = "tao.placeholder.unknown", Warning, relaxable,
         "a {name} placeholder other than {config_path}, {job_id}, {results_dir}";
-    TaoSpecKeySyntax = "tao.spec_key.syntax", Error,
+    TaoSpecKeySyntax = "tao.spec_key.syntax", Error, relaxable,
         "a spec_key or gpu_spec_key is not a dotted/indexed pointer";
-    TaoSpecKeyUnresolved = "tao.spec_key.unresolved", Error,
+    TaoSpecKeyUnresolved = "tao.spec_key.unresolved", Error, relaxable,
         "a declared spec_key cannot be bound inside spec (a warning when it indexes below a missing key, or the input is optional)";
-    TaoGpuSpecKeyMismatch = "tao.gpu_spec_key.mismatch", Warning,
+    TaoGpuSpecKeyMismatch = "tao.gpu_spec_key.mismatch", Warning, relaxable,
         "the value at gpu_spec_key differs from compute_shape.gpus";
-    TaoExecutionSecret = "tao.execution.secret", Error,
+    TaoExecutionSecret = "tao.execution.secret", Error, locked,
         "a credential literal in the environment, commands or args";
-    TaoExecutionProcessesPerNode = "tao.execution.processes_per_node", Warning,
+    TaoExecutionProcessesPerNode = "tao.execution.processes_per_node", Warning, relaxable,
         "torchrun processes_per_node differs from compute_shape.gpus";
-    TaoSupportingFilePath = "tao.supporting_file.path", Error,
+    TaoSupportingFilePath = "tao.supporting_file.path", Error, locked,
         "a supporting file path is absolute, has '..', a backslash, whitespace or NUL, or names a directory";
-    TaoSupportingFileDuplicateDestination = "tao.supporting_file.duplicate_destination", Error,
+    TaoSupportingFileDuplicateDestination = "tao.supporting_file.duplicate_destination", Error, locked,
         "two supporting files stage to the same destination, or one inside another staged as a file";
-    TaoSupportingFileMissing = "tao.supporting_file.missing", Error,
+    TaoSupportingFileMissing = "tao.supporting_file.missing", Error, locked,
         "a supporting file's source does not exist under the producer root";
-    TaoSupportingFileNotRegular = "tao.supporting_file.not_regular", Error,
+    TaoSupportingFileNotRegular = "tao.supporting_file.not_regular", Error, locked,
         "a supporting file's source is not a regular file";
-    TaoSupportingFileEscape = "tao.supporting_file.escape", Error,
+    TaoSupportingFileEscape = "tao.supporting_file.escape", Error, locked,
         "a supporting file's source resolves outside the producer root";
-    TaoSupportingFileSha256Mismatch = "tao.supporting_file.sha256_mismatch", Error,
+    TaoSupportingFileSha256Mismatch = "tao.supporting_file.sha256_mismatch", Error, locked,
         "a supporting file's SHA-256 differs from the declared one";
-    TaoSupportingFileUndeclared = "tao.supporting_file.undeclared", Error,
+    TaoSupportingFileUndeclared = "tao.supporting_file.undeclared", Error, locked,
         "a package holds a file that is neither the bundle nor a declared source";
-    TaoSupportingFileUndeclaredImport = "tao.supporting_file.undeclared_import", Error,
+    TaoSupportingFileUndeclaredImport = "tao.supporting_file.undeclared_import", Error, locked,
         "a Python helper imports an undeclared sibling module";
-    TaoStagingConflict = "tao.staging.conflict", Error,
+    TaoStagingConflict = "tao.staging.conflict", Error, locked,
         "the staging directory holds a different bundle or extra files";
-    TaoRecordFirstState = "tao.record.first_state", Error,
+    TaoRecordFirstState = "tao.record.first_state", Error, relaxable,
         "the first transition is not PENDING";
-    TaoRecordAfterTerminal = "tao.record.after_terminal", Error,
+    TaoRecordAfterTerminal = "tao.record.after_terminal", Error, relaxable,
         "a transition follows a terminal one";
-    TaoRecordTerminalMismatch = "tao.record.terminal_mismatch", Error,
+    TaoRecordTerminalMismatch = "tao.record.terminal_mismatch", Error, relaxable,
         "terminal_state disagrees with the last terminal transition";
-    TaoRecordTsOrder = "tao.record.ts_order", Warning,
+    TaoRecordTsOrder = "tao.record.ts_order", Warning, relaxable,
         "transition timestamps go backwards";
-    TaoRecordSecret = "tao.record.secret", Error,
+    TaoRecordSecret = "tao.record.secret", Error, locked,
         "an unredacted credential in a job record";
-    TaoBestRecNotBest = "tao.best_rec.not_best", Error,
+    TaoBestRecNotBest = "tao.best_rec.not_best", Error, relaxable,
         "best is not the best of all_recs in the declared direction";
 }
 
@@ -293,5 +313,40 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), Rule::ALL.len());
         assert_eq!(Rule::parse("no.such_rule"), None);
+    }
+
+    /// The rules a deployment cannot relax, column by column of the catalogue.
+    #[test]
+    fn the_locked_rules_are_the_gates_own() {
+        let locked: Vec<&str> = Rule::ALL
+            .iter()
+            .filter(|r| !r.relaxable())
+            .map(|r| r.id())
+            .collect();
+        assert_eq!(
+            locked,
+            [
+                "json.syntax",
+                "json.duplicate_key",
+                "limits.size",
+                "limits.depth",
+                "forge.project.forbidden",
+                "limits.violations",
+                "kind.unknown",
+                "forge.quota.job",
+                "forge.quota.project",
+                "tao.execution.secret",
+                "tao.supporting_file.path",
+                "tao.supporting_file.duplicate_destination",
+                "tao.supporting_file.missing",
+                "tao.supporting_file.not_regular",
+                "tao.supporting_file.escape",
+                "tao.supporting_file.sha256_mismatch",
+                "tao.supporting_file.undeclared",
+                "tao.supporting_file.undeclared_import",
+                "tao.staging.conflict",
+                "tao.record.secret",
+            ]
+        );
     }
 }

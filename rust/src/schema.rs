@@ -6,96 +6,11 @@
 //! dotted key, a `..` source), the shape carries that rule id instead, so the document
 //! gets one violation, not two. Semantic rules live in the per-kind modules.
 
-use crate::limits::ReportLimits;
+use crate::collect::Ctx;
 use crate::node::{Type, Value};
-use crate::pointer::Path;
-use crate::quota::Claim;
-use crate::report::{Collected, Violation};
+use crate::pointer::{Child, Here, Path, Place, Segment};
 use crate::rules::{Rule, Severity};
 use crate::text::safe_segment;
-
-/// Collects violations while a document is walked, within the report's limits. Each
-/// violation has its rule's catalogued severity; the `_with_severity` forms are for
-/// the few rules whose severity depends on the case.
-pub struct Ctx<'i> {
-    pub path: Path<'i>,
-    pub out: Collected,
-    /// What the launch charges to its project, when the quota is judged later
-    /// (`quota::charge`).
-    pub claim: Option<Claim>,
-}
-
-impl<'i> Ctx<'i> {
-    pub fn new() -> Self {
-        Ctx::with_limits(ReportLimits::default())
-    }
-
-    pub fn with_limits(limits: ReportLimits) -> Self {
-        Ctx {
-            path: Path::new(),
-            out: Collected::new(limits),
-            claim: None,
-        }
-    }
-
-    /// A violation at the current path; the path is rendered only if it is kept.
-    pub fn here(&mut self, rule: Rule, message: String) {
-        if !self.out.has_room() {
-            return self.out.skip(rule.severity());
-        }
-        let field = self.path.render();
-        self.out.push(Violation::new(rule, field, message));
-    }
-
-    /// A violation at the current path's child `key`; neither the pointer nor the
-    /// message is built once the report is full (a deep path costs as much as the
-    /// document is deep, for every violation under it).
-    pub fn at_key(&mut self, key: &str, rule: Rule, message: impl FnOnce() -> String) {
-        self.at_key_with_severity(key, rule, rule.severity(), message);
-    }
-
-    pub fn at_key_with_severity(
-        &mut self,
-        key: &str,
-        rule: Rule,
-        severity: Severity,
-        message: impl FnOnce() -> String,
-    ) {
-        if !self.out.has_room() {
-            return self.out.skip(severity);
-        }
-        let field = self.path.child(key);
-        self.at_with_severity(field, rule, severity, message());
-    }
-
-    /// A violation at an explicit pointer.
-    pub fn at(&mut self, field: String, rule: Rule, message: String) {
-        self.out.push(Violation::new(rule, field, message));
-    }
-
-    pub fn at_with_severity(
-        &mut self,
-        field: String,
-        rule: Rule,
-        severity: Severity,
-        message: String,
-    ) {
-        self.out.push(Violation {
-            rule,
-            field,
-            message,
-            severity,
-            at: None,
-            default: None,
-        });
-    }
-}
-
-impl Default for Ctx<'_> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
 
 /// The largest node or GPU count a document may ask for: beyond it a count is a
 /// violation, never a number the store or the scheduler cannot hold.
@@ -299,28 +214,31 @@ enum At<'i> {
     Index(usize),
 }
 
-impl<'i> Ctx<'i> {
+impl<'i> At<'i> {
     #[inline]
-    fn enter(&mut self, at: At<'i>) {
-        match at {
+    fn enter(self, ctx: &mut Ctx<'i>) {
+        match self {
             At::Here => {}
-            At::Key(key) => self.path.push_key(key),
-            At::Index(i) => self.path.push_index(i),
+            At::Key(key) => ctx.path.push(Segment::Key(key)),
+            At::Index(i) => ctx.path.push(Segment::Index(i)),
         }
     }
 
     #[inline]
-    fn leave(&mut self, at: At<'i>) {
-        if !matches!(at, At::Here) {
-            self.path.pop();
+    fn leave(self, ctx: &mut Ctx<'i>) {
+        if !matches!(self, At::Here) {
+            ctx.path.pop();
         }
     }
+}
 
-    /// `here`, for the value at `at`.
-    fn report(&mut self, at: At<'i>, rule: Rule, message: String) {
-        self.enter(at);
-        self.here(rule, message);
-        self.leave(at);
+impl Place for At<'_> {
+    fn render(self, here: &Path<'_>) -> String {
+        match self {
+            At::Here => here.render(),
+            At::Key(key) => crate::pointer::child(here, Segment::Key(key)),
+            At::Index(i) => crate::pointer::child(here, Segment::Index(i)),
+        }
     }
 }
 
@@ -343,7 +261,7 @@ fn walk_at<'t, 'i>(v: Value<'t, 'i>, mut shape: &Shape, at: At<'i>, ctx: &mut Ct
 /// The shapes that hold other values (or may: `Custom`), walked with `at` on the path.
 #[inline(never)]
 fn walk_nested<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, at: At<'i>, ctx: &mut Ctx<'i>) {
-    ctx.enter(at);
+    at.enter(ctx);
     match shape {
         Shape::Object(obj) => walk_object(v, obj, ctx),
         Shape::Array {
@@ -356,7 +274,7 @@ fn walk_nested<'t, 'i>(v: Value<'t, 'i>, shape: &Shape, at: At<'i>, ctx: &mut Ct
         // Not reached (`walk_at` checks scalars itself), and right if it were.
         _ => scalar(v, shape, At::Here, ctx),
     }
-    ctx.leave(at);
+    at.leave(ctx);
 }
 
 /// The shapes that hold no other value. The messages of their violations are built
@@ -443,12 +361,12 @@ fn too_short<'i>(v: Value<'_, 'i>, min_len: usize, rule: Rule, at: At<'i>, ctx: 
     } else {
         format!("{} is shorter than {min_len} characters", v.describe())
     };
-    ctx.report(at, rule, msg);
+    ctx.report(rule, at, || msg);
 }
 
 #[cold]
 fn mismatch<'i>(v: Value<'_, 'i>, rule: Rule, why: String, at: At<'i>, ctx: &mut Ctx<'i>) {
-    ctx.report(at, rule, format!("{} {why}", v.describe()));
+    ctx.report(rule, at, || format!("{} {why}", v.describe()));
 }
 
 /// `minimum` and `maximum` of an integer, each reported when it fails.
@@ -462,20 +380,16 @@ fn int_out_of_range<'i>(
 ) {
     if let Some(min) = min {
         if n < min as i128 {
-            ctx.report(
-                at,
-                Rule::SchemaMinimum,
-                format!("{n} is below the minimum of {min}"),
-            );
+            ctx.report(Rule::SchemaMinimum, at, || {
+                format!("{n} is below the minimum of {min}")
+            });
         }
     }
     if let Some(max) = max {
         if n > max as i128 {
-            ctx.report(
-                at,
-                Rule::SchemaMaximum,
-                format!("{n} is above the maximum of {max}"),
-            );
+            ctx.report(Rule::SchemaMaximum, at, || {
+                format!("{n} is above the maximum of {max}")
+            });
         }
     }
 }
@@ -491,26 +405,22 @@ fn number_out_of_range<'i>(
     ctx: &mut Ctx<'i>,
 ) {
     if min.is_some_and(|m| n < m) {
-        ctx.report(
-            at,
-            Rule::SchemaMinimum,
+        ctx.report(Rule::SchemaMinimum, at, || {
             format!(
                 "{} is below the minimum of {}",
                 v.describe(),
                 min.unwrap_or_default()
-            ),
-        );
+            )
+        });
     }
     if max.is_some_and(|m| n > m) {
-        ctx.report(
-            at,
-            Rule::SchemaMaximum,
+        ctx.report(Rule::SchemaMaximum, at, || {
             format!(
                 "{} is above the maximum of {}",
                 v.describe(),
                 max.unwrap_or_default()
-            ),
-        );
+            )
+        });
     }
 }
 
@@ -526,20 +436,16 @@ fn not_one_of<'i>(
     if nullable {
         accepted.insert(0, "null".into());
     }
-    ctx.report(
-        at,
-        Rule::SchemaEnum,
-        format!("{} is not one of {}", v.describe(), accepted.join(", ")),
-    );
+    ctx.report(Rule::SchemaEnum, at, || {
+        format!("{} is not one of {}", v.describe(), accepted.join(", "))
+    });
 }
 
 #[cold]
 fn not_const<'i>(v: Value<'_, 'i>, expected: &str, at: At<'i>, ctx: &mut Ctx<'i>) {
-    ctx.report(
-        at,
-        Rule::SchemaConst,
-        format!("must be {expected}, got {}", v.describe()),
-    );
+    ctx.report(Rule::SchemaConst, at, || {
+        format!("must be {expected}, got {}", v.describe())
+    });
 }
 
 fn walk_array<'t, 'i>(
@@ -554,13 +460,12 @@ fn walk_array<'t, 'i>(
         return type_error(v, "an array", At::Here, ctx);
     };
     if len < min_items {
-        ctx.here(
-            min_items_rule,
+        ctx.report(min_items_rule, Here, || {
             format!(
                 "needs at least {min_items} item{}, got {len}",
                 if min_items == 1 { "" } else { "s" }
-            ),
-        );
+            )
+        });
     }
     for (i, item) in v.items().enumerate() {
         walk_at(item, items, At::Index(i), ctx);
@@ -570,13 +475,12 @@ fn walk_array<'t, 'i>(
         'outer: for (i, a) in v.items().enumerate() {
             for b in v.items().take(i) {
                 if a.deep_eq(&b) {
-                    ctx.here(
-                        Rule::SchemaUniqueItems,
+                    ctx.report(Rule::SchemaUniqueItems, Here, || {
                         format!(
                             "{} appears more than once; items must be unique",
                             a.describe()
-                        ),
-                    );
+                        )
+                    });
                     break 'outer;
                 }
             }
@@ -629,7 +533,7 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     for (key, value) in v.entries() {
         if let Some(p) = obj.keys {
             if let Err(why) = (p.test)(key) {
-                ctx.at_key(key, p.rule, || {
+                ctx.report(p.rule, Child(key), || {
                     format!("the key {} {why}", crate::node::quote(key))
                 });
             }
@@ -657,7 +561,7 @@ fn walk_object<'t, 'i>(v: Value<'t, 'i>, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
 fn missing_fields<'i>(obj: &ObjectShape, seen: u64, ctx: &mut Ctx<'i>) {
     for (i, f) in obj.fields.iter().enumerate() {
         if obj.required & !seen & (1 << i) != 0 {
-            ctx.at_key(f.name, f.missing_rule, || {
+            ctx.report(f.missing_rule, Child(f.name), || {
                 format!(
                     "the required field {} is missing",
                     crate::node::quote(f.name)
@@ -679,7 +583,7 @@ fn unknown_field<'i>(key: &str, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
     } else {
         "is not allowed here"
     };
-    ctx.at_key_with_severity(key, rule, severity, || {
+    ctx.report(rule.with_severity(severity), Child(key), || {
         let known: Vec<&str> = obj.fields.iter().map(|f| f.name).collect();
         format!(
             "the field {} {what}; known fields: {}",
@@ -691,15 +595,13 @@ fn unknown_field<'i>(key: &str, obj: &ObjectShape, ctx: &mut Ctx<'i>) {
 
 #[cold]
 fn type_error<'i>(v: Value<'_, 'i>, expected: &str, at: At<'i>, ctx: &mut Ctx<'i>) {
-    ctx.report(
-        at,
-        Rule::SchemaType,
+    ctx.report(Rule::SchemaType, at, || {
         format!(
             "expected {expected}, got {} ({})",
             v.type_name(),
             v.describe()
-        ),
-    );
+        )
+    });
 }
 
 pub static SAFE_SEGMENT: Pattern = Pattern::new(Rule::SchemaPattern, safe_segment);

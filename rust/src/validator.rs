@@ -9,6 +9,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::document;
 use crate::facts::Facts;
@@ -16,14 +17,13 @@ use crate::files::cache::DigestCache;
 use crate::files::package_cache::{self, PackageCache};
 use crate::files::staging::{self, FileSource, Staged};
 use crate::files::{self, archive, package, root, Declared, Found};
-use crate::kind::Kind;
+use crate::kind::{Charge, Kind};
 use crate::kinds;
 use crate::limits::ReportLimits;
 use crate::quota::Claim;
 use crate::refusal;
 use crate::report::{Collected, Report, Violation};
 use crate::rules::{Rule, Severity};
-use crate::schema::Ctx;
 
 /// Its configuration is fixed once built and its caches lock what they share, so one
 /// validator is shared freely across threads.
@@ -80,7 +80,7 @@ impl Validator {
     ) -> Option<(Facts, Option<Vec<u8>>)> {
         document::with_document(input, &self.config.limits, |doc| {
             (
-                crate::facts::facts(doc.root, kind),
+                crate::kinds::facts(doc.root, kind),
                 owner.map(|o| crate::facts::stamp_owner(doc.root, o)),
             )
         })
@@ -336,7 +336,7 @@ impl Validator {
             };
             // The project only when asked, or when a project sets its own severities.
             let facts = (wants.facts || !enforcement.projects.is_empty())
-                .then(|| crate::facts::facts(doc.root, kind));
+                .then(|| crate::kinds::facts(doc.root, kind));
             let stamped = wants.stamp.map(|o| crate::facts::stamp_owner(doc.root, o));
             Read {
                 kind,
@@ -369,7 +369,7 @@ impl Validator {
         let enforcement = &self.config.enforcement;
         let quota = read.claim.take().map(|claim| {
             // A JobSpec's project may set its own severities; a bundle names none.
-            let project = (claim.kind == Kind::JobSpec)
+            let project = matches!(claim.kind.charge(), Charge::OwnProject { .. })
                 .then_some(claim.project.as_deref())
                 .flatten();
             DeferredQuota {
@@ -389,7 +389,11 @@ impl Validator {
                 let project = read
                     .facts
                     .as_ref()
-                    .filter(|f| f.kind == Some(Kind::JobSpec) && !enforcement.projects.is_empty())
+                    .filter(|f| {
+                        f.kind
+                            .is_some_and(|k| matches!(k.charge(), Charge::OwnProject { .. }))
+                            && !enforcement.projects.is_empty()
+                    })
                     .map(|f| f.project.as_str());
                 report.enforce(enforcement, project);
             }
@@ -598,7 +602,10 @@ fn unknown_kind() -> Violation {
     Violation::new(
         Rule::KindUnknown,
         String::new(),
-        "cannot tell which kind of document this is: no apiVersion (jobspec), transitions (job_record), experiment_id or best (best_rec), or mode, command or network_arch (spec_bundle); pass the kind explicitly".into(),
+        format!(
+            "cannot tell which kind of document this is: {}; pass the kind explicitly",
+            Kind::detection()
+        ),
     )
 }
 

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use prost::Message;
 
 use crate::admission::Admission;
-use crate::kind::Kind;
+use crate::kind::{Charge, Kind};
 use crate::report::Report;
 use crate::validator::Validator;
 
@@ -99,17 +99,6 @@ struct ViolationMessage {
     default_severity: String,
 }
 
-/// `jobgate.v1.Kind`: 0 and unknown numbers mean "detect it".
-fn kind_of(number: i32) -> Option<Kind> {
-    match number {
-        1 => Some(Kind::JobSpec),
-        2 => Some(Kind::SpecBundle),
-        3 => Some(Kind::JobRecord),
-        4 => Some(Kind::BestRec),
-        _ => None,
-    }
-}
-
 /// A dry-run batch answered on this path.
 #[derive(Debug, Default)]
 pub struct BatchOutcome {
@@ -152,7 +141,7 @@ pub fn decode(request: &[u8]) -> Option<Batch> {
         .into_iter()
         .map(|document| match document.body {
             Some(Body::Raw(raw)) if document.package.is_empty() => {
-                Some((raw, kind_of(document.kind)))
+                Some((raw, Kind::of_proto(document.kind)))
             }
             _ => None,
         })
@@ -219,13 +208,13 @@ fn in_item_order(
         .map(|(raw, kind)| {
             let report = validator.check(raw, *kind, &admission);
             if report.ok() {
-                let charge = validator
-                    .facts(raw, *kind, None)
-                    .and_then(|(f, _)| match f.kind {
-                        Some(Kind::JobSpec) => Some((f.project, f.gpus)),
-                        Some(Kind::SpecBundle) => Some((home.clone(), f.gpus)),
-                        _ => None,
-                    });
+                let charge = validator.facts(raw, *kind, None).and_then(|(f, _)| {
+                    match f.kind.map(Kind::charge) {
+                        Some(Charge::OwnProject { .. }) => Some((f.project, f.gpus)),
+                        Some(Charge::AccountHome { .. }) => Some((home.clone(), f.gpus)),
+                        Some(Charge::Nothing) | None => None,
+                    }
+                });
                 if let (Some((project, gpus)), Some(table)) = (charge, admission.quotas.as_mut()) {
                     let held = table.in_use.entry(project).or_default();
                     *held = held.saturating_add(gpus);

@@ -88,9 +88,10 @@ class KeyReused(Exception):
 
 
 def charged_project(facts, home: str | None) -> str:
-    """The project a launch is admitted into and charged to: a JobSpec's own (the core
-    holds it to the grant); a spec-bundle names none and goes to its account's `home`."""
-    return facts.project if facts.kind != "spec_bundle" or home is None else home
+    """The project a launch is admitted into and charged to, as its kind's `charge`
+    says: a JobSpec's own (the core holds it to the grant); a spec-bundle names none and
+    goes to its account's `home`."""
+    return home if facts.charge == "home" and home is not None else facts.project
 
 
 _UNSAFE_IN_ID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -107,7 +108,8 @@ class NotLaunchable(ValueError):
     returns its report."""
 
     def __init__(self, kind: str) -> None:
-        super().__init__(f"a {kind} document can be checked (dry_run) but not admitted: only jobspec and spec_bundle documents launch jobs")
+        launching = " and ".join(k["name"] for k in jobgate._core.kind_table() if k["launches"])
+        super().__init__(f"a {kind} document can be checked (dry_run) but not admitted: only {launching} documents launch jobs")
         self.kind = kind
 
 

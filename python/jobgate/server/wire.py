@@ -21,12 +21,13 @@ import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
+import jobgate._core
 from jobgate.server.errors import bad_request
 from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES
 from jobgate.v1 import admission_pb2, job_pb2, report_pb2
 
-# jobgate.v1.Kind by number, as the core names it; None (KIND_UNSPECIFIED) detects the kind.
-KIND_NAMES = {0: None, 1: "jobspec", 2: "spec_bundle", 3: "job_record", 4: "best_rec"}
+# jobgate.v1.Kind by number, as the core's kind table names it; None (KIND_UNSPECIFIED) detects the kind.
+KIND_NAMES = {0: None} | {k["proto"]: k["name"] for k in jobgate._core.kind_table()}
 
 
 def decode(message_type: type[Message], data: bytes, context: grpc.ServicerContext, field: str = "request", what: str = "") -> Message:

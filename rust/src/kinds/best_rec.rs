@@ -2,10 +2,14 @@
 //! every depth of `best.specs` (the schema checks only the top level), and that `best`
 //! really is the best of `all_recs` in the declared direction.
 
+use crate::admission::Admission;
+use crate::collect::Ctx;
+use crate::config::CoreConfig;
 use crate::node::{quote, Value};
-use crate::pointer::pointer;
+use crate::pointer::ptr;
+use crate::pointer::Here;
 use crate::rules::Rule;
-use crate::schema::{self, opt, req, Additional, Ctx, ObjectShape, Shape, NONEMPTY, STRING};
+use crate::schema::{self, opt, req, Additional, ObjectShape, Shape, NONEMPTY, STRING};
 
 use super::nested::{scan_nested, Placeholders};
 
@@ -82,19 +86,18 @@ static BEST_REC: ObjectShape = ObjectShape::new(
 
 fn specs<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if !v.is_object() {
-        ctx.here(
-            Rule::SchemaType,
+        ctx.report(Rule::SchemaType, Here, || {
             format!(
                 "expected an object (the nested winning hyperparameters), got {}",
                 v.describe()
-            ),
-        );
+            )
+        });
         return;
     }
     scan_nested(v, ctx, Placeholders::Ignored);
 }
 
-pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(root: Value<'t, 'i>, _: &CoreConfig, _: &Admission, ctx: &mut Ctx<'i>) {
     schema::walk(root, &Shape::Object(&BEST_REC), ctx);
     not_best(root, ctx);
 }
@@ -148,9 +151,5 @@ fn not_best(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         ),
         (None, None) => return,
     };
-    ctx.at(
-        pointer(&["best", "score"]),
-        Rule::TaoBestRecNotBest,
-        message,
-    );
+    ctx.report(Rule::TaoBestRecNotBest, ptr!["best", "score"], || message);
 }

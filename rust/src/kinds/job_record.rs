@@ -6,10 +6,15 @@
 use chrono::{DateTime, FixedOffset};
 
 use crate::node::{quote, Type, Value};
-use crate::pointer::pointer;
+
+use crate::admission::Admission;
+use crate::collect::Ctx;
+use crate::config::CoreConfig;
+use crate::pointer::ptr;
+use crate::pointer::Here;
 use crate::rules::Rule;
 use crate::schema::{
-    self, array_of, opt, req, str_matching, Additional, Ctx, ObjectShape, Pattern, Shape, NONEMPTY,
+    self, array_of, opt, req, str_matching, Additional, ObjectShape, Pattern, Shape, NONEMPTY,
     STRING,
 };
 use crate::secrets;
@@ -120,7 +125,7 @@ fn platform_name(s: &str) -> Result<(), String> {
     }
 }
 
-pub fn check<'t, 'i>(root: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(root: Value<'t, 'i>, _: &CoreConfig, _: &Admission, ctx: &mut Ctx<'i>) {
     schema::walk(root, &Shape::Object(&RECORD), ctx);
     transitions(root, ctx);
     secrets_anywhere(root, ctx);
@@ -139,15 +144,11 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
         let state = t.get_str("state").filter(|s| STATES.contains(s));
         if let Some(state) = state {
             if i == 0 && state != "PENDING" {
-                ctx.at(pointer(&["transitions", "0", "state"]), Rule::TaoRecordFirstState, format!("the first transition is {state}; a record opens with PENDING, written before launch"));
+                ctx.report(Rule::TaoRecordFirstState, ptr!["transitions", "0", "state"], || format!("the first transition is {state}; a record opens with PENDING, written before launch"));
             }
             let is_terminal = TERMINAL.contains(&state);
             if let Some((at, prev)) = terminal {
-                ctx.at(
-                    pointer(&["transitions", &i.to_string(), "state"]),
-                    Rule::TaoRecordAfterTerminal,
-                    format!("a {state} transition follows the terminal {prev} at transitions/{at}; a terminal record takes no further transitions"),
-                );
+                ctx.report(Rule::TaoRecordAfterTerminal, ptr!["transitions", i, "state"], || format!("a {state} transition follows the terminal {prev} at transitions/{at}; a terminal record takes no further transitions"));
             } else if is_terminal {
                 terminal = Some((i, state));
             }
@@ -159,7 +160,7 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
             if let Ok(parsed) = DateTime::parse_from_rfc3339(ts) {
                 if let Some((prev, prev_raw)) = last_ts {
                     if parsed < prev {
-                        ctx.at(pointer(&["transitions", &i.to_string(), "ts"]), Rule::TaoRecordTsOrder, format!("{} is earlier than the previous transition's {}; timestamps go backwards", quote(ts), quote(prev_raw)));
+                        ctx.report(Rule::TaoRecordTsOrder, ptr!["transitions", i, "ts"], || format!("{} is earlier than the previous transition's {}; timestamps go backwards", quote(ts), quote(prev_raw)));
                     }
                 }
                 last_ts = Some((parsed, ts));
@@ -177,16 +178,18 @@ fn transitions(root: Value<'_, '_>, ctx: &mut Ctx<'_>) {
     let actual = last_terminal;
     if declared_state != actual {
         let show = |s: Option<&str>| s.map_or("null".to_string(), |s| s.to_string());
-        ctx.at(
-            pointer(&["terminal_state"]),
+        ctx.report(
             Rule::TaoRecordTerminalMismatch,
-            format!(
-                "terminal_state is {} but {}",
-                show(declared_state),
-                actual.map_or("no transition is terminal".to_string(), |s| format!(
-                    "the last terminal transition is {s}"
-                ))
-            ),
+            ptr!["terminal_state"],
+            || {
+                format!(
+                    "terminal_state is {} but {}",
+                    show(declared_state),
+                    actual.map_or("no transition is terminal".to_string(), |s| format!(
+                        "the last terminal transition is {s}"
+                    ))
+                )
+            },
         );
     }
 }
@@ -196,27 +199,22 @@ fn secrets_anywhere<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     match v.ty() {
         Type::Str(s) => {
             if let Some(why) = secrets::find_credential(s, secrets::Shapes::Record) {
-                ctx.here(
-                    Rule::TaoRecordSecret,
+                ctx.report(Rule::TaoRecordSecret, Here, || {
                     format!(
                         "{} holds an unredacted credential: {why}; records are written redacted",
                         quote(s)
-                    ),
-                );
+                    )
+                });
             }
         }
         Type::Object(_) => {
             for (k, value) in v.entries() {
-                ctx.path.push_key(k);
-                secrets_anywhere(value, ctx);
-                ctx.path.pop();
+                ctx.within(k, |ctx| secrets_anywhere(value, ctx));
             }
         }
         Type::Array(_) => {
             for (i, item) in v.items().enumerate() {
-                ctx.path.push_index(i);
-                secrets_anywhere(item, ctx);
-                ctx.path.pop();
+                ctx.within(i, |ctx| secrets_anywhere(item, ctx));
             }
         }
         _ => {}

@@ -7,9 +7,10 @@
 
 use std::collections::HashSet;
 
+use crate::collect::Ctx;
 use crate::node::{quote, Type, Value};
+use crate::pointer::{Child, Here};
 use crate::rules::Rule;
-use crate::schema::Ctx;
 use crate::text::has_byte;
 
 /// The placeholders the platform binds when it renders a command or a config.
@@ -30,7 +31,7 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, placeholders: Pl
         Type::Object(_) => {
             for (key, value) in v.entries() {
                 if key.is_empty() || has_byte(key, b'.') {
-                    ctx.at_key(key, Rule::TaoDottedKey, || {
+                    ctx.report(Rule::TaoDottedKey, Child(key), || {
                         let hint = if key.is_empty() {
                             "an empty key cannot be mapped into the container's config".to_string()
                         } else {
@@ -42,18 +43,14 @@ pub fn scan_nested<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>, placeholders: Pl
                 // Most values are scalars with nothing to report: the path is pushed
                 // only for a value that can hold a violation.
                 if worth_scanning(value, placeholders) {
-                    ctx.path.push_key(key);
-                    scan_nested(value, ctx, placeholders);
-                    ctx.path.pop();
+                    ctx.within(key, |ctx| scan_nested(value, ctx, placeholders));
                 }
             }
         }
         Type::Array(_) => {
             for (i, item) in v.items().enumerate() {
                 if worth_scanning(item, placeholders) {
-                    ctx.path.push_index(i);
-                    scan_nested(item, ctx, placeholders);
-                    ctx.path.pop();
+                    ctx.within(i, |ctx| scan_nested(item, ctx, placeholders));
                 }
             }
         }
@@ -142,7 +139,9 @@ fn placeholders_here(s: &str, ctx: &mut Ctx<'_>) {
         return;
     }
     for name in unknown_placeholders(s) {
-        ctx.here(Rule::TaoPlaceholderUnknown, unknown_placeholder(name));
+        ctx.report(Rule::TaoPlaceholderUnknown, Here, || {
+            unknown_placeholder(name)
+        });
     }
 }
 

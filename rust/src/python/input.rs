@@ -149,9 +149,7 @@ pub fn parse_kind(kind: Option<&str>) -> PyResult<Option<Kind>> {
     match kind {
         None => Ok(None),
         Some(k) => Kind::parse(k).map(Some).ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "unknown kind {k:?}; one of jobspec, spec_bundle, job_record, best_rec"
-            ))
+            PyValueError::new_err(format!("unknown kind {k:?}; one of {}", Kind::names()))
         }),
     }
 }

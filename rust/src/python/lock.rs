@@ -1,10 +1,10 @@
 //! `recipe_status`: how a client's `recipe.lock.json` stands against the deployment's
-//! catalog (`kinds::jobspec::lock`), for the service's `RecipeStatus`.
+//! catalog (`crate::recipe_status`), for the service's `RecipeStatus`.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::kinds::jobspec::lock;
+use crate::recipe_status as lock;
 
 use super::config::Settings;
 use super::guard::guarded;

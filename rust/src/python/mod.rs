@@ -20,7 +20,7 @@ mod report;
 mod validator;
 
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::kind::Kind;
 use crate::rules::Rule;
@@ -107,6 +107,28 @@ fn permuted_job_number(number: u64, key: &[u8], bits: u32) -> PyResult<u64> {
     })
 }
 
+/// Every kind, in `KINDS` order, as the core's table has it: `name`, `proto` (its
+/// `jobgate.v1.Kind` number), `detect` (the top-level keys that mark it), `rank`
+/// (the lowest wins when several kinds' keys are present), `launches`, and `charge`:
+/// where an admission's project comes from (`"project"`, the document's own; `"home"`,
+/// the account's; `None`, a kind that launches nothing).
+#[pyfunction]
+fn kind_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    crate::kind::TABLE
+        .iter()
+        .map(|info| {
+            let d = PyDict::new(py);
+            d.set_item("name", info.name)?;
+            d.set_item("proto", info.proto)?;
+            d.set_item("detect", PyTuple::new(py, info.detect)?)?;
+            d.set_item("rank", info.rank)?;
+            d.set_item("launches", info.kind.launches())?;
+            d.set_item("charge", info.charge.as_str())?;
+            Ok(d)
+        })
+        .collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -128,6 +150,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::CatalogEntry>()?;
     m.add_class::<lock::RecipeStatus>()?;
     m.add_function(wrap_pyfunction!(report::rules, m)?)?;
+    m.add_function(wrap_pyfunction!(kind_table, m)?)?;
     m.add_function(wrap_pyfunction!(report::fit_reports, m)?)?;
     m.add_function(wrap_pyfunction!(report::refused_too_large, m)?)?;
     m.add_function(wrap_pyfunction!(report::refused_package_too_large, m)?)?;

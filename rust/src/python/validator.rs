@@ -542,8 +542,11 @@ impl Judgement {
 #[pyclass(module = "jobgate._core", frozen, get_all)]
 pub struct Facts {
     kind: &'static str,
-    /// Whether the kind launches a job (jobspec, spec_bundle): only those are admitted.
+    /// Whether the kind launches a job: only those are admitted.
     launches: bool,
+    /// Where an admission of it is charged: `"project"` (`project`, the document's
+    /// own), `"home"` (the account's), `None` (it launches nothing).
+    charge: Option<&'static str>,
     project: String,
     gpus: u64,
     network_arch: String,
@@ -559,6 +562,7 @@ impl Facts {
         Facts {
             kind: f.kind.map_or("unknown", Kind::as_str),
             launches: f.kind.is_some_and(Kind::launches),
+            charge: f.kind.and_then(|k| k.charge().as_str()),
             project: f.project,
             gpus: f.gpus,
             network_arch: f.network_arch,

@@ -9,10 +9,12 @@ use crate::config::{core_version_allowed, CatalogEntry, CoreConfig, Observabilit
 use crate::gpus;
 use crate::kind::Kind;
 use crate::node::{few, quote, Value};
-use crate::pointer::pointer;
+
+use crate::collect::Ctx;
+use crate::pointer::ptr;
 use crate::refusal;
 use crate::rules::Rule;
-use crate::schema::{Ctx, COUNT_MAX};
+use crate::schema::COUNT_MAX;
 use crate::text::py_trim;
 
 use super::patterns::{project_of, str_of};
@@ -37,14 +39,16 @@ pub fn series(i: usize, pool: Value<'_, '_>, config: &CoreConfig, ctx: &mut Ctx<
     if let (Some(offered), Some(series)) = (&config.series, pool.get_str("series")) {
         let series = py_trim(series);
         if !series.is_empty() && !offered.iter().any(|s| s == series) {
-            ctx.at(
-                pointer(&["spec", "resources", "pools", &i.to_string(), "series"]),
+            ctx.report(
                 Rule::ForgeResourcesSeries,
-                format!(
-                    "GPU series {} is not offered here; choose one of {}",
-                    quote(series),
-                    few(offered)
-                ),
+                ptr!["spec", "resources", "pools", i, "series"],
+                || {
+                    format!(
+                        "GPU series {} is not offered here; choose one of {}",
+                        quote(series),
+                        few(offered)
+                    )
+                },
             );
         }
     }
@@ -62,12 +66,12 @@ pub fn quotas(
     ctx: &mut Ctx<'_>,
 ) {
     if total > COUNT_MAX as u64 {
-        ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaJob, format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), more than the {COUNT_MAX} any job may ask for"));
+        ctx.report(Rule::ForgeQuotaJob, ptr!["spec", "resources"], || format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), more than the {COUNT_MAX} any job may ask for"));
         return;
     }
     if let Some(limit) = config.max_gpus_per_job {
         if total > limit {
-            ctx.at(pointer(&["spec", "resources"]), Rule::ForgeQuotaJob, format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
+            ctx.report(Rule::ForgeQuotaJob, ptr!["spec", "resources"], || format!("the job asks for {total} GPUs (nodes * gpus_per_node over all pools), over the per-job limit of {limit}"));
         }
     }
     gpus::charge(
@@ -117,19 +121,21 @@ pub fn framework(
 
     let custom = recipe_name == "custom/custom" || entry.is_some_and(|e| e.custom);
     if custom && fw.is_some() && image.is_empty() {
-        ctx.at(
-            pointer(&["spec", "framework", "image"]),
+        ctx.report(
             Rule::ForgeFrameworkImageRequired,
-            format!(
-                "recipe {} is a custom job and brings no image; set spec.framework.image",
-                quote(recipe_name)
-            ),
+            ptr!["spec", "framework", "image"],
+            || {
+                format!(
+                    "recipe {} is a custom job and brings no image; set spec.framework.image",
+                    quote(recipe_name)
+                )
+            },
         );
     }
     if let (Some(allow), false) = (&config.registries, image.is_empty()) {
         let host = registry_host(image);
         if !registry_allowed(&host, allow) {
-            ctx.at(pointer(&["spec", "framework", "image"]), Rule::ForgeFrameworkImageRegistry, format!("image {} comes from registry {}, which is not on this deployment's allowlist ({})", quote(image), quote(&host), few(allow)));
+            ctx.report(Rule::ForgeFrameworkImageRegistry, ptr!["spec", "framework", "image"], || format!("image {} comes from registry {}, which is not on this deployment's allowlist ({})", quote(image), quote(&host), few(allow)));
         }
     }
     let Some(catalog) = &config.catalog else {
@@ -141,28 +147,28 @@ pub fn framework(
     let Some(entry) = entry else {
         let mut known: Vec<&str> = catalog.keys().map(String::as_str).collect();
         known.sort_unstable();
-        ctx.at(pointer(&["spec", "recipe", "name"]), Rule::ForgeHandshakeRecipeUnknown, format!("the catalog has no recipe {}; `sf recipe status` reports it as removed (catalog: {}); lock a served recipe with `sf recipe upgrade`", quote(recipe_name), few(&known)));
+        ctx.report(Rule::ForgeHandshakeRecipeUnknown, ptr!["spec", "recipe", "name"], || format!("the catalog has no recipe {}; `sf recipe status` reports it as removed (catalog: {}); lock a served recipe with `sf recipe upgrade`", quote(recipe_name), few(&known)));
         return;
     };
     let handshake = [
         (
             recipe.and_then(|r| r.get("version")),
             &entry.version,
-            pointer(&["spec", "recipe", "version"]),
+            ptr!["spec", "recipe", "version"],
             Rule::ForgeHandshakeVersion,
             "recipe version",
         ),
         (
             recipe.and_then(|r| r.get("digest")),
             &entry.digest,
-            pointer(&["spec", "recipe", "digest"]),
+            ptr!["spec", "recipe", "digest"],
             Rule::ForgeHandshakeDigest,
             "recipe digest",
         ),
         (
             fw.and_then(|f| f.get("runtime_id")),
             &entry.runtime_id,
-            pointer(&["spec", "framework", "runtime_id"]),
+            ptr!["spec", "framework", "runtime_id"],
             Rule::ForgeHandshakeRuntimeId,
             "framework.runtime_id",
         ),
@@ -173,7 +179,7 @@ pub fn framework(
         }
         let sent = str_of(sent);
         if sent != expected.as_str() {
-            ctx.at(field, rule, format!("{what} {} differs from the catalog's {} for {recipe_name}; `sf recipe status` reports the lock as out of date and `sf recipe upgrade` fixes it", quote(sent), quote(expected)));
+            ctx.report(rule, field, || format!("{what} {} differs from the catalog's {} for {recipe_name}; `sf recipe status` reports the lock as out of date and `sf recipe upgrade` fixes it", quote(sent), quote(expected)));
         }
     }
     if let Some((raw, specifiers)) = &entry.requires_core {
@@ -185,17 +191,17 @@ pub fn framework(
                     Err(e) => format!(" ({cv:?} is not a PEP 440 version: {e})"),
                     _ => String::new(),
                 };
-                ctx.at(pointer(&["provenance", "core_version"]), Rule::ForgeCoreVersionUnsupported, format!("core version {cv} is outside {raw}, the range recipe {recipe_name} requires{why}; `sf recipe status` reports sdk_incompatible, upgrade the client or `sf recipe upgrade`"));
+                ctx.report(Rule::ForgeCoreVersionUnsupported, ptr!["provenance", "core_version"], || format!("core version {cv} is outside {raw}, the range recipe {recipe_name} requires{why}; `sf recipe status` reports sdk_incompatible, upgrade the client or `sf recipe upgrade`"));
             }
         }
     }
     let url = str_of(fw.and_then(|f| f.get("observability_url")));
     match entry.observability {
         Observability::External if url.is_empty() && fw.is_some() => {
-            ctx.at(pointer(&["spec", "framework", "observability_url"]), Rule::ForgeFrameworkObservabilityUrlRequired, format!("recipe {recipe_name} reports to external observability; set spec.framework.observability_url"));
+            ctx.report(Rule::ForgeFrameworkObservabilityUrlRequired, ptr!["spec", "framework", "observability_url"], || format!("recipe {recipe_name} reports to external observability; set spec.framework.observability_url"));
         }
         Observability::Platform if !url.is_empty() => {
-            ctx.at(pointer(&["spec", "framework", "observability_url"]), Rule::ForgeFrameworkObservabilityUrlForbidden, format!("recipe {recipe_name} uses the platform's observability; remove observability_url {}", quote(url)));
+            ctx.report(Rule::ForgeFrameworkObservabilityUrlForbidden, ptr!["spec", "framework", "observability_url"], || format!("recipe {recipe_name} uses the platform's observability; remove observability_url {}", quote(url)));
         }
         _ => {}
     }
@@ -207,11 +213,7 @@ pub fn owner_overridden(owner: Option<Value<'_, '_>>, admission: &Admission, ctx
     if let (Some(account), Some(sent)) = (&admission.owner, owner.and_then(|o| o.as_str())) {
         let sent = py_trim(sent);
         if !sent.is_empty() && sent != account {
-            ctx.at(
-                pointer(&["metadata", "owner"]),
-                Rule::ForgeOwnerOverridden,
-                format!("the client sent owner {} but the job is stamped with the authenticated account {}", quote(sent), quote(account)),
-            );
+            ctx.report(Rule::ForgeOwnerOverridden, ptr!["metadata", "owner"], || format!("the client sent owner {} but the job is stamped with the authenticated account {}", quote(sent), quote(account)));
         }
     }
 }

@@ -3,9 +3,10 @@
 //! or the admission are in `deployment`.
 
 use crate::node::{few, few_of, quote, Type, Value};
-use crate::pointer::pointer;
+
+use crate::collect::Ctx;
+use crate::pointer::ptr;
 use crate::rules::Rule;
-use crate::schema::Ctx;
 use crate::seen::{FirstSeen, Seen};
 use crate::text::{has_byte, is_safe_segment, py_trim, split_once_byte};
 
@@ -19,7 +20,7 @@ pub fn pools_declared(pools: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) -> bool {
         None | Some(Type::Null) | Some(Type::Array(0))
     );
     if empty {
-        ctx.at(pointer(&["spec", "resources", "pools"]), Rule::ForgeResourcesPoolsEmpty, "spec.resources.pools is missing or empty; declare at least one pool, e.g. {\"name\": \"train\", \"nodes\": 1, \"gpus_per_node\": 8}".into());
+        ctx.report(Rule::ForgeResourcesPoolsEmpty, ptr!["spec", "resources", "pools"], || "spec.resources.pools is missing or empty; declare at least one pool, e.g. {\"name\": \"train\", \"nodes\": 1, \"gpus_per_node\": 8}".into());
     }
     empty
 }
@@ -41,13 +42,15 @@ impl<'i> Pools<'i> {
     pub fn add(&mut self, i: usize, pool: Value<'_, 'i>, ctx: &mut Ctx<'_>) {
         if let Some(name) = pool.get_str("name") {
             if !self.named.insert(name) {
-                ctx.at(
-                    pointer(&["spec", "resources", "pools", &i.to_string(), "name"]),
+                ctx.report(
                     Rule::ForgeResourcesPoolDuplicate,
-                    format!(
-                        "another pool is already named {}; pool names must be unique",
-                        quote(name)
-                    ),
+                    ptr!["spec", "resources", "pools", i, "name"],
+                    || {
+                        format!(
+                            "another pool is already named {}; pool names must be unique",
+                            quote(name)
+                        )
+                    },
                 );
             }
         }
@@ -63,15 +66,17 @@ impl<'i> Pools<'i> {
                 continue;
             };
             if !self.named.contains(&target) {
-                ctx.at(
-                    pointer(&["spec", "resources", "roles", role]),
+                ctx.report(
                     Rule::ForgeResourcesRolePool,
-                    format!(
-                        "role {} names pool {}, which is not declared; declared pools: {}",
-                        quote(role),
-                        quote(target),
-                        few_of(self.named.first(), self.named.len())
-                    ),
+                    ptr!["spec", "resources", "roles", role],
+                    || {
+                        format!(
+                            "role {} names pool {}, which is not declared; declared pools: {}",
+                            quote(role),
+                            quote(target),
+                            few_of(self.named.first(), self.named.len())
+                        )
+                    },
                 );
             }
         }
@@ -97,25 +102,23 @@ pub fn data(data: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
     if let Some(volumes) = volumes {
         for (i, v) in volumes.items().enumerate() {
             let Some(s) = v.as_str() else { continue };
-            let field = || pointer(&["spec", "data", "volumes", &i.to_string()]);
+            let field = ptr!["spec", "data", "volumes", i];
             let s = py_trim(s);
             // A reference is never a host path, so the common case is settled by the
             // reference's pattern alone.
             let is_ref = is_data_ref(s, Version::Forbidden);
             if !is_ref && is_host_path(s) {
-                ctx.at(field(), Rule::ForgeDataHostPath, format!("{} is a host path or URL; name the volume as <owner>/<name> so the access check applies", quote(s)));
+                ctx.report(Rule::ForgeDataHostPath, field, || format!("{} is a host path or URL; name the volume as <owner>/<name> so the access check applies", quote(s)));
             } else if !is_ref {
-                ctx.at(
-                    field(),
-                    Rule::ForgeDataRef,
+                ctx.report(Rule::ForgeDataRef, field, || {
                     format!(
                         "{} is not a volume reference <owner>/<name> (a volume has no version)",
                         quote(s)
-                    ),
-                );
+                    )
+                });
             } else if let Some((owner, leaf)) = split_once_byte(s, b'/') {
                 if let Some((other, _)) = leaves.iter().find(|(o, l)| *l == leaf && *o != owner) {
-                    ctx.at(field(), Rule::ForgeDataRef, format!("volumes {other}/{leaf} and {owner}/{leaf} would mount at the same path"));
+                    ctx.report(Rule::ForgeDataRef, field, || format!("volumes {other}/{leaf} and {owner}/{leaf} would mount at the same path"));
                 }
                 leaves.push((owner, leaf));
             }
@@ -126,20 +129,20 @@ pub fn data(data: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
     let refs = [
         (
             train.and_then(|t| t.get("dataset")),
-            "train/dataset",
+            &["train", "dataset"][..],
             Version::Optional,
         ),
         (
             validation.and_then(|v| v.get("dataset")),
-            "validation/dataset",
+            &["validation", "dataset"][..],
             Version::Optional,
         ),
-        (corpus, "corpus", Version::Optional),
-        (output_dataset, "output_dataset", Version::Required),
-        (environment, "environment", Version::Optional),
+        (corpus, &["corpus"], Version::Optional),
+        (output_dataset, &["output_dataset"], Version::Required),
+        (environment, &["environment"], Version::Optional),
         (
             quality.and_then(|q| q.get("overlap_with")),
-            "quality/overlap_with",
+            &["quality", "overlap_with"],
             Version::Optional,
         ),
     ];
@@ -151,35 +154,29 @@ pub fn data(data: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
         if s.is_empty() {
             continue;
         }
-        let field = || format!("/spec/data/{at}");
+        let field = ptr!["spec", "data", at];
         let is_ref = is_data_ref(s, version);
         if !is_ref && is_host_path(s) {
-            ctx.at(field(), Rule::ForgeDataHostPath, format!("{} is a host path or URL; a dataset or corpus is named <owner>/<name>[@version] so the platform can check access and mount it", quote(s)));
+            ctx.report(Rule::ForgeDataHostPath, field, || format!("{} is a host path or URL; a dataset or corpus is named <owner>/<name>[@version] so the platform can check access and mount it", quote(s)));
         } else if !is_ref {
             let shape = if version == Version::Required {
                 "<owner>/<name>@<version>"
             } else {
                 "<owner>/<name>[@version]"
             };
-            ctx.at(
-                field(),
-                Rule::ForgeDataRef,
+            ctx.report(Rule::ForgeDataRef, field, || {
                 format!(
                     "{} is not a reference of the form {shape} made of safe segments",
                     quote(s)
-                ),
-            );
+                )
+            });
         }
     }
     if let Some(q) = quality {
         let [max_overlap_ratio, overlap_with] = q.get_each(["max_overlap_ratio", "overlap_with"]);
         if max_overlap_ratio.is_some_and(|v| !v.is_null()) && str_of(overlap_with).is_empty() {
-            ctx.at(
-                pointer(&["spec", "data", "quality", "overlap_with"]),
-                Rule::SchemaDependentRequired,
-                "max_overlap_ratio needs overlap_with to say which dataset it is compared against"
-                    .into(),
-            );
+            ctx.report(Rule::SchemaDependentRequired, ptr!["spec", "data", "quality", "overlap_with"], || "max_overlap_ratio needs overlap_with to say which dataset it is compared against"
+                    .into());
         }
     }
 }
@@ -193,26 +190,22 @@ pub fn plugins(plugins: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
     let mut leaves: FirstSeen<&str, &str> = FirstSeen::new();
     for (i, p) in plugins.items().enumerate() {
         let Some(id) = p.get_str("id") else { continue };
-        let field = || pointer(&["spec", "plugins", &i.to_string(), "id"]);
+        let field = ptr!["spec", "plugins", i, "id"];
         let id = py_trim(id);
         let Some((owner, name)) =
             split_once_byte(id, b'/').filter(|(o, n)| is_safe_segment(o) && is_safe_segment(n))
         else {
-            ctx.at(
-                field(),
-                Rule::ForgePluginsId,
-                format!("{} is not a plugin id <owner>/<name>", quote(id)),
-            );
+            ctx.report(Rule::ForgePluginsId, field, || {
+                format!("{} is not a plugin id <owner>/<name>", quote(id))
+            });
             continue;
         };
         if ids.contains(&(owner, name)) {
-            ctx.at(
-                field(),
-                Rule::ForgePluginsDuplicate,
-                format!("plugin {} is listed twice", quote(id)),
-            );
+            ctx.report(Rule::ForgePluginsDuplicate, field, || {
+                format!("plugin {} is listed twice", quote(id))
+            });
         } else if let Some(other) = leaves.get(&name).filter(|o| *o != owner) {
-            ctx.at(field(), Rule::ForgePluginsLeafCollision, format!("plugins {other}/{name} and {id} would both unpack to forge_plugins/{name}; they cannot be combined"));
+            ctx.report(Rule::ForgePluginsLeafCollision, field, || format!("plugins {other}/{name} and {id} would both unpack to forge_plugins/{name}; they cannot be combined"));
         }
         ids.insert((owner, name));
         leaves.keep_first(name, owner);
@@ -238,7 +231,7 @@ pub fn evaluation(evaluation: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
         return;
     };
     if matches!(gates.ty(), Type::Array(n) if n > 0) && suites.is_empty() {
-        ctx.at(pointer(&["spec", "evaluation", "suites"]), Rule::ForgeEvaluationGate, "gates are declared without any suites to run, so nothing would ever be judged against them".into());
+        ctx.report(Rule::ForgeEvaluationGate, ptr!["spec", "evaluation", "suites"], || "gates are declared without any suites to run, so nothing would ever be judged against them".into());
     }
     for (i, g) in gates.items().enumerate() {
         if !g.is_object() {
@@ -248,23 +241,25 @@ pub fn evaluation(evaluation: Option<Value<'_, '_>>, ctx: &mut Ctx<'_>) {
             .iter()
             .any(|k| g.get(k).is_some_and(|v| !v.is_null()));
         if !bounded {
-            ctx.at(
-                pointer(&["spec", "evaluation", "gates", &i.to_string()]),
+            ctx.report(
                 Rule::ForgeEvaluationGate,
-                "this gate has none of min, max or max_regression, so it decides nothing".into(),
+                ptr!["spec", "evaluation", "gates", i],
+                || "this gate has none of min, max or max_regression, so it decides nothing".into(),
             );
         }
         if let Some(metric) = g.get_str("metric") {
             let benchmark = py_trim(metric).split('/').next().unwrap_or("");
             if has_byte(metric, b'/') && !suites.is_empty() && !suite_set.contains(&benchmark) {
-                ctx.at(
-                    pointer(&["spec", "evaluation", "gates", &i.to_string(), "metric"]),
+                ctx.report(
                     Rule::ForgeEvaluationGate,
-                    format!(
-                        "benchmark {} is not in suites ({})",
-                        quote(benchmark),
-                        few(&suites)
-                    ),
+                    ptr!["spec", "evaluation", "gates", i, "metric"],
+                    || {
+                        format!(
+                            "benchmark {} is not in suites ({})",
+                            quote(benchmark),
+                            few(&suites)
+                        )
+                    },
                 );
             }
         }

@@ -5,23 +5,26 @@
 //! - `patterns`: the string patterns, each under its named rule;
 //! - `shape`: the field table, walked first;
 //! - `document`: the rules that read only the document;
-//! - `deployment`: the rules that read the configuration or the admission;
-//! - `lock`: how a `recipe.lock.json` stands against the catalog (`RecipeStatus`),
-//!   by the handshake's terms.
+//! - `deployment`: the rules that read the configuration or the admission.
+//!
+//! How a `recipe.lock.json` stands against the catalog, by the same handshake's terms,
+//! is `recipe_status`: it judges a lock file, not a JobSpec.
 
 mod deployment;
 mod document;
-pub mod lock;
 pub mod patterns;
 mod shape;
 
 pub use shape::{API_VERSION, KIND};
 
+use patterns::project_of;
+
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
+use crate::facts::{charged, text, Facts};
 use crate::gpus;
 use crate::node::Value;
-use crate::schema::Ctx;
 
 /// Every rule of a JobSpec, in the order they report (a report cut at
 /// `limits.max_violations` keeps the first found).
@@ -84,5 +87,27 @@ fn resources(
     seen.roles(roles, ctx);
     if let Some(total) = gpus.filter(|_| !empty) {
         deployment::quotas(project, total, config, admission, ctx);
+    }
+}
+
+/// A JobSpec's facts: charged to its own project, its GPUs as `gpus::of_jobspec`
+/// counts them.
+pub fn facts(root: Value<'_, '_>, f: &mut Facts) {
+    f.project = project_of(root.at(&["metadata", "project"])).to_string();
+    let spec = root.get("spec");
+    f.gpus = charged(gpus::of_jobspec(spec, &mut |_| {}));
+    let recipe = text(spec.and_then(|s| s.at(&["recipe", "name"])));
+    let version = text(spec.and_then(|s| s.at(&["recipe", "version"])));
+    f.network_arch = recipe.rsplit('/').next().unwrap_or("").to_string();
+    let exp = text(spec.and_then(|s| s.at(&["source", "exp"])));
+    f.action = exp
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .to_string();
+    f.image = text(spec.and_then(|s| s.at(&["framework", "image"])));
+    if f.image.is_empty() {
+        f.image = format!("recipe:{recipe}@{version}");
     }
 }

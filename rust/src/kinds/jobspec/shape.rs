@@ -3,11 +3,13 @@
 //! `forge.provenance.core_version`, ...). Unknown fields are warnings: a newer client
 //! may send them.
 
+use crate::collect::Ctx;
 use crate::node::Value;
+use crate::pointer::Here;
 use crate::rules::Rule;
 use crate::schema::{
-    self, array_of, opt, req, str_matching, Additional, Ctx, Field, ObjectShape, Shape, ANY,
-    COUNT_MAX, SAFE_SEGMENT, STRING,
+    self, array_of, opt, req, str_matching, Additional, Field, ObjectShape, Shape, ANY, COUNT_MAX,
+    SAFE_SEGMENT, STRING,
 };
 
 use super::patterns::{
@@ -280,24 +282,22 @@ static JOBSPEC: ObjectShape = ObjectShape::new(
 
 fn api_version<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if v.as_str() != Some(API_VERSION) {
-        ctx.here(
-            Rule::ForgeApiVersion,
+        ctx.report(Rule::ForgeApiVersion, Here, || {
             format!(
                 "apiVersion is {}; this gate speaks exactly \"{API_VERSION}\"",
                 v.describe()
-            ),
-        );
+            )
+        });
     }
 }
 
 fn kind<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if v.as_str() != Some(KIND) {
-        ctx.here(
-            Rule::ForgeKind,
+        ctx.report(Rule::ForgeKind, Here, || {
             format!(
                 "kind is {}; the only kind admitted is \"{KIND}\"",
                 v.describe()
-            ),
-        );
+            )
+        });
     }
 }

@@ -4,11 +4,13 @@
 //! to its account's (`Admission::home`).
 
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::gpus;
 use crate::kind::Kind;
+use crate::pointer::ptr;
 use crate::rules::Rule;
-use crate::schema::{Ctx, COUNT_MAX};
+use crate::schema::COUNT_MAX;
 
 use super::fields::Fields;
 
@@ -27,20 +29,12 @@ pub(super) fn quotas(
         return;
     };
     if total > COUNT_MAX as u64 {
-        ctx.at(
-            "/compute_shape".into(),
-            Rule::ForgeQuotaJob,
-            format!("the job asks for {total} GPUs (compute_shape.nodes * gpus), more than the {COUNT_MAX} any job may ask for"),
-        );
+        ctx.report(Rule::ForgeQuotaJob, ptr!["compute_shape"], || format!("the job asks for {total} GPUs (compute_shape.nodes * gpus), more than the {COUNT_MAX} any job may ask for"));
         return;
     }
     if let Some(limit) = config.max_gpus_per_job {
         if total > limit {
-            ctx.at(
-                "/compute_shape".into(),
-                Rule::ForgeQuotaJob,
-                format!("the job asks for {total} GPUs (compute_shape.nodes * gpus), over the per-job limit of {limit}"),
-            );
+            ctx.report(Rule::ForgeQuotaJob, ptr!["compute_shape"], || format!("the job asks for {total} GPUs (compute_shape.nodes * gpus), over the per-job limit of {limit}"));
         }
     }
     // Bundles name no project: they are charged to their account's.

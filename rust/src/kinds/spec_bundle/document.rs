@@ -2,12 +2,13 @@
 //! binding of spec keys into `spec`, placeholders and credentials in commands and the
 //! environment, the launcher's topology, and supporting-file destinations.
 
+use crate::collect::Ctx;
 use crate::kinds::nested::{unknown_placeholder, unknown_placeholders};
 use crate::node::{quote, Type, Value};
 use crate::paths::segments;
-use crate::pointer::pointer;
+use crate::pointer::ptr;
+use crate::pointer::Place;
 use crate::rules::{Rule, Severity};
-use crate::schema::Ctx;
 use crate::secrets;
 
 use super::fields::{Execution, Fields};
@@ -17,50 +18,48 @@ pub(super) fn mode_rules(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
     match Fields::str_of(f.mode) {
         Some("config") => {
             if f.spec.is_none() {
-                ctx.at(
-                    pointer(&["spec"]),
-                    Rule::TaoModeConfigRequiresSpec,
-                    "mode \"config\" needs a nested spec dict; add spec or use mode \"args\""
-                        .into(),
-                );
+                ctx.report(Rule::TaoModeConfigRequiresSpec, ptr!["spec"], || {
+                    "mode \"config\" needs a nested spec dict; add spec or use mode \"args\"".into()
+                });
             }
             if f.config_format.is_none() {
-                ctx.at(
-                    pointer(&["config_format"]),
+                ctx.report(
                     Rule::TaoModeConfigRequiresConfigFormat,
-                    "mode \"config\" needs config_format: one of \"yaml\", \"toml\", \"json\""
-                        .into(),
+                    ptr!["config_format"],
+                    || {
+                        "mode \"config\" needs config_format: one of \"yaml\", \"toml\", \"json\""
+                            .into()
+                    },
                 );
             }
             if let Some(command) = Fields::str_of(f.command) {
                 if !command.is_empty() && !has_config_path(command) {
-                    ctx.at(pointer(&["command"]), Rule::TaoModeConfigPathPlaceholder, format!("in mode \"config\" the command {} must pass the rendered config with {{config_path}}", quote(command)));
+                    ctx.report(Rule::TaoModeConfigPathPlaceholder, ptr!["command"], || format!("in mode \"config\" the command {} must pass the rendered config with {{config_path}}", quote(command)));
                 }
             }
             if f.args.is_some() {
-                ctx.at(pointer(&["args"]), Rule::TaoModeConfigForbidsArgs, "mode \"config\" takes its settings from spec; remove args or use mode \"args\"".into());
+                ctx.report(Rule::TaoModeConfigForbidsArgs, ptr!["args"], || {
+                    "mode \"config\" takes its settings from spec; remove args or use mode \"args\""
+                        .into()
+                });
             }
         }
         Some("args") => {
             if f.args.is_none() {
-                ctx.at(
-                    pointer(&["args"]),
-                    Rule::TaoModeArgsRequiresArgs,
-                    "mode \"args\" needs an args list; add args or use mode \"config\"".into(),
-                );
+                ctx.report(Rule::TaoModeArgsRequiresArgs, ptr!["args"], || {
+                    "mode \"args\" needs an args list; add args or use mode \"config\"".into()
+                });
             }
             if f.spec.is_some() {
-                ctx.at(
-                    pointer(&["spec"]),
-                    Rule::TaoModeArgsForbidsSpec,
-                    "mode \"args\" takes no spec; remove spec or use mode \"config\"".into(),
-                );
+                ctx.report(Rule::TaoModeArgsForbidsSpec, ptr!["spec"], || {
+                    "mode \"args\" takes no spec; remove spec or use mode \"config\"".into()
+                });
             }
             if f.config_format.is_some() {
-                ctx.at(
-                    pointer(&["config_format"]),
+                ctx.report(
                     Rule::TaoModeArgsForbidsConfigFormat,
-                    "mode \"args\" renders no config file; remove config_format".into(),
+                    ptr!["config_format"],
+                    || "mode \"args\" renders no config file; remove config_format".into(),
                 );
             }
         }
@@ -114,15 +113,14 @@ pub(super) fn spec_keys(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
                 // An optional input the platform may leave unset only warns.
                 let optional =
                     is_input && item.get("optional").and_then(|v| v.as_bool()) == Some(true);
-                ctx.at_with_severity(
-                    pointer(&[list, &i.to_string(), "spec_key"]),
-                    Rule::TaoSpecKeyUnresolved,
-                    if optional {
+                ctx.report(
+                    Rule::TaoSpecKeyUnresolved.with_severity(if optional {
                         Severity::Warning
                     } else {
                         severity
-                    },
-                    message,
+                    }),
+                    ptr![list, i, "spec_key"],
+                    || message,
                 );
             }
         }
@@ -133,11 +131,7 @@ pub(super) fn spec_keys(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
         if let (Some(steps), Some(gpus)) = (parse_spec_key(key), gpus) {
             if let Ok(Some(value)) = bind(spec, steps) {
                 if !value.same_scalar(&gpus) {
-                    ctx.at(
-                        pointer(&["gpu_spec_key"]),
-                        Rule::TaoGpuSpecKeyMismatch,
-                        format!("spec sets {key} to {} but compute_shape.gpus is {}; the job would see a different GPU count", value.describe(), gpus.describe()),
-                    );
+                    ctx.report(Rule::TaoGpuSpecKeyMismatch, ptr!["gpu_spec_key"], || format!("spec sets {key} to {} but compute_shape.gpus is {}; the job would see a different GPU count", value.describe(), gpus.describe()));
                 }
             }
         }
@@ -237,14 +231,14 @@ fn bind<'t, 'i, 'k>(
 /// the element after it (`["--password", "hunter2"]`): the credential is reported there.
 pub(super) fn commands(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
     if let Some(command) = Fields::str_of(f.command) {
-        strings_rules(command, None, || pointer(&["command"]), ctx);
+        strings_rules(command, None, ptr!["command"], ctx);
     }
     if let Some(args) = f.args {
         let mut previous = None;
         for (i, arg) in args.items().enumerate() {
             let s = arg.as_str();
             if let Some(s) = s {
-                strings_rules(s, previous, || pointer(&["args", &i.to_string()]), ctx);
+                strings_rules(s, previous, ptr!["args", i], ctx);
             }
             previous = s;
         }
@@ -253,25 +247,21 @@ pub(super) fn commands(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
 
 /// Placeholders and credentials in one command string, `previous` the argument before
 /// it when it is one of `args`; `field` is rendered only on a hit.
-fn strings_rules(s: &str, previous: Option<&str>, field: impl Fn() -> String, ctx: &mut Ctx<'_>) {
+fn strings_rules(s: &str, previous: Option<&str>, field: impl Place + Copy, ctx: &mut Ctx<'_>) {
     if crate::text::has_byte(s, b'{') {
         for name in unknown_placeholders(s) {
-            ctx.at(
-                field(),
-                Rule::TaoPlaceholderUnknown,
-                unknown_placeholder(name),
-            );
+            ctx.report(Rule::TaoPlaceholderUnknown, field, || {
+                unknown_placeholder(name)
+            });
         }
     }
     if let Some(why) = secrets::find_credential_in_arg(previous, s) {
-        ctx.at(
-            field(),
-            Rule::TaoExecutionSecret,
+        ctx.report(Rule::TaoExecutionSecret, field, || {
             format!(
                 "{} looks like a credential: {why}; credentials never enter a spec-bundle",
                 quote(s)
-            ),
-        );
+            )
+        });
     }
 }
 
@@ -288,12 +278,7 @@ pub(super) fn execution(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
         if let Some(cmds) = cmds {
             for (i, c) in cmds.items().enumerate() {
                 if let Some(s) = c.as_str() {
-                    strings_rules(
-                        s,
-                        None,
-                        || pointer(&["execution", list, &i.to_string()]),
-                        ctx,
-                    );
+                    strings_rules(s, None, ptr!["execution", list, i], ctx);
                 }
             }
         }
@@ -301,14 +286,16 @@ pub(super) fn execution(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
     if let Some(env) = exec.environment {
         for (name, value) in env.entries() {
             let Some(s) = value.as_str() else { continue };
-            let field = || pointer(&["execution", "environment", name]);
+            let field = ptr!["execution", "environment", name];
             if crate::text::has_byte(s, b'{') {
                 for p in unknown_placeholders(s) {
-                    ctx.at(field(), Rule::TaoPlaceholderUnknown, unknown_placeholder(p));
+                    ctx.report(Rule::TaoPlaceholderUnknown, field, || {
+                        unknown_placeholder(p)
+                    });
                 }
             }
             if let Some(why) = secrets::sensitive_assignment(name, s) {
-                ctx.at(field(), Rule::TaoExecutionSecret, format!("the environment value of {name} looks like a credential: {why}; credentials never enter a spec-bundle"));
+                ctx.report(Rule::TaoExecutionSecret, field, || format!("the environment value of {name} looks like a credential: {why}; credentials never enter a spec-bundle"));
             }
         }
     }
@@ -319,11 +306,7 @@ pub(super) fn execution(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
         let gpus = f.gpus.and_then(|v| v.as_schema_int());
         if let (Some("torchrun"), Some(ppn), Some(gpus)) = (dist.get_str("launcher"), ppn, gpus) {
             if gpus > 0 && ppn != gpus {
-                ctx.at(
-                    pointer(&["execution", "distributed", "processes_per_node"]),
-                    Rule::TaoExecutionProcessesPerNode,
-                    format!("torchrun starts {ppn} processes per node but compute_shape.gpus is {gpus}; one process per GPU is expected"),
-                );
+                ctx.report(Rule::TaoExecutionProcessesPerNode, ptr!["execution", "distributed", "processes_per_node"], || format!("torchrun starts {ppn} processes per node but compute_shape.gpus is {gpus}; one process per GPU is expected"));
             }
         }
     }
@@ -336,15 +319,10 @@ pub(super) fn execution(f: &Fields<'_, '_>, ctx: &mut Ctx<'_>) {
             .filter_map(|(i, f)| Some((i, f.get_str("destination")?)))
             .collect();
         for (i, message) in destination_clashes(&destinations) {
-            ctx.at(
-                pointer(&[
-                    "execution",
-                    "supporting_files",
-                    &i.to_string(),
-                    "destination",
-                ]),
+            ctx.report(
                 Rule::TaoSupportingFileDuplicateDestination,
-                message,
+                ptr!["execution", "supporting_files", i, "destination"],
+                || message,
             );
         }
     }

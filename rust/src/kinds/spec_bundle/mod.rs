@@ -17,9 +17,11 @@ pub mod patterns;
 mod shape;
 
 use crate::admission::Admission;
+use crate::collect::Ctx;
 use crate::config::CoreConfig;
+use crate::facts::{charged, text, Facts};
+use crate::gpus;
 use crate::node::Value;
-use crate::schema::Ctx;
 
 use fields::Fields;
 
@@ -38,4 +40,19 @@ pub fn check<'t, 'i>(
     document::spec_keys(&fields, ctx);
     document::commands(&fields, ctx);
     document::execution(&fields, ctx);
+}
+
+/// A spec-bundle's facts: it names no project (it is charged to its account's), its
+/// GPUs as `gpus::of_bundle` counts them.
+pub fn facts(root: Value<'_, '_>, f: &mut Facts) {
+    f.network_arch = text(root.get("network_arch"));
+    f.action = text(root.get("action"));
+    f.image = text(root.get("image"));
+    f.gpus = charged(gpus::of_bundle(root.get("compute_shape"), &mut |_| {}));
+    if let Some(ex) = root.get("upload_excludes") {
+        f.upload_excludes = ex
+            .items()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+    }
 }

@@ -3,12 +3,14 @@
 //! where one applies (`tao.spec_key.syntax`, `tao.supporting_file.path`,
 //! `tao.dotted_key`).
 
+use crate::collect::Ctx;
 use crate::kinds::nested::{scan_nested, Placeholders};
 use crate::node::Value;
+use crate::pointer::Here;
 use crate::rules::Rule;
 use crate::schema::{
-    self, array_of, opt, req, str_matching, Additional, Ctx, ObjectShape, Shape, COUNT_MAX,
-    NONEMPTY, STRING,
+    self, array_of, opt, req, str_matching, Additional, ObjectShape, Shape, COUNT_MAX, NONEMPTY,
+    STRING,
 };
 
 use super::patterns::{ENV_NAME, IMAGE, SHA256, SPEC_KEY, SUPPORTING_PATH};
@@ -187,13 +189,12 @@ static BUNDLE: ObjectShape = ObjectShape::new(
 /// arrays). String values are scanned for placeholders on the same walk.
 fn nested_spec<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     if !v.is_object() {
-        ctx.here(
-            Rule::SchemaType,
+        ctx.report(Rule::SchemaType, Here, || {
             format!(
                 "expected an object (the nested config dict), got {}",
                 v.describe()
-            ),
-        );
+            )
+        });
         return;
     }
     scan_nested(v, ctx, Placeholders::Checked);

@@ -78,60 +78,33 @@ pub struct LockUnreadable(pub String);
 
 /// The status of the lock `lock` against `catalog` (`None`: no catalog is configured),
 /// for a client of core version `core_version` (empty: the lock's
-/// `created_by.core_version`).
+/// `created_by.core_version`). Each step answers or hands on to the next: the lock
+/// read, its fields found, the recipe served, the client's core allowed, then the
+/// locked terms compared with the catalog's.
 pub fn recipe_status(
     catalog: Option<&HashMap<String, CatalogEntry>>,
     lock: &[u8],
     core_version: &str,
 ) -> Result<RecipeStatus, LockUnreadable> {
-    let malformed = |why: &str| RecipeStatus {
-        status: Status::Malformed,
-        message: format!("the lock is not a recipe.lock.json: {why}"),
-        catalog: None,
+    let lock = match read_lock(lock)? {
+        Ok(lock) => lock,
+        Err(malformed) => return Ok(malformed),
     };
-    let text = match document::reading(lock, &Limits::default()) {
-        Ok(text) => text,
-        Err(v) if matches!(v.rule, Rule::LimitsSize | Rule::LimitsDepth) => {
-            return Err(LockUnreadable(v.message))
-        }
-        Err(v) => return Ok(malformed(&v.message)),
-    };
-    let Some(lock) = PyValue::parse(&text) else {
-        return Ok(malformed("it cannot be read as JSON"));
-    };
-    let fields = (|| -> Result<_, String> {
-        let recipe = lock.subscript("recipe")?;
-        let framework = lock.subscript("framework")?;
-        let name = recipe.subscript("name")?.py_str();
-        let version = recipe.subscript("version")?.py_str();
-        let digest = recipe.subscript("digest")?.py_str();
-        let runtime_id = framework.subscript("runtime_id")?.py_str();
-        let kind = framework
-            .get("kind")
-            .map_or_else(String::new, PyValue::py_str);
-        Ok((name, version, digest, runtime_id, kind))
-    })();
-    let (name, version, digest, runtime_id, kind) = match fields {
-        Ok(fields) => fields,
+    let locked = match Locked::of(&lock) {
+        Ok(locked) => locked,
         Err(why) => return Ok(malformed(&why)),
     };
-    let Some(entry) = catalog.and_then(|c| c.get(&name)) else {
-        let mut served: Vec<&str> = catalog
-            .map(|c| c.keys().map(String::as_str).collect())
-            .unwrap_or_default();
-        served.sort_unstable();
-        let served = if served.is_empty() {
-            "none".to_string()
-        } else {
-            served.join(", ")
-        };
-        return Ok(RecipeStatus {
-            status: Status::RuntimeRemoved,
-            message: format!("the catalog no longer serves {name} (served: {served}); choose another recipe and `sf recipe upgrade`"),
-            catalog: None,
-        });
+    let Some(entry) = catalog.and_then(|c| c.get(&locked.name)) else {
+        return Ok(not_served(&locked.name, catalog));
     };
-    let status = |status: Status, message: String| RecipeStatus {
+    let core = if core_version.is_empty() {
+        lock_core_version(&lock)
+    } else {
+        core_version.to_string()
+    };
+    let (status, message) =
+        core_outside(&locked.name, entry, &core).unwrap_or_else(|| compare(&locked, entry));
+    Ok(RecipeStatus {
         status,
         message,
         catalog: Some(Served {
@@ -139,73 +112,153 @@ pub fn recipe_status(
             digest: entry.digest.clone(),
             runtime_id: entry.runtime_id.clone(),
         }),
-    };
-    let core = if core_version.is_empty() {
-        lock_core_version(&lock)
-    } else {
-        core_version.to_string()
-    };
-    if let (Some((raw, specifiers)), false) = (&entry.requires_core, core.is_empty()) {
-        if core_version_allowed(specifiers, &core) != Ok(true) {
-            return Ok(status(
-                Status::SdkIncompatible,
-                format!(
-                    "client core {core} is outside {raw}, which {name} {} requires; upgrade the client",
-                    entry.version
-                ),
-            ));
-        }
+    })
+}
+
+fn malformed(why: &str) -> RecipeStatus {
+    RecipeStatus {
+        status: Status::Malformed,
+        message: format!("the lock is not a recipe.lock.json: {why}"),
+        catalog: None,
     }
-    if (&version, &digest, &runtime_id) == (&entry.version, &entry.digest, &entry.runtime_id) {
-        return Ok(status(
+}
+
+/// The lock as Python's `json` reads it; `Ok(Err(…))` when it is no lock at all, and
+/// `Err` when it is past the document limits.
+fn read_lock(lock: &[u8]) -> Result<Result<PyValue, RecipeStatus>, LockUnreadable> {
+    let text = match document::reading(lock, &Limits::default()) {
+        Ok(text) => text,
+        Err(v) if matches!(v.rule, Rule::LimitsSize | Rule::LimitsDepth) => {
+            return Err(LockUnreadable(v.message))
+        }
+        Err(v) => return Ok(Err(malformed(&v.message))),
+    };
+    Ok(PyValue::parse(&text).ok_or_else(|| malformed("it cannot be read as JSON")))
+}
+
+/// What a lock pins, each field as Python's `str()` gives it.
+struct Locked {
+    name: String,
+    version: String,
+    digest: String,
+    runtime_id: String,
+    /// `framework.kind`; empty when the lock does not say.
+    kind: String,
+}
+
+impl Locked {
+    /// The pinned fields; `Err` says which is missing, as Python's `KeyError` or
+    /// `TypeError` would.
+    fn of(lock: &PyValue) -> Result<Locked, String> {
+        let recipe = lock.subscript("recipe")?;
+        let framework = lock.subscript("framework")?;
+        Ok(Locked {
+            name: recipe.subscript("name")?.py_str(),
+            version: recipe.subscript("version")?.py_str(),
+            digest: recipe.subscript("digest")?.py_str(),
+            runtime_id: framework.subscript("runtime_id")?.py_str(),
+            kind: framework
+                .get("kind")
+                .map_or_else(String::new, PyValue::py_str),
+        })
+    }
+}
+
+/// `runtime_removed`: the catalog does not serve `name`, and what it serves.
+fn not_served(name: &str, catalog: Option<&HashMap<String, CatalogEntry>>) -> RecipeStatus {
+    let mut served: Vec<&str> = catalog
+        .map(|c| c.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    served.sort_unstable();
+    let served = if served.is_empty() {
+        "none".to_string()
+    } else {
+        served.join(", ")
+    };
+    RecipeStatus {
+        status: Status::RuntimeRemoved,
+        message: format!("the catalog no longer serves {name} (served: {served}); choose another recipe and `sf recipe upgrade`"),
+        catalog: None,
+    }
+}
+
+/// `sdk_incompatible` when the client's core version `core` (if known) is outside the
+/// recipe's `requires.core`.
+fn core_outside(name: &str, entry: &CatalogEntry, core: &str) -> Option<(Status, String)> {
+    let (raw, specifiers) = entry.requires_core.as_ref()?;
+    if core.is_empty() || core_version_allowed(specifiers, core) == Ok(true) {
+        return None;
+    }
+    Some((
+        Status::SdkIncompatible,
+        format!(
+            "client core {core} is outside {raw}, which {name} {} requires; upgrade the client",
+            entry.version
+        ),
+    ))
+}
+
+/// The locked terms against the catalog's: `current`, `incompatible` (another
+/// framework, a newer or incomparable version), `compatible` (the same version
+/// rebuilt) or `upgrade_advised` (an older version).
+fn compare(locked: &Locked, entry: &CatalogEntry) -> (Status, String) {
+    let Locked {
+        name,
+        version,
+        digest,
+        runtime_id,
+        kind,
+    } = locked;
+    if (version, digest, runtime_id) == (&entry.version, &entry.digest, &entry.runtime_id) {
+        return (
             Status::Current,
             format!("{name} {version} is the catalog's; admission accepts it"),
-        ));
+        );
     }
-    let order = match (pep440(&version), pep440(&entry.version)) {
+    let order = match (pep440(version), pep440(&entry.version)) {
         (Some(locked), Some(served)) => Some(locked.cmp(&served)),
         _ => None,
     };
     let older = order == Some(std::cmp::Ordering::Less);
     let newer = order == Some(std::cmp::Ordering::Greater);
     let other_framework =
-        !kind.is_empty() && !entry.framework_kind.is_empty() && kind != entry.framework_kind;
+        !kind.is_empty() && !entry.framework_kind.is_empty() && *kind != entry.framework_kind;
     if other_framework || newer {
         let locked_kind = if kind.is_empty() {
             "unknown framework"
         } else {
-            &kind
+            kind
         };
-        return Ok(status(
+        return (
             Status::Incompatible,
             format!(
                 "the lock pins {name} {version} ({locked_kind}) but the catalog serves {} ({}); re-lock with `sf recipe upgrade`",
                 entry.version, entry.framework_kind
             ),
-        ));
+        );
     }
-    if version == entry.version {
-        return Ok(status(
+    if *version == entry.version {
+        return (
             Status::Compatible,
             format!("{name} {version} was rebuilt: digest or runtime differ from the catalog's; `sf recipe upgrade` refreshes the lock"),
-        ));
+        );
     }
     if older {
-        return Ok(status(
+        return (
             Status::UpgradeAdvised,
             format!(
                 "the lock pins {name} {version}; the catalog serves {}; run `sf recipe upgrade`",
                 entry.version
             ),
-        ));
+        );
     }
-    Ok(status(
+    (
         Status::Incompatible,
         format!(
             "the lock pins {name} {version}, which cannot be compared with the catalog's {}",
             entry.version
         ),
-    ))
+    )
 }
 
 /// A PEP 440 version, surrounding whitespace aside as PEP 440 allows.
