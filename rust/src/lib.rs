@@ -9,6 +9,11 @@
 //! build on it, and `gpus` on `schema`; the parser (`document`, `yaml`), the rules of each kind (`kinds`), the
 //! file checks (`files`) and `facts` on those; `validator` ties them together, and
 //! `wire` and `python` face the outside.
+//!
+//! `unsafe` is denied here and allowed only in the modules that need it (`tape`,
+//! `files::mapped`), each of which says why.
+
+#![deny(unsafe_code)]
 
 pub mod admission;
 pub mod config;

@@ -13,6 +13,10 @@
 //! with simd-json, whose answer (its tape, or its error and the message made from it)
 //! is the reference; `tests` compare the two tapes on every document they can find.
 
+// The crate denies `unsafe` (lib.rs); this module needs it for the SSE2 string scan
+// and one slice whose UTF-8 is already checked.
+#![allow(unsafe_code)]
+
 use simd_json::{Node, StaticNode};
 
 /// The scratch a read reuses: key fingerprints and decoded strings.

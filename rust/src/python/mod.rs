@@ -117,6 +117,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KINDS", PyTuple::new(py, Kind::ALL.map(Kind::as_str))?)?;
     // The rule the service answers with PERMISSION_DENIED rather than a verdict.
     m.add("PROJECT_FORBIDDEN", Rule::ForgeProjectForbidden.id())?;
+    // The core's defaults of the [limits] keys it reads, which jobgate.config serves.
+    m.add("DEFAULT_LIMITS", config::default_limits(py)?)?;
     m.add_class::<validator::Validator>()?;
     m.add_class::<report::Report>()?;
     m.add_class::<report::Violation>()?;
