@@ -276,8 +276,8 @@ impl<'i> Reader<'i> {
                 // SAFETY: `read` checked the whole input as UTF-8, and both ends of
                 // `text` sit next to an ASCII quote. An ASCII byte is never part of a
                 // multi-byte sequence, so both ends are character boundaries and `text`
-                // is valid UTF-8. (`str::get` would check the boundaries again: 6% of
-                // reading a JobSpec.)
+                // is valid UTF-8. (`str::get` would check the boundaries again; its cost
+                // is in BENCHMARKS.md, "core".)
                 Some(unsafe { std::str::from_utf8_unchecked(text) })
             }
             Stop::Backslash => self.escaped(start, end, at, s),

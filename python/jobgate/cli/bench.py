@@ -10,13 +10,17 @@ measures them, with an open loop that does not hide queueing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
 from jobgate import samples
+from jobgate.bench import compare
+from jobgate.bench.plot import PlotUnavailable, draw, require
 from jobgate.cli import connect
+from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError
 
 CALLS = ("admit", "admit-batch", "admit-stream", "empty")
 # `serve --workers N` shares connections among its workers, not calls, each to a
@@ -82,11 +86,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    import json
-
-    from jobgate.bench import compare
-    from jobgate.cli import UsageError
-
     try:
         rows = compare.compare(compare.load(args.a), compare.load(args.b))
     except compare.CompareError as e:
@@ -96,8 +95,6 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def read_documents(paths: list[str] | None) -> list[bytes]:
-    from jobgate.cli import UsageError
-
     paths = paths or [str(samples.path("jobspec.valid.json")), str(samples.path("spec_bundle.valid.yaml"))]
     out = []
     for path in paths:
@@ -110,6 +107,8 @@ def read_documents(paths: list[str] | None) -> list[bytes]:
 
 def encode_requests(call: str, documents: list[bytes], batch: int, open_records: bool) -> tuple[tuple[bytes, ...], int]:
     """The request messages of a call shape, encoded once, and the documents each carries."""
+    # Imported here: grpc comes with the bench extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     from grpc_health.v1 import health_pb2
 
     from jobgate.v1 import admission_pb2
@@ -137,10 +136,11 @@ def _gcd(a: int, b: int) -> int:
 def probe(args: argparse.Namespace, documents: list[bytes]) -> None:
     """One dry-run call before the run (it opens nothing, whatever the run does):
     fails fast (exit 2) on what every call would share."""
+    # Imported here: grpc comes with the bench extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     import grpc
 
     from jobgate.bench.load import ADMIT, ADMIT_BATCH, HEALTH_CHECK
-    from jobgate.cli import UsageError
 
     method = {"admit": ADMIT, "admit-batch": ADMIT_BATCH, "empty": HEALTH_CHECK, "admit-stream": HEALTH_CHECK}[args.call]
     shape = "empty" if args.call == "admit-stream" else args.call
@@ -173,9 +173,9 @@ def parameters(args: argparse.Namespace, documents: int, connections: int) -> di
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: hdrh (the latency histograms) comes with the bench extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     from jobgate.bench import load, results
-    from jobgate.bench.plot import PlotUnavailable, draw, require
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
 
     if args.plot:
         try:
@@ -233,8 +233,6 @@ def run(args: argparse.Namespace) -> int:
     if result["calls"] == 0:
         raise UsageError("no call was measured: lengthen --duration or lower --warmup")
     if args.format == "json":
-        import json
-
         print(json.dumps(result, indent=2))
     elif args.format == "csv":
         print(results.csv_text(result))

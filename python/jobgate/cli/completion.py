@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import argparse
 
+import shtab
+
+from jobgate.cli.usage import EXIT_PASS
+
 SHELLS = ("bash", "zsh", "fish")
 # What an argument's METAVAR says it names: files (documents, configurations,
 # packages, certificates) or directories.
@@ -28,8 +32,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def paths_marked(parser: argparse.ArgumentParser) -> None:
     """Marks every argument naming a file or a directory, in `parser` and its
     subcommands, for shtab to complete as one."""
-    import shtab
-
     for action in parser._actions:  # noqa: SLF001 - argparse keeps them there
         if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
             for child in action.choices.values():
@@ -41,9 +43,8 @@ def paths_marked(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import shtab
-
-    from jobgate.cli import EXIT_PASS, build_parser
+    # Imported here: the package that builds the parser imports this module first.
+    from jobgate.cli import build_parser
 
     parser = build_parser()
     paths_marked(parser)
