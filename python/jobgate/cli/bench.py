@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from jobgate import samples
-from jobgate.bench import compare
 from jobgate.bench.plot import PlotUnavailable, draw, require
 from jobgate.cli import connect
 from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError
@@ -86,6 +85,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: every command imports this module, and `statistics`
+    # would add to the start of each.
+    from jobgate.bench import compare
+
     try:
         rows = compare.compare(compare.load(args.a), compare.load(args.b))
     except compare.CompareError as e:

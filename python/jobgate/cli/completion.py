@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 
-import shtab
-
 from jobgate.cli.usage import EXIT_PASS
 
 SHELLS = ("bash", "zsh", "fish")
@@ -32,6 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def paths_marked(parser: argparse.ArgumentParser) -> None:
     """Marks every argument naming a file or a directory, in `parser` and its
     subcommands, for shtab to complete as one."""
+    import shtab  # as in `run`
+
     for action in parser._actions:  # noqa: SLF001 - argparse keeps them there
         if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
             for child in action.choices.values():
@@ -43,7 +43,11 @@ def paths_marked(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here: the package that builds the parser imports this module first.
+    # Imported here, not at the top: every command imports this module, and shtab
+    # would add to the start of each; the package that builds the parser imports this
+    # module before it defines `build_parser`.
+    import shtab
+
     from jobgate.cli import build_parser
 
     parser = build_parser()

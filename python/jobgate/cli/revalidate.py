@@ -11,7 +11,7 @@ import threading
 from contextlib import ExitStack
 from typing import Any
 
-from jobgate import KINDS, Validator, load_config, revalidation, rollout, sources
+from jobgate import KINDS, Validator, load_config, rollout, sources
 from jobgate.cli import formats, streaming
 from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 from jobgate.config import environment_config
@@ -74,6 +74,8 @@ class Progress:
         threading.Thread(target=self._count, args=(paths,), name="jobgate-count", daemon=True).start()
 
     def _count(self, paths: list[str]) -> None:
+        from jobgate import revalidation  # as in `run`
+
         try:
             self.total = sum(1 for _ in revalidation.discover(paths))
         except OSError:
@@ -98,6 +100,11 @@ class Progress:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: every command imports this module, and the engines (tarfile, sqlite3,
+    # thread pools)
+    # would add to the start of each.
+    from jobgate import revalidation
+
     if args.address and args.engine != "ray":
         raise UsageError("--address is for --engine ray")
     if args.threads is not None and (args.engine != "local" or args.threads < 1):

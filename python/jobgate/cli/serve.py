@@ -11,11 +11,9 @@ down with its exit code, and one /metrics endpoint sums the workers' metrics."""
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -70,6 +68,8 @@ WORKER_ENV = "JOBGATE_WORKER"  # the supervisor's pid, set for the processes of 
 def follow_supervisor(supervisor: str) -> None:
     """A worker stops (SIGTERM, gracefully) when its supervisor dies, however it dies:
     a supervisor killed outright must not leave workers serving its port unwatched."""
+    import ctypes  # only a worker of `serve --workers N` needs it
+
 
     PR_SET_PDEATHSIG = 1  # noqa: N806 - the name prctl(2) gives it
     try:
@@ -100,6 +100,10 @@ def run_workers(args: argparse.Namespace, listen: str, config: Config) -> int:
     """N copies of `jobgate serve` on one port, supervised: signals are passed on to
     each; when one exits unasked, the others are stopped and its exit code is the
     service's. Their metrics are summed on the one /metrics endpoint served here."""
+    # Imported here, not at the top: every command imports this module, and subprocess
+    # would add to the start of each.
+    import subprocess
+
     if listen.endswith(":0"):
         raise UsageError("--workers needs a fixed port to share")
     command = [sys.executable, "-m", "jobgate.cli", "serve", "--listen", listen]
