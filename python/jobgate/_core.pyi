@@ -16,6 +16,9 @@ KINDS: tuple[Kind, ...]
 PROJECT_FORBIDDEN: str
 """The id of the rule a JobSpec outside its account's projects breaks
 (``forge.project.forbidden``): the service answers it with PERMISSION_DENIED."""
+DEFAULT_LIMITS: dict[str, int]
+"""The core's defaults of the ``[limits]`` keys it reads, by key, and
+``max_depth_ceiling``: the deepest nesting a configuration may allow."""
 
 class CatalogEntry:
     """One recipe the deployment serves, in the shape of ``recipe.lock.json``. Every

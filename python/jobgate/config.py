@@ -29,8 +29,10 @@ from jobgate.sources import NotRegular, open_regular
 
 RULE_IDS = [r["rule"] for r in _core.rules()]  # for "did you mean" on a [rules] typo
 
-DEFAULT_MAX_DOCUMENT_BYTES = 1024 * 1024
-DEFAULT_MAX_DEPTH = 64
+# The defaults of the limits the core reads are the core's own (rust/src/limits.rs).
+CORE_LIMITS: dict[str, int] = dict(_core.DEFAULT_LIMITS)
+DEFAULT_MAX_DOCUMENT_BYTES = CORE_LIMITS["max_document_bytes"]
+DEFAULT_MAX_DEPTH = CORE_LIMITS["max_depth"]
 # A transition's message as stored; longer ones keep their head and a marker.
 DEFAULT_MAX_MESSAGE_BYTES = 4096
 # With the defaults a record (at most 512 messages of 4 KiB, plus what its document
@@ -60,13 +62,13 @@ class _Model(BaseModel):
 
 class Limits(_Model):
     max_document_bytes: int = Field(DEFAULT_MAX_DOCUMENT_BYTES, gt=0, description="the largest document checked (limits.size beyond); also a package's bundle document")
-    max_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=1024, description="the deepest nesting a document may have (limits.depth beyond)")
+    max_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=CORE_LIMITS["max_depth_ceiling"], description="the deepest nesting a document may have (limits.depth beyond)")
     max_batch: int = Field(4096, ge=1, description="documents per AdmitBatch / check_many call")
-    max_package_bytes: int = Field(1 << 30, gt=0, description="all members of a package, inflated; and each file under a root")
-    max_package_members: int = Field(100_000, gt=0, description="members a package may hold")
-    max_package_ratio: int = Field(100, ge=1, description="bytes a package may inflate to per byte of its own, once past 16 MiB (limits.size beyond): bounds the work of reading one, as max_package_bytes bounds what it holds")
-    package_cache_bytes: int = Field(64 << 20, ge=0, description="memory, per process, for packages verified once and then served by the BLAKE3 of their bytes (a hit reports exactly what a miss would); 0 turns it off")
-    max_violations: int = Field(1000, ge=1, description="violations listed per report; the rest are counted in limits.violations")
+    max_package_bytes: int = Field(CORE_LIMITS["max_package_bytes"], gt=0, description="all members of a package, inflated; and each file under a root")
+    max_package_members: int = Field(CORE_LIMITS["max_package_members"], gt=0, description="members a package may hold")
+    max_package_ratio: int = Field(CORE_LIMITS["max_package_ratio"], ge=1, description="bytes a package may inflate to per byte of its own, once past 16 MiB (limits.size beyond): bounds the work of reading one, as max_package_bytes bounds what it holds")
+    package_cache_bytes: int = Field(CORE_LIMITS["package_cache_bytes"], ge=0, description="memory, per process, for packages verified once and then served by the BLAKE3 of their bytes (a hit reports exactly what a miss would); 0 turns it off")
+    max_violations: int = Field(CORE_LIMITS["max_violations"], ge=1, description="violations listed per report; the rest are counted in limits.violations")
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, ge=64, description="a transition message as stored, UTF-8; the rest is cut with a marker")
     max_transitions: int = Field(DEFAULT_MAX_TRANSITIONS, ge=2, description="transitions a record keeps; beyond, only a terminal state is still recorded")
 

@@ -5,7 +5,7 @@
 //! and key) and hands the result here (`python::config`); this module only holds
 //! typed values and the PEP 440 matching of `requires.core`.
 //!
-//! Near the bottom of the crate: imports only `limits`.
+//! Near the bottom of the crate: imports only `limits` and `rules`.
 
 use std::collections::HashMap;
 use std::str::FromStr;

@@ -46,7 +46,9 @@ pub fn stamp_owner(root: Value<'_, '_>, owner: &str) -> Vec<u8> {
     out
 }
 
-/// `owner_at`: the owner to stamp when this value is the root (depth 0) or `metadata` (depth 1).
+/// Writes `v` as compact JSON. `owner`, when given, is stamped as `metadata.owner`:
+/// passed at the root (depth 0) and on to `metadata` (depth 1), where it replaces the
+/// `owner` key or is appended; every other value is written as read.
 fn write(v: Value<'_, '_>, out: &mut Vec<u8>, owner: Option<&str>, depth: usize) {
     match v.ty() {
         Type::Object(_) => {

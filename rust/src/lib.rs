@@ -10,6 +10,11 @@
 //! `yaml`), the rules and facts of each kind (`kinds`), `recipe_status` and the file
 //! checks (`files`) on those; `validator` ties them together, and `wire` and `python`
 //! face the outside.
+//!
+//! `unsafe` is denied here and allowed only in the modules that need it (`tape`,
+//! `files::mapped`), each of which says why.
+
+#![deny(unsafe_code)]
 
 pub mod admission;
 pub mod collect;

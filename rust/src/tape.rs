@@ -13,6 +13,10 @@
 //! with simd-json, whose answer (its tape, or its error and the message made from it)
 //! is the reference; `tests` compare the two tapes on every document they can find.
 
+// The crate denies `unsafe` (lib.rs); this module needs it for the SSE2 string scan
+// and one slice whose UTF-8 is already checked.
+#![allow(unsafe_code)]
+
 use simd_json::{Node, StaticNode};
 
 /// The scratch a read reuses: key fingerprints and decoded strings.
@@ -272,8 +276,8 @@ impl<'i> Reader<'i> {
                 // SAFETY: `read` checked the whole input as UTF-8, and both ends of
                 // `text` sit next to an ASCII quote. An ASCII byte is never part of a
                 // multi-byte sequence, so both ends are character boundaries and `text`
-                // is valid UTF-8. (`str::get` would check the boundaries again: 6% of
-                // reading a JobSpec.)
+                // is valid UTF-8. (`str::get` would check the boundaries again; its cost
+                // is in BENCHMARKS.md, "core".)
                 Some(unsafe { std::str::from_utf8_unchecked(text) })
             }
             Stop::Backslash => self.escaped(start, end, at, s),

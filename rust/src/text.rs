@@ -24,6 +24,15 @@ pub fn same(a: &str, b: &str) -> bool {
     }
 }
 
+/// Whether `s` is a SHA-256 digest as documents and manifests write it: 64 lowercase
+/// hex characters. The one reading of a digest, for the `schema.pattern` rule and for
+/// the supporting files the core opens.
+pub fn is_lowercase_sha256(s: &str) -> bool {
+    // Without a branch per byte, which lets the compiler test many bytes at once.
+    let hex = |c: &u8| matches!(c, b'0'..=b'9' | b'a'..=b'f');
+    s.len() == 64 && s.as_bytes().iter().fold(true, |all, c| all & hex(c))
+}
+
 /// The longest string searched by a plain loop rather than `memchr`.
 const SHORT: usize = 16;
 

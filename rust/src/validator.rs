@@ -13,7 +13,7 @@ use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::document;
 use crate::facts::Facts;
-use crate::files::cache::DigestCache;
+use crate::files::cache::{DigestCache, Key as StatKey};
 use crate::files::package_cache::{self, PackageCache};
 use crate::files::staging::{self, FileSource, Staged};
 use crate::files::{self, archive, package, root, Declared, Found};
@@ -184,17 +184,7 @@ impl Validator {
         // One open: the bytes hashed for the key are the bytes read, from one inode; a
         // file written to meanwhile (its stat moves) is read but not remembered.
         let mut file = archive::open_regular(path)?;
-        let identity = |f: &std::fs::File| {
-            rustix::fs::fstat(f).ok().map(|s| {
-                (
-                    s.st_size,
-                    s.st_mtime,
-                    s.st_mtime_nsec,
-                    s.st_ctime,
-                    s.st_ctime_nsec,
-                )
-            })
-        };
+        let identity = |f: &std::fs::File| rustix::fs::fstat(f).ok().map(|s| StatKey::of(&s));
         let before = identity(&file);
         // With the cache off, the bytes are not hashed for a key no one keeps.
         let key = if self.packages.enabled() {

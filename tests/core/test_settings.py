@@ -10,10 +10,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 import jobgate
 from jobgate import _core, samples, sources
-from jobgate.config import core_settings
+from jobgate.config import Limits, core_settings
 
 
 def settings(**overrides):
@@ -122,3 +123,23 @@ def test_the_quota_lookup_is_the_rules_own():
     doc = b'{"apiVersion": "forge/v2", "metadata": {"project": "lab"}, "spec": {"resources": {"pools": [{"name": "a", "nodes": 9, "gpus_per_node": 8}]}}}'
     report = jobgate.Validator().check(doc, project_quota=_core.project_quota("lab", **quota), project_gpus_in_use=0)
     assert "forge.quota.project" in {v.rule for v in report.violations}
+
+
+def test_the_limit_defaults_are_the_cores_own():
+    assert _core.DEFAULT_LIMITS == {
+        "max_document_bytes": 1 << 20,
+        "max_depth": 64,
+        "max_depth_ceiling": 1024,
+        "max_package_bytes": 1 << 30,
+        "max_package_members": 100_000,
+        "max_package_ratio": 100,
+        "package_cache_bytes": 64 << 20,
+        "max_violations": 1000,
+    }
+    # Every default the core has is the configuration's, key by key.
+    read = set(_core.DEFAULT_LIMITS) - {"max_depth_ceiling"}
+    assert read <= set(Limits.model_fields)
+    assert {k: getattr(Limits(), k) for k in read} == {k: _core.DEFAULT_LIMITS[k] for k in read}
+    Limits(max_depth=1024)
+    with pytest.raises(ValidationError, match="less than or equal to 1024"):
+        Limits(max_depth=1025)

@@ -12,12 +12,11 @@ import os
 import sys
 import traceback
 
-from jobgate import __version__, sources
+from jobgate import __version__
 from jobgate.cli import bench, check, completion, demo, jobs, revalidate, serve, stage, submit, tokens
 from jobgate.cli.formats import printable
+from jobgate.cli.usage import EXIT_ERROR, EXIT_FAIL, EXIT_PASS, UsageError, named_files  # noqa: F401 - the commands' API, as before
 from jobgate.config import ConfigError
-
-EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 # `pip install jobgate` runs check, stage and revalidate (local engine); the other
 # commands import what they need when they run, and each such module comes with an
@@ -36,24 +35,6 @@ EXTRA_OF_MODULE = {
 }
 # A command whose extra brings the gRPC client as well: it is named for it.
 EXTRA_OF_COMMAND = {"bench": "bench"}
-
-
-class UsageError(Exception):
-    """A command that cannot run as asked; exit code 2."""
-
-
-def named_files(*paths: str | None) -> None:
-    """Refuses a file named by an option (configuration, package) that does not exist,
-    or is a FIFO, socket or device: reading it would block, or never end. Documents
-    are refused by `sources` as they are read."""
-    for path in paths:
-        if path:
-            if not os.path.lexists(path):
-                raise UsageError(f"{path}: no such file")
-            try:
-                sources.ensure_regular(path)
-            except sources.NotRegular as e:
-                raise UsageError(str(e)) from None
 
 
 class _Parser(argparse.ArgumentParser):

@@ -12,6 +12,7 @@ measures them, with an open loop that does not hide queueing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from jobgate import samples
 from jobgate.cli import connect
+from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError
 
 CALLS = ("admit", "admit-batch", "admit-stream", "empty")
 # `serve --workers N` shares connections among its workers, not calls, each to a
@@ -97,10 +99,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    import json
-
     from jobgate.bench import compare
-    from jobgate.cli import UsageError
 
     try:
         a, b = compare.load(args.a), compare.load(args.b)
@@ -118,7 +117,6 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def read_documents(paths: list[str] | None) -> list[bytes]:
-    from jobgate.cli import UsageError
 
     paths = paths or [str(samples.path("jobspec.valid.json")), str(samples.path("spec_bundle.valid.yaml"))]
     out = []
@@ -131,7 +129,6 @@ def read_documents(paths: list[str] | None) -> list[bytes]:
 
 
 def _text_of(path: str, option: str) -> str:
-    from jobgate.cli import UsageError
 
     try:
         return sys.stdin.read() if path == "-" else Path(path).read_text()
@@ -143,7 +140,6 @@ def request_messages(args: argparse.Namespace) -> tuple[list, str, int | None]:
     """The run's request messages, where they came from ("documents" or "data") and,
     from documents, how many were given."""
     from jobgate.bench import calls
-    from jobgate.cli import UsageError
 
     if args.data is None and args.data_file is None:
         documents = read_documents(args.document)
@@ -160,7 +156,6 @@ def request_messages(args: argparse.Namespace) -> tuple[list, str, int | None]:
 def call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str | bytes], ...]:
     """The token's metadata and what -H, --metadata and --metadata-file add."""
     from jobgate.bench import calls
-    from jobgate.cli import UsageError
 
     try:
         pairs = []
@@ -177,7 +172,6 @@ def call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str | bytes], ..
 def ramp_of(args: argparse.Namespace):
     """The ramp the options ask for, or None for a constant load; checked."""
     from jobgate.bench.load import Ramp
-    from jobgate.cli import UsageError
 
     given = [name for name in ("load_start", "load_step", "load_end", "load_step_duration") if getattr(args, name) is not None]
     if args.load_schedule != "step" and args.load_step is None:
@@ -212,7 +206,6 @@ def probe(args: argparse.Namespace, message, metadata) -> None:
     import grpc
 
     from jobgate.bench.calls import METHODS, request_class
-    from jobgate.cli import UsageError
 
     if args.call == "admit-stream":
         method, request = METHODS["empty"], request_class("empty")().SerializeToString()
@@ -260,7 +253,6 @@ def parameters(args: argparse.Namespace, request: dict, metadata, documents: int
 def run(args: argparse.Namespace) -> int:
     from jobgate.bench import calls, load, results
     from jobgate.bench.plot import PlotUnavailable, draw, require
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError
 
     if args.plot:
         try:
@@ -327,7 +319,6 @@ def run(args: argparse.Namespace) -> int:
     if result["calls"] == 0:
         raise UsageError("no call was measured: lengthen --duration or lower --warmup")
     if args.format == "json":
-        import json
 
         print(json.dumps(result, indent=2))
     elif args.format == "csv":

@@ -6,6 +6,7 @@ import argparse
 
 from jobgate import KINDS, Validator, load_config, sources
 from jobgate.cli import formats
+from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 from jobgate.config import Config, environment_config
 from jobgate.reports import ReportView
 
@@ -35,8 +36,6 @@ def judge(validator: Validator, docs: list[sources.Source | sources.TooLarge], a
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, named_files
-
     if not args.paths and not args.package:
         raise UsageError("check needs at least one PATH (or --package FILE)")
     named_files(args.config, args.package)

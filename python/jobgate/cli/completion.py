@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 
+from jobgate.cli.usage import EXIT_PASS
+
 SHELLS = ("bash", "zsh", "fish")
 # What an argument's METAVAR says it names: files (documents, configurations,
 # packages, certificates) or directories.
@@ -28,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def paths_marked(parser: argparse.ArgumentParser) -> None:
     """Marks every argument naming a file or a directory, in `parser` and its
     subcommands, for shtab to complete as one."""
-    import shtab
+    import shtab  # as in `run`
 
     for action in parser._actions:  # noqa: SLF001 - argparse keeps them there
         if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
@@ -41,9 +43,12 @@ def paths_marked(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: every command imports this module, and shtab
+    # would add to the start of each; the package that builds the parser imports this
+    # module before it defines `build_parser`.
     import shtab
 
-    from jobgate.cli import EXIT_PASS, build_parser
+    from jobgate.cli import build_parser
 
     parser = build_parser()
     paths_marked(parser)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
+import ssl
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobgate.addresses import is_loopback
+from jobgate.cli.usage import UsageError
 
 if TYPE_CHECKING:
     import grpc
@@ -38,9 +41,9 @@ def channels_for(args: argparse.Namespace, count: int, options: list[tuple[str, 
     """`count` channels as `channel_for` makes one, each on a TCP connection of its
     own: gRPC carries channels with the same target and arguments on one connection,
     and `serve --workers N` gives a connection, with every call on it, to one worker."""
+    # Imported here: grpc comes with the server extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     import grpc
-
-    from jobgate.cli import UsageError
 
     if bool(args.cert) != bool(args.key):
         raise UsageError("--cert and --key go together (mutual TLS)")
@@ -73,9 +76,6 @@ def speaks_tls(server: str, timeout: float = 3.0) -> bool:
     """Whether a TLS handshake with `server` (HOST:PORT) gets a TLS answer: completed,
     or refused with a TLS alert (a server that wants a client certificate). Its
     certificate is not checked: this only tells TLS from plaintext, nothing is sent."""
-    import socket
-    import ssl
-
     host, _, port = server.rpartition(":")
     if not port.isdigit() or not host:
         return False  # a target gRPC resolves itself (dns:///…, unix:…): not guessed at

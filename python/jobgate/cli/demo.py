@@ -9,6 +9,7 @@ import tempfile
 
 from jobgate import samples
 from jobgate.cli import formats
+from jobgate.cli.serve import embedded_default
 from jobgate.reports import ReportView
 
 
@@ -19,9 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the service comes with the server extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     import grpc
 
-    from jobgate.cli.serve import embedded_default
     from jobgate.server import create_server
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
 

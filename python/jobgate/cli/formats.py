@@ -23,6 +23,7 @@ from xml.sax.saxutils import escape, quoteattr
 import orjson
 
 from jobgate import Report, __version__, rulebook, rules
+from jobgate.reports import ReportView
 
 FORMATS = ("text", "json", "junit", "sarif", "github")
 
@@ -394,8 +395,6 @@ def changes(fmt: str, changed: Sequence[Any], impact: dict[str, Any], suite: str
     if fmt == "json":
         return dumps({"changes": [c.to_dict() for c in changed], "impact": impact})
     if fmt in ("junit", "sarif", "github"):
-        from jobgate.reports import ReportView
-
         return render(fmt, [(c.source, ReportView.from_dict(c.candidate)) for c in changed], suite)
     paint = _painter()
     lines = [line for c in changed for line in change_lines(c, paint)]

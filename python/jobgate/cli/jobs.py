@@ -9,10 +9,12 @@ import os
 import sys
 from typing import Any
 
-from jobgate import load_config
-from jobgate.cli import connect
+from jobgate import Validator, load_config, rollout
+from jobgate.cli import connect, streaming
 from jobgate.cli.formats import printable
+from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 from jobgate.config import environment_config
+from jobgate.store import JobNotFound, RecordFull, StoreFull, StoreUnavailable, TerminalState, Unstorable, open_store
 from jobgate.store.base import ERR_CLASSES, SOURCES, STATES
 
 AUDIT_PAGE = 500  # jobs listed, read and judged at a time by `jobs audit`
@@ -71,9 +73,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 class Local:
     def __init__(self, args: argparse.Namespace) -> None:
-        from jobgate.cli import UsageError
-        from jobgate.store import open_store
-
         config = load_config(args.config) if args.config else environment_config()
         path = args.store or (config.store.path if config else "./.jobgate")
         url = None if args.store else config.store.url if config else None
@@ -99,6 +98,10 @@ class Local:
 
 
 class Remote:
+    """The records through a running service. Its methods import the gRPC and protobuf
+    modules they use: those come with the server extra, and a command without it must
+    still start to say which extra to install (cli.missing_extra)."""
+
     def __init__(self, args: argparse.Namespace) -> None:
         from jobgate.v1 import jobs_pb2_grpc
 
@@ -144,9 +147,6 @@ def _errors(fn):
     """Store and RPC failures as one line and exit code 2 (unknown id, terminal state)."""
 
     def run(args: argparse.Namespace) -> int:
-        from jobgate.cli import UsageError
-        from jobgate.store import JobNotFound, RecordFull, StoreFull, StoreUnavailable, TerminalState, Unstorable
-
         try:
             return fn(args)
         except UsageError:
@@ -218,9 +218,6 @@ def run_mark(args: argparse.Namespace) -> int:
 def run_audit(args: argparse.Namespace) -> int:
     """Gatekeeper's audit: every unfinished job's admitted document, judged under the
     current configuration and the candidate; the jobs judged otherwise are shown."""
-    from jobgate import Validator, rollout
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, named_files, streaming
-
     named_files(args.against)
     current = Validator(load_config(args.config) if args.config else environment_config())
     candidate = Validator(load_config(args.against))

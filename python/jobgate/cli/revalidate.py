@@ -11,8 +11,10 @@ import threading
 from contextlib import ExitStack
 from typing import Any
 
-from jobgate import KINDS
+from jobgate import KINDS, Validator, load_config, rollout, sources
 from jobgate.cli import formats, streaming
+from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError, named_files
+from jobgate.config import environment_config
 
 ENGINES = ("local", "ray")
 
@@ -64,13 +66,15 @@ class Progress:
         self.total: int | None = None
         if not shown:
             return
+        # Imported here: only a shown progress bar needs tqdm, and importing it costs
+        # every command's start more than the rest of this module.
         from tqdm import tqdm
 
         self.bar = tqdm(unit="item", file=sys.stderr, desc="revalidating", dynamic_ncols=True)
         threading.Thread(target=self._count, args=(paths,), name="jobgate-count", daemon=True).start()
 
     def _count(self, paths: list[str]) -> None:
-        from jobgate import revalidation
+        from jobgate import revalidation  # as in `run`
 
         try:
             self.total = sum(1 for _ in revalidation.discover(paths))
@@ -96,9 +100,10 @@ class Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobgate import load_config, revalidation
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, named_files
-    from jobgate.config import environment_config
+    # Imported here, not at the top: every command imports this module, and the engines (tarfile, sqlite3,
+    # thread pools)
+    # would add to the start of each.
+    from jobgate import revalidation
 
     if args.address and args.engine != "ray":
         raise UsageError("--address is for --engine ray")
@@ -149,9 +154,6 @@ def run(args: argparse.Namespace) -> int:
 def report_changes(args: argparse.Namespace, judged: Any, progress: Progress) -> int:
     """`--against`: the items the candidate judges otherwise, written as each chunk
     completes, then the counts."""
-    from jobgate import Validator, rollout, sources
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS
-
     reader = Validator()
 
     def project_of(item) -> str:

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import socket
+import sys
+import tempfile
+import time
 
 from jobgate import load_config, samples
+from jobgate.cli.usage import UsageError
 from jobgate.config import Config, Server, environment_config
 
 
@@ -31,7 +37,8 @@ def embedded_default() -> Config:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobgate.cli import UsageError
+    # Imported here: the service comes with the server extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     from jobgate.server import serve
     from jobgate.server.app import StartupError, check_startable
 
@@ -61,8 +68,8 @@ WORKER_ENV = "JOBGATE_WORKER"  # the supervisor's pid, set for the processes of 
 def follow_supervisor(supervisor: str) -> None:
     """A worker stops (SIGTERM, gracefully) when its supervisor dies, however it dies:
     a supervisor killed outright must not leave workers serving its port unwatched."""
-    import ctypes
-    import signal
+    import ctypes  # only a worker of `serve --workers N` needs it
+
 
     PR_SET_PDEATHSIG = 1  # noqa: N806 - the name prctl(2) gives it
     try:
@@ -76,10 +83,6 @@ def follow_supervisor(supervisor: str) -> None:
 def probe(listen: str) -> None:
     """Refuses an address another process already listens on: gRPC would otherwise
     share the port (SO_REUSEPORT) and split the traffic between two services."""
-    import socket
-
-    from jobgate.cli import UsageError
-
     host, _, port = listen.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"
     if not port.isdigit() or int(port) == 0:
@@ -97,13 +100,9 @@ def run_workers(args: argparse.Namespace, listen: str, config: Config) -> int:
     """N copies of `jobgate serve` on one port, supervised: signals are passed on to
     each; when one exits unasked, the others are stopped and its exit code is the
     service's. Their metrics are summed on the one /metrics endpoint served here."""
-    import signal
+    # Imported here, not at the top: every command imports this module, and subprocess
+    # would add to the start of each.
     import subprocess
-    import sys
-    import tempfile
-    import time
-
-    from jobgate.cli import UsageError
 
     if listen.endswith(":0"):
         raise UsageError("--workers needs a fixed port to share")
@@ -145,9 +144,10 @@ def run_workers(args: argparse.Namespace, listen: str, config: Config) -> int:
 def serve_summed_metrics(listen: str, metrics_dir: str, pids):
     """One /metrics endpoint for every worker: their call and admission metrics summed
     (prometheus-client's multiprocess mode), and each one's process metrics."""
+    # Imported here: prometheus-client comes with the server extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     from prometheus_client import CollectorRegistry, multiprocess
 
-    from jobgate.cli import UsageError
     from jobgate.server.metrics import BuildInfo, EndpointUnavailable, MetricsEndpoint, WorkerProcesses
 
     registry = CollectorRegistry()

@@ -10,6 +10,7 @@ import sys
 
 from jobgate import Validator, sources
 from jobgate.cli import formats
+from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +26,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobgate.cli import EXIT_FAIL, EXIT_PASS, UsageError, named_files
-
     if args.bundle is None and args.root:
         raise UsageError("stage --root needs the BUNDLE document")
     named_files(args.config, args.package)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from jobgate.cli import formats
+from jobgate.reports import ReportView
 
 FORMATS = (*formats.FORMATS, "jsonl")
 
@@ -175,8 +176,6 @@ class ChangesStream:
 
     def write(self, changes: Iterable[Any]) -> None:
         if self._reports is not None:
-            from jobgate.reports import ReportView
-
             self._reports.write((c.source, ReportView.from_dict(c.candidate)) for c in changes)
         elif self._array is not None:
             self._array.add(c.to_dict() for c in changes)

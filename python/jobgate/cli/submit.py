@@ -21,11 +21,13 @@ import os
 import random
 import secrets
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
 from jobgate import sources
 from jobgate.cli import connect, formats
+from jobgate.cli.usage import EXIT_ERROR, EXIT_FAIL, EXIT_PASS, UsageError
 from jobgate.reports import ReportView
 from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES
 
@@ -125,8 +127,6 @@ def documents(paths: list[str]) -> list[Submission]:
 def keyed(docs: list[Submission], pinned: str | None) -> None:
     """Gives each readable document its key: `pinned` when it is the only document,
     else a fresh invocation id and its place in the run (the same on every retry)."""
-    from jobgate.cli import UsageError
-
     readable = [d for d in docs if d.data is not None]
     if pinned is not None:
         if len(docs) != 1:
@@ -148,7 +148,7 @@ def keyed(docs: list[Submission], pinned: str | None) -> None:
 def send(call, request, metadata, timeout: float, retries: int, doc: Submission, sleep=time.sleep):
     """`call(request)`, sent again after a backoff while it fails with a code of
     RETRIED, `retries` times at most; the last failure is raised."""
-    import grpc
+    import grpc  # the server extra's, as in `run`
 
     for attempt in range(retries + 1):
         doc.attempts = attempt + 1
@@ -170,8 +170,6 @@ def send_all(docs: list[Submission], stubs: list, admit) -> None:
     caller, costs one document's attempts. Then each stub (one per connection) carries
     one call at a time, taking the next document as it is free. Once a reason is
     given, the documents not yet sent are NOT_SENT, with it."""
-    import threading
-
     if not docs:
         return
     gone = admit(stubs[0], docs[0])
@@ -218,9 +216,10 @@ def send_all(docs: list[Submission], stubs: list, admit) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: grpc comes with the server extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     import grpc
 
-    from jobgate.cli import EXIT_ERROR, EXIT_FAIL, EXIT_PASS, UsageError
     from jobgate.v1 import admission_pb2, admission_pb2_grpc
 
     if args.retries < 0:

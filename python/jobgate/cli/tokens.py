@@ -9,6 +9,7 @@ import json
 import re
 import sys
 
+from jobgate.cli.usage import UsageError
 from jobgate.config import ROLES, Account, Server, account_problem
 
 # A TOML bare key; any other account name is written as a quoted key.
@@ -35,7 +36,8 @@ def account_lines(name: str, token_hash: str, projects: list[str], roles: list[s
 
 
 def run_new(args: argparse.Namespace) -> int:
-    from jobgate.cli import UsageError
+    # Imported here: jobgate.server.auth (grpc) comes with the server extra, and a command without it
+    # must still start to say which extra to install (cli.missing_extra).
     from jobgate.server.auth import new_token, token_hash
 
     roles = list(dict.fromkeys(args.roles or ["submitter"]))

@@ -25,6 +25,9 @@ pub const SETTLE: Duration = Duration::from_secs(2);
 /// Entries kept per validator; the cache starts over when it is full.
 pub const CAPACITY: usize = 1 << 16;
 
+/// What the kernel reports of an open file that changes whenever its bytes may have:
+/// the one stat identity of the crate, keying this cache and telling whether a package
+/// read for `package_cache` moved while it was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Key {
     dev: u64,

@@ -12,6 +12,7 @@ use crate::node::Value;
 use crate::paths::{normalize, supporting_path};
 use crate::report::Violation;
 use crate::rules::Rule;
+use crate::text::is_lowercase_sha256;
 
 /// One well-formed entry of `execution.supporting_files`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,11 +43,7 @@ pub fn declared(bundle: Value<'_, '_>) -> Vec<Declared> {
             let source = f.get_str("source")?;
             let destination = f.get_str("destination")?;
             let sha256 = f.get_str("sha256")?;
-            let lowercase_hex = sha256.len() == 64
-                && sha256
-                    .bytes()
-                    .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
-            let ok = lowercase_hex
+            let ok = is_lowercase_sha256(sha256)
                 && !source.is_empty()
                 && !destination.is_empty()
                 && supporting_path(source).is_ok()

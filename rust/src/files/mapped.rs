@@ -23,6 +23,8 @@
 //! Owns the mapping, the handler and every `unsafe` they need; must not open files
 //! (callers open regular files only, non-blocking) nor judge what it hashes.
 
+#![allow(unsafe_code)] // mmap, reading the mapping and the SIGBUS handler (lib.rs denies it elsewhere)
+
 use std::ffi::{c_int, c_void};
 use std::fs::File;
 use std::io::Write;

@@ -187,7 +187,30 @@ impl From<String> for Fault {
     }
 }
 
+/// Where each member is, from the central directory, checked in three steps: the end
+/// record (`end_of_archive`), the central entries (`central_entries`), and the local
+/// headers and data tiling the file up to the central directory (`tile_members`).
 fn layout(file: &File, len: u64, limits: &PackageLimits) -> Result<Vec<Entry>, Fault> {
+    let directory = end_of_archive(file, len, limits)?;
+    let entries = central_entries(file, &directory, limits)?;
+    tile_members(file, entries, directory.offset)
+}
+
+/// The central directory as the end record places it.
+struct CentralDirectory {
+    /// Its entries, as the end record counts them.
+    count: u16,
+    offset: u64,
+    end: u64,
+}
+
+/// The one end record that ends the file, with nothing appended, no ZIP64, one disk,
+/// at most `max_members` entries, and a central directory ending where it begins.
+fn end_of_archive(
+    file: &File,
+    len: u64,
+    limits: &PackageLimits,
+) -> Result<CentralDirectory, Fault> {
     let Some((at, end)) = end_record(file, len)? else {
         return Err("has no zip end-of-central-directory record, so it is not a whole zip archive; it may be truncated".to_string().into());
     };
@@ -244,96 +267,32 @@ fn layout(file: &File, len: u64, limits: &PackageLimits) -> Result<Vec<Entry>, F
                 .into(),
         );
     }
+    Ok(CentralDirectory {
+        count,
+        offset: cd_offset,
+        end: cd_end,
+    })
+}
 
+/// Every entry of the central directory, each checked on its own (`central_entry`),
+/// exactly as many as the end record counts, declaring at most `max_bytes` in all.
+fn central_entries(
+    file: &File,
+    directory: &CentralDirectory,
+    limits: &PackageLimits,
+) -> Result<Vec<Entry>, Fault> {
+    let count = directory.count;
     let mut cd = BufReader::new(At {
         file,
-        pos: cd_offset,
-        end: cd_end,
+        pos: directory.offset,
+        end: directory.end,
     });
     let mut entries: Vec<Entry> = Vec::with_capacity(usize::from(count));
     let mut declared = 0u64;
     for i in 0..count {
-        let mut fixed = [0u8; CENTRAL_LEN];
-        if read_up_to(&mut cd, &mut fixed)? < CENTRAL_LEN {
-            return Err(format!("has a zip central directory holding fewer entries than the {count} its end record counts").into());
-        }
-        if !fixed.starts_with(CENTRAL) {
-            return Err(format!(
-                "has a malformed zip central directory (entry {} has no signature)",
-                i + 1
-            )
-            .into());
-        }
-        let needed = u16_at(&fixed, 6);
-        let flags = u16_at(&fixed, 8);
-        let method = u16_at(&fixed, 10);
-        let crc = u32_at(&fixed, 16);
-        let compressed = u32_at(&fixed, 20);
-        let size = u32_at(&fixed, 24);
-        let (name_len, extra_len, comment_len) = (
-            u64::from(u16_at(&fixed, 28)),
-            u64::from(u16_at(&fixed, 30)),
-            u64::from(u16_at(&fixed, 32)),
-        );
-        let start_disk = u16_at(&fixed, 34);
-        let external = u32_at(&fixed, 38);
-        let offset = u32_at(&fixed, 42);
-        let mut raw = vec![0u8; name_len as usize];
-        let mut extra = vec![0u8; extra_len as usize];
-        let mut comment = vec![0u8; comment_len as usize];
-        if read_up_to(&mut cd, &mut raw)? < raw.len()
-            || read_up_to(&mut cd, &mut extra)? < extra.len()
-            || read_up_to(&mut cd, &mut comment)? < comment.len()
-        {
-            return Err(format!("has a zip central directory holding fewer entries than the {count} its end record counts").into());
-        }
-        let name = name(raw, flags)?;
-        let shown = clipped(&name);
-        if flags & (FLAG_ENCRYPTED | FLAG_STRONG_ENCRYPTION) != 0 || method == 99 {
-            return Err(format!("holds {shown} encrypted; a package is never encrypted").into());
-        }
-        if flags & !FLAGS_READ != 0 {
-            return Err(format!("sets zip flags {:#06x} on {shown}, which zip readers treat differently; rebuild it with a plain zip writer", flags & !FLAGS_READ).into());
-        }
-        if method != 0 && method != 8 {
-            return Err(format!("compresses {shown} with zip method {method}; only stored (0) and deflate (8) are read").into());
-        }
-        if compressed == 0xffff_ffff || size == 0xffff_ffff || offset == 0xffff_ffff {
-            return Err(format!("uses ZIP64 sizes for {shown}, {ZIP64_WHY}").into());
-        }
-        if start_disk != 0 {
-            return Err("is a multi-disk zip archive; rebuild it as one file"
-                .to_string()
-                .into());
-        }
-        if needed & 0xff > MAX_VERSION {
-            return Err(format!("needs zip version {}.{} to extract {shown}, newer than zip readers open; rebuild it with a plain zip writer", (needed & 0xff) / 10, (needed & 0xff) % 10).into());
-        }
-        extra_fields(&extra, &shown)?;
-        if method == 0 && compressed != size {
-            return Err(format!("stores {shown} uncompressed with a compressed size ({compressed}) other than its size ({size})").into());
-        }
-        if method == 0 && flags & FLAG_DESCRIPTOR != 0 {
-            return Err(format!("stores {shown} uncompressed with its sizes after the data, where streaming zip readers cannot find its end; rebuild it with a seekable zip writer").into());
-        }
-        if name.ends_with('/') && size != 0 {
-            return Err(format!(
-                "holds the directory {shown} with {size} bytes of data, which extractors drop"
-            )
-            .into());
-        }
-        declared = declared.saturating_add(u64::from(size));
-        entries.push(Entry {
-            name,
-            flags,
-            method,
-            crc,
-            compressed: u64::from(compressed),
-            size: u64::from(size),
-            offset: u64::from(offset),
-            data: 0,
-            mode: external >> 16,
-        });
+        let entry = central_entry(&mut cd, i, count)?;
+        declared = declared.saturating_add(entry.size);
+        entries.push(entry);
     }
     if !cd.fill_buf()?.is_empty() {
         return Err(format!("has a zip central directory holding more than the {count} entries its end record counts; zip readers disagree on such archives").into());
@@ -342,8 +301,101 @@ fn layout(file: &File, len: u64, limits: &PackageLimits) -> Result<Vec<Entry>, F
     if declared > limits.max_bytes {
         return Err(Fault::Size(format!("the package declares {declared} bytes of members, over the limit of {}; refused before inflating it", limits.max_bytes)));
     }
+    Ok(entries)
+}
 
-    // Local headers, their data and descriptors tile [0, cd_offset) exactly.
+/// The `i`th central entry (of `count`): a plain, unencrypted, stored or deflated
+/// member that zip readers agree on.
+fn central_entry(cd: &mut impl Read, i: u16, count: u16) -> Result<Entry, Fault> {
+    let mut fixed = [0u8; CENTRAL_LEN];
+    if read_up_to(cd, &mut fixed)? < CENTRAL_LEN {
+        return Err(format!("has a zip central directory holding fewer entries than the {count} its end record counts").into());
+    }
+    if !fixed.starts_with(CENTRAL) {
+        return Err(format!(
+            "has a malformed zip central directory (entry {} has no signature)",
+            i + 1
+        )
+        .into());
+    }
+    let needed = u16_at(&fixed, 6);
+    let flags = u16_at(&fixed, 8);
+    let method = u16_at(&fixed, 10);
+    let crc = u32_at(&fixed, 16);
+    let compressed = u32_at(&fixed, 20);
+    let size = u32_at(&fixed, 24);
+    let (name_len, extra_len, comment_len) = (
+        u64::from(u16_at(&fixed, 28)),
+        u64::from(u16_at(&fixed, 30)),
+        u64::from(u16_at(&fixed, 32)),
+    );
+    let start_disk = u16_at(&fixed, 34);
+    let external = u32_at(&fixed, 38);
+    let offset = u32_at(&fixed, 42);
+    let mut raw = vec![0u8; name_len as usize];
+    let mut extra = vec![0u8; extra_len as usize];
+    let mut comment = vec![0u8; comment_len as usize];
+    if read_up_to(cd, &mut raw)? < raw.len()
+        || read_up_to(cd, &mut extra)? < extra.len()
+        || read_up_to(cd, &mut comment)? < comment.len()
+    {
+        return Err(format!("has a zip central directory holding fewer entries than the {count} its end record counts").into());
+    }
+    let name = name(raw, flags)?;
+    let shown = clipped(&name);
+    if flags & (FLAG_ENCRYPTED | FLAG_STRONG_ENCRYPTION) != 0 || method == 99 {
+        return Err(format!("holds {shown} encrypted; a package is never encrypted").into());
+    }
+    if flags & !FLAGS_READ != 0 {
+        return Err(format!("sets zip flags {:#06x} on {shown}, which zip readers treat differently; rebuild it with a plain zip writer", flags & !FLAGS_READ).into());
+    }
+    if method != 0 && method != 8 {
+        return Err(format!(
+            "compresses {shown} with zip method {method}; only stored (0) and deflate (8) are read"
+        )
+        .into());
+    }
+    if compressed == 0xffff_ffff || size == 0xffff_ffff || offset == 0xffff_ffff {
+        return Err(format!("uses ZIP64 sizes for {shown}, {ZIP64_WHY}").into());
+    }
+    if start_disk != 0 {
+        return Err("is a multi-disk zip archive; rebuild it as one file"
+            .to_string()
+            .into());
+    }
+    if needed & 0xff > MAX_VERSION {
+        return Err(format!("needs zip version {}.{} to extract {shown}, newer than zip readers open; rebuild it with a plain zip writer", (needed & 0xff) / 10, (needed & 0xff) % 10).into());
+    }
+    extra_fields(&extra, &shown)?;
+    if method == 0 && compressed != size {
+        return Err(format!("stores {shown} uncompressed with a compressed size ({compressed}) other than its size ({size})").into());
+    }
+    if method == 0 && flags & FLAG_DESCRIPTOR != 0 {
+        return Err(format!("stores {shown} uncompressed with its sizes after the data, where streaming zip readers cannot find its end; rebuild it with a seekable zip writer").into());
+    }
+    if name.ends_with('/') && size != 0 {
+        return Err(format!(
+            "holds the directory {shown} with {size} bytes of data, which extractors drop"
+        )
+        .into());
+    }
+    Ok(Entry {
+        name,
+        flags,
+        method,
+        crc,
+        compressed: u64::from(compressed),
+        size: u64::from(size),
+        offset: u64::from(offset),
+        data: 0,
+        mode: external >> 16,
+    })
+}
+
+/// The local headers, their data and descriptors tile `[0, cd_offset)` exactly: nothing
+/// prepended, hidden between members or overlapping; each local header agrees with its
+/// central entry (`local`).
+fn tile_members(file: &File, mut entries: Vec<Entry>, cd_offset: u64) -> Result<Vec<Entry>, Fault> {
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.sort_by_key(|&i| entries[i].offset);
     let mut expected = 0u64;

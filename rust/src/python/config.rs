@@ -12,11 +12,33 @@ use std::collections::HashMap;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::admission::QuotaTable;
 use crate::config::{self as core, CoreConfig, Observability};
+use crate::limits::{Limits, PackageLimits, ReportLimits, MAX_DEPTH_CEILING};
 
-/// What the core reads of a deployment's configuration.
+/// The defaults of the `[limits]` keys the core reads, by key, and `max_depth_ceiling`
+/// (the deepest nesting a configuration may allow): `jobgate.config` takes its defaults
+/// from here, so the two languages cannot disagree on them.
+pub fn default_limits(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let (limits, package, report) = (
+        Limits::default(),
+        PackageLimits::default(),
+        ReportLimits::default(),
+    );
+    let out = PyDict::new(py);
+    out.set_item("max_document_bytes", limits.max_bytes)?;
+    out.set_item("max_depth", limits.max_depth)?;
+    out.set_item("max_depth_ceiling", MAX_DEPTH_CEILING)?;
+    out.set_item("max_package_bytes", package.max_bytes)?;
+    out.set_item("max_package_members", package.max_members)?;
+    out.set_item("max_package_ratio", package.max_ratio)?;
+    out.set_item("package_cache_bytes", package.cache_bytes)?;
+    out.set_item("max_violations", report.max_violations)?;
+    Ok(out)
+}
+
 /// `[rules]` as the core applies them: each id a catalogued rule that may be relaxed,
 /// each level `error`, `warning` or `off`; ValueError naming the table and rule.
 fn severities(
@@ -60,6 +82,7 @@ pub fn validate_rules(
     Ok(())
 }
 
+/// What the core reads of a deployment's configuration.
 #[pyclass(module = "jobgate._core", frozen)]
 pub struct Settings {
     pub(super) core: CoreConfig,

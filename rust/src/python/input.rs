@@ -14,13 +14,14 @@ use crate::files::staging::FileSource;
 use crate::kind::Kind;
 use crate::limits::Limits;
 use crate::refusal;
-use crate::report::{Report as CoreReport, Violation as CoreViolation};
-use crate::validator::Validator as CoreValidator;
+use crate::report::{Report, Violation};
+use crate::validator::Validator;
 
 use super::guard::guarded;
 
-/// A document's bytes, borrowed from Python where possible.
-pub enum Document<'py> {
+/// A document as Python gave it (`bytes`, `str` or a parsed `dict`): its bytes,
+/// borrowed from Python where possible.
+pub enum GivenDocument<'py> {
     Bytes(Bound<'py, PyBytes>),
     Str(Bound<'py, PyString>),
     Owned(Vec<u8>),
@@ -31,29 +32,29 @@ pub enum Document<'py> {
     Unreadable(String),
 }
 
-impl<'py> Document<'py> {
+impl<'py> GivenDocument<'py> {
     pub fn extract(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
         if let Ok(b) = obj.cast::<PyBytes>() {
-            return Ok(Document::Bytes(b.clone()));
+            return Ok(GivenDocument::Bytes(b.clone()));
         }
         if let Ok(s) = obj.cast::<PyString>() {
             // A str with a lone surrogate has no UTF-8 form: refused as bytes that are
             // not UTF-8 are, with a report rather than an exception.
             return Ok(match s.to_str() {
-                Ok(_) => Document::Str(s.clone()),
-                Err(e) => Document::Unreadable(format!(
+                Ok(_) => GivenDocument::Str(s.clone()),
+                Err(e) => GivenDocument::Unreadable(format!(
                     "the document is not valid UTF-8: {}",
                     e.value(obj.py())
                 )),
             });
         }
         if let Ok(b) = obj.cast::<PyByteArray>() {
-            return Ok(Document::Owned(b.to_vec()));
+            return Ok(GivenDocument::Owned(b.to_vec()));
         }
         if obj.cast::<PyDict>().is_ok() || obj.hasattr("keys")? {
             return Ok(match dumps(obj) {
-                Ok(bytes) => Document::Parsed(bytes),
-                Err(reason) => Document::Unreadable(reason),
+                Ok(bytes) => GivenDocument::Parsed(bytes),
+                Err(reason) => GivenDocument::Unreadable(reason),
             });
         }
         Err(PyTypeError::new_err(format!(
@@ -64,16 +65,16 @@ impl<'py> Document<'py> {
 
     pub fn bytes(&self) -> &[u8] {
         match self {
-            Document::Bytes(b) => b.as_bytes(),
+            GivenDocument::Bytes(b) => b.as_bytes(),
             // Checked to be valid UTF-8 in `extract`.
-            Document::Str(s) => s.to_str().map(str::as_bytes).unwrap_or_default(),
-            Document::Owned(v) | Document::Parsed(v) => v,
-            Document::Unreadable(_) => b"",
+            GivenDocument::Str(s) => s.to_str().map(str::as_bytes).unwrap_or_default(),
+            GivenDocument::Owned(v) | GivenDocument::Parsed(v) => v,
+            GivenDocument::Unreadable(_) => b"",
         }
     }
 
     pub fn is_unreadable(&self) -> bool {
-        matches!(self, Document::Unreadable(_))
+        matches!(self, GivenDocument::Unreadable(_))
     }
 
     /// Whether the document was handed over as text (bytes or str), whose lines and
@@ -81,20 +82,15 @@ impl<'py> Document<'py> {
     pub fn is_text(&self) -> bool {
         matches!(
             self,
-            Document::Bytes(_) | Document::Str(_) | Document::Owned(_)
+            GivenDocument::Bytes(_) | GivenDocument::Str(_) | GivenDocument::Owned(_)
         )
     }
 
     /// The document's report: its refusal when it could not be written as JSON.
-    pub fn check(
-        &self,
-        core: &CoreValidator,
-        kind: Option<Kind>,
-        admission: &Admission,
-    ) -> CoreReport {
+    pub fn check(&self, core: &Validator, kind: Option<Kind>, admission: &Admission) -> Report {
         match self {
-            Document::Unreadable(reason) => {
-                CoreReport::new(kind, vec![refusal::unreadable(reason.clone())])
+            GivenDocument::Unreadable(reason) => {
+                Report::new(kind, vec![refusal::unreadable(reason.clone())])
             }
             _ => core.check(self.bytes(), kind, admission),
         }
@@ -171,10 +167,9 @@ pub fn file_source<'a>(
 /// message (`json.syntax`, `limits.size`, `limits.depth`) when it cannot be read.
 #[pyfunction]
 pub fn read_document(py: Python<'_>, document: &Bound<'_, PyAny>) -> PyResult<String> {
-    let refused =
-        |v: CoreViolation| PyValueError::new_err(format!("{}: {}", v.rule.id(), v.message));
-    let document = Document::extract(document)?;
-    if let Document::Unreadable(reason) = &document {
+    let refused = |v: Violation| PyValueError::new_err(format!("{}: {}", v.rule.id(), v.message));
+    let document = GivenDocument::extract(document)?;
+    if let GivenDocument::Unreadable(reason) = &document {
         return Err(refused(refusal::unreadable(reason.clone())));
     }
     let bytes = document.bytes();

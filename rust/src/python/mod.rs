@@ -8,6 +8,10 @@
 //! - `lock`: how a recipe lock stands against the catalog (`RecipeStatus`);
 //! - `guard`: no panic crosses into Python.
 //!
+//! A class Python sees is a `Py*` struct named for Python (`PyReport` is
+//! `jobgate._core.Report`), so `Report`, `Violation`, `Validator`, `Facts` and
+//! `Judgement` here are always the core's own types.
+//!
 //! Python exceptions are made here and nowhere else; bad documents are reports, never
 //! exceptions. The core never imports the Python package: `jobgate` turns its own
 //! configuration into `Settings` before it builds a validator.
@@ -81,7 +85,7 @@ fn read_documents(
             Ok(bytes) => Ok(pyo3::types::PyBytes::new(py, &bytes).into_any().unbind()),
             Err(refusal) => Ok(Py::new(
                 py,
-                report::Report::wrap(crate::report::Report::new(kind, vec![refusal])),
+                report::PyReport::wrap(crate::report::Report::new(kind, vec![refusal])),
             )?
             .into_any()),
         })
@@ -139,12 +143,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KINDS", PyTuple::new(py, Kind::ALL.map(Kind::as_str))?)?;
     // The rule the service answers with PERMISSION_DENIED rather than a verdict.
     m.add("PROJECT_FORBIDDEN", Rule::ForgeProjectForbidden.id())?;
-    m.add_class::<validator::Validator>()?;
-    m.add_class::<report::Report>()?;
-    m.add_class::<report::Violation>()?;
+    // The core's defaults of the [limits] keys it reads, which jobgate.config serves.
+    m.add("DEFAULT_LIMITS", config::default_limits(py)?)?;
+    m.add_class::<validator::PyValidator>()?;
+    m.add_class::<report::PyReport>()?;
+    m.add_class::<report::PyViolation>()?;
     m.add_class::<validator::Staging>()?;
-    m.add_class::<validator::Facts>()?;
-    m.add_class::<validator::Judgement>()?;
+    m.add_class::<validator::PyFacts>()?;
+    m.add_class::<validator::PyJudgement>()?;
     m.add_class::<validator::BatchOutcome>()?;
     m.add_class::<config::Settings>()?;
     m.add_class::<config::CatalogEntry>()?;

@@ -11,14 +11,14 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::kind::Kind;
 use crate::refusal;
-use crate::report::{Report as CoreReport, Violation as CoreViolation};
+use crate::report::{Report, Violation};
 use crate::rules::{Rule, Severity};
 
 use super::input::parse_kind;
 
-#[pyclass(module = "jobgate._core", frozen, eq, hash)]
+#[pyclass(name = "Violation", module = "jobgate._core", frozen, eq, hash)]
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Violation {
+pub struct PyViolation {
     #[pyo3(get)]
     rule: &'static str,
     #[pyo3(get)]
@@ -38,9 +38,9 @@ pub struct Violation {
     default_severity: Option<&'static str>,
 }
 
-impl From<&CoreViolation> for Violation {
-    fn from(v: &CoreViolation) -> Self {
-        Violation {
+impl From<&Violation> for PyViolation {
+    fn from(v: &Violation) -> Self {
+        PyViolation {
             rule: v.rule.id(),
             field: v.field.clone(),
             message: v.message.clone(),
@@ -58,7 +58,7 @@ fn shown(n: Option<u32>) -> String {
 }
 
 #[pymethods]
-impl Violation {
+impl PyViolation {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("rule", self.rule)?;
@@ -88,15 +88,15 @@ impl Violation {
     }
 }
 
-#[pyclass(module = "jobgate._core", frozen)]
-pub struct Report {
-    pub(super) inner: CoreReport,
+#[pyclass(name = "Report", module = "jobgate._core", frozen)]
+pub struct PyReport {
+    pub(super) inner: Report,
     violations: PyOnceLock<Py<PyList>>,
 }
 
-impl Report {
-    pub(super) fn wrap(inner: CoreReport) -> Self {
-        Report {
+impl PyReport {
+    pub(super) fn wrap(inner: Report) -> Self {
+        PyReport {
             inner,
             violations: PyOnceLock::new(),
         }
@@ -104,7 +104,7 @@ impl Report {
 }
 
 #[pymethods]
-impl Report {
+impl PyReport {
     /// `jobspec`, `spec_bundle`, `job_record`, `best_rec`, or `unknown`.
     #[getter]
     fn kind(&self) -> &'static str {
@@ -137,8 +137,12 @@ impl Report {
         let list = self
             .violations
             .get_or_try_init(py, || -> PyResult<Py<PyList>> {
-                let items: Vec<Violation> =
-                    self.inner.violations.iter().map(Violation::from).collect();
+                let items: Vec<PyViolation> = self
+                    .inner
+                    .violations
+                    .iter()
+                    .map(PyViolation::from)
+                    .collect();
                 Ok(PyList::new(py, items)?.unbind())
             })?;
         Ok(list.bind(py).clone())
@@ -150,7 +154,7 @@ impl Report {
         d.set_item("verdict", self.inner.verdict())?;
         let vs = PyList::empty(py);
         for v in &self.inner.violations {
-            vs.append(Violation::from(v).to_dict(py)?)?;
+            vs.append(PyViolation::from(v).to_dict(py)?)?;
         }
         d.set_item("violations", vs)?;
         Ok(d)
@@ -163,7 +167,7 @@ impl Report {
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other
-            .cast::<Report>()
+            .cast::<PyReport>()
             .is_ok_and(|o| o.get().inner == self.inner)
     }
 
@@ -204,14 +208,14 @@ pub fn rules(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 /// A report shaped like one (`kind`, `violations` of `rule`, `field`, `message`,
 /// `severity`) is taken too, e.g. one whose messages were renamed.
 #[pyfunction]
-pub fn fit_reports(reports: Vec<Bound<'_, PyAny>>, max_bytes: usize) -> PyResult<Vec<Report>> {
-    let mut inner: Vec<CoreReport> = reports.iter().map(core_report).collect::<PyResult<_>>()?;
+pub fn fit_reports(reports: Vec<Bound<'_, PyAny>>, max_bytes: usize) -> PyResult<Vec<PyReport>> {
+    let mut inner: Vec<Report> = reports.iter().map(core_report).collect::<PyResult<_>>()?;
     crate::report::fit(&mut inner, max_bytes);
-    Ok(inner.into_iter().map(Report::wrap).collect())
+    Ok(inner.into_iter().map(PyReport::wrap).collect())
 }
 
-fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<CoreReport> {
-    if let Ok(r) = obj.cast::<Report>() {
+fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<Report> {
+    if let Ok(r) = obj.cast::<PyReport>() {
         return Ok(r.get().inner.clone());
     }
     let kind: String = obj.getattr("kind")?.extract()?;
@@ -236,7 +240,7 @@ fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<CoreReport> {
             (Some(line), Some(column)) => Some(crate::locate::Location { line, column }),
             _ => None,
         };
-        violations.push(CoreViolation {
+        violations.push(Violation {
             rule,
             field: v.getattr("field")?.extract()?,
             message: v.getattr("message")?.extract()?,
@@ -245,12 +249,12 @@ fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<CoreReport> {
             default,
         });
     }
-    Ok(CoreReport::new(Kind::parse(&kind), violations))
+    Ok(Report::new(Kind::parse(&kind), violations))
 }
 
 /// The report of one refusal, for a document of `kind` (`None`: not known).
-fn refused(kind: Option<&str>, violation: CoreViolation) -> PyResult<Report> {
-    Ok(Report::wrap(CoreReport::new(
+fn refused(kind: Option<&str>, violation: Violation) -> PyResult<PyReport> {
+    Ok(PyReport::wrap(Report::new(
         parse_kind(kind)?,
         vec![violation],
     )))
@@ -260,7 +264,7 @@ fn refused(kind: Option<&str>, violation: CoreViolation) -> PyResult<Report> {
 /// `limits.size`. `size` is `None` when it is only known to exceed `limit` (a stream).
 #[pyfunction]
 #[pyo3(signature = (size, limit, *, kind=None))]
-pub fn refused_too_large(size: Option<u64>, limit: u64, kind: Option<&str>) -> PyResult<Report> {
+pub fn refused_too_large(size: Option<u64>, limit: u64, kind: Option<&str>) -> PyResult<PyReport> {
     refused(kind, refusal::too_large(size, limit))
 }
 
@@ -273,7 +277,7 @@ pub fn refused_package_too_large(
     size: u64,
     limit: u64,
     kind: Option<&str>,
-) -> PyResult<Report> {
+) -> PyResult<PyReport> {
     refused(kind, refusal::package_too_large(package, size, limit))
 }
 
@@ -286,7 +290,7 @@ pub fn refused_project(
     project: &str,
     projects: Vec<String>,
     kind: Option<&str>,
-) -> PyResult<Report> {
+) -> PyResult<PyReport> {
     let violation = refusal::project_forbidden(parse_kind(kind)?, project, &projects);
     refused(kind, violation)
 }
@@ -295,6 +299,6 @@ pub fn refused_project(
 /// error for a file): `json.syntax`.
 #[pyfunction]
 #[pyo3(signature = (reason, *, kind=None))]
-pub fn refused_unreadable(reason: String, kind: Option<&str>) -> PyResult<Report> {
+pub fn refused_unreadable(reason: String, kind: Option<&str>) -> PyResult<PyReport> {
     refused(kind, refusal::unreadable(reason))
 }

@@ -13,18 +13,16 @@ use std::time::{Duration, Instant};
 
 use crate::admission::{Admission, QuotaTable};
 use crate::config::CoreConfig;
-use crate::facts::Facts as CoreFacts;
+use crate::facts::Facts;
 use crate::files::staging::FileSource;
 use crate::kind::Kind;
-use crate::report::Report as CoreReport;
-use crate::validator::{
-    DeferredQuota, Judgement as CoreJudgement, Unjudged, Validator as CoreValidator,
-};
+use crate::report::Report;
+use crate::validator::{DeferredQuota, Judgement, Unjudged, Validator};
 
 use super::config::Settings;
 use super::guard::guarded;
-use super::input::{file_source, parse_kind, Document};
-use super::report::Report;
+use super::input::{file_source, parse_kind, GivenDocument};
+use super::report::PyReport;
 
 /// The instant `timeout` seconds from now: `None` for no timeout (or one too far to
 /// reach), now for a negative one (a deadline already passed).
@@ -48,13 +46,13 @@ const DETACH_ABOVE: usize = 16 * 1024;
 
 /// A compiled validator: built once from an optional configuration, then shared by
 /// any number of threads.
-#[pyclass(module = "jobgate._core", frozen, subclass)]
-pub struct Validator {
-    core: CoreValidator,
+#[pyclass(name = "Validator", module = "jobgate._core", frozen, subclass)]
+pub struct PyValidator {
+    core: Validator,
 }
 
 #[pymethods]
-impl Validator {
+impl PyValidator {
     /// `settings` from `jobgate.config` (`Config.core_settings`); without, only the
     /// rules that need no deployment apply. `jobgate.Validator` takes a configuration
     /// in any of its forms and makes the settings.
@@ -62,8 +60,8 @@ impl Validator {
     #[pyo3(signature = (settings=None))]
     fn new(settings: Option<&Settings>) -> Self {
         let config = settings.map_or_else(CoreConfig::default, |s| s.core.clone());
-        Validator {
-            core: CoreValidator::new(config),
+        PyValidator {
+            core: Validator::new(config),
         }
     }
 
@@ -87,7 +85,7 @@ impl Validator {
         home: Option<String>,
         release_gil: bool,
         timeout: Option<f64>,
-    ) -> PyResult<Py<Report>> {
+    ) -> PyResult<Py<PyReport>> {
         let kind = parse_kind(kind)?;
         let deadline = deadline_after(timeout)?;
         let admission = Admission {
@@ -100,18 +98,18 @@ impl Validator {
         };
         let doc = document
             .filter(|d| !d.is_none())
-            .map(Document::extract)
+            .map(GivenDocument::extract)
             .transpose()?;
         if let Some(source) = file_source(&root, &package)? {
-            if doc.as_ref().is_some_and(Document::is_unreadable) {
+            if doc.as_ref().is_some_and(GivenDocument::is_unreadable) {
                 return to_python(
                     py,
                     doc.as_ref()
                         .map(|d| d.check(&self.core, kind, &admission))
-                        .unwrap_or_else(|| CoreReport::new(kind, vec![])),
+                        .unwrap_or_else(|| Report::new(kind, vec![])),
                 );
             }
-            let bytes = doc.as_ref().map(Document::bytes);
+            let bytes = doc.as_ref().map(GivenDocument::bytes);
             let verified = py
                 .detach(|| {
                     guarded(|| {
@@ -162,10 +160,10 @@ impl Validator {
         stamp: bool,
         release_gil: bool,
         timeout: Option<f64>,
-    ) -> PyResult<Judgement> {
+    ) -> PyResult<PyJudgement> {
         let kind = parse_kind(kind)?;
         let deadline = deadline_after(timeout)?;
-        let doc = Document::extract(document)?;
+        let doc = GivenDocument::extract(document)?;
         let stamp = if stamp { owner.clone() } else { None };
         let admission = Admission {
             owner,
@@ -175,7 +173,7 @@ impl Validator {
             ..Default::default()
         };
         let judgement = if doc.is_unreadable() {
-            CoreJudgement {
+            Judgement {
                 report: doc.check(&self.core, kind, &admission),
                 facts: None,
                 stamped: None,
@@ -218,9 +216,9 @@ impl Validator {
         }
         let facts = judgement
             .facts
-            .map(|f| Py::new(py, Facts::new(py, f, judgement.stamped.as_deref())))
+            .map(|f| Py::new(py, PyFacts::new(py, f, judgement.stamped.as_deref())))
             .transpose()?;
-        Ok(Judgement {
+        Ok(PyJudgement {
             report: to_python(py, report)?,
             facts,
             // The text is kept only while a quota may still place a violation in it.
@@ -239,12 +237,12 @@ impl Validator {
         document: &Bound<'_, PyAny>,
         kind: Option<&str>,
         owner: Option<String>,
-    ) -> PyResult<Option<Facts>> {
+    ) -> PyResult<Option<PyFacts>> {
         let kind = parse_kind(kind)?;
-        let doc = Document::extract(document)?;
+        let doc = GivenDocument::extract(document)?;
         let bytes = doc.bytes();
         let found = guarded(|| self.core.facts(bytes, kind, owner.as_deref()))?;
-        Ok(found.map(|(f, stamped)| Facts::new(py, f, stamped.as_deref())))
+        Ok(found.map(|(f, stamped)| PyFacts::new(py, f, stamped.as_deref())))
     }
 
     /// Verifies a spec-bundle's supporting files and stages them under
@@ -263,14 +261,14 @@ impl Validator {
             .ok_or_else(|| PyValueError::new_err("staging needs root= or package="))?;
         let doc = document
             .filter(|d| !d.is_none())
-            .map(Document::extract)
+            .map(GivenDocument::extract)
             .transpose()?;
-        let bytes = doc.as_ref().map(Document::bytes);
+        let bytes = doc.as_ref().map(GivenDocument::bytes);
         let (report, staged) = py
             .detach(|| guarded(|| self.core.stage(bytes, source, &job_dir)))?
             .map_err(PyFileNotFoundError::new_err)?;
         Ok(Staging {
-            report: Py::new(py, Report::wrap(report))?,
+            report: Py::new(py, PyReport::wrap(report))?,
             directory: staged
                 .as_ref()
                 .map(|s| s.directory.to_string_lossy().into_owned()),
@@ -300,26 +298,26 @@ impl Validator {
         owner: Option<String>,
         projects: Option<Vec<String>>,
         max_response_bytes: Option<usize>,
-    ) -> PyResult<Vec<Py<Report>>> {
+    ) -> PyResult<Vec<Py<PyReport>>> {
         let kind = parse_kind(kind)?;
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
-        let docs: Vec<Document> = documents
+        let docs: Vec<GivenDocument> = documents
             .try_iter()?
-            .map(|d| Document::extract(&d?))
+            .map(|d| GivenDocument::extract(&d?))
             .collect::<PyResult<_>>()?;
         let admission = Admission {
             owner,
             projects,
             ..Default::default()
         };
-        let mut reports: Vec<CoreReport> = if docs.iter().any(Document::is_unreadable) {
+        let mut reports: Vec<Report> = if docs.iter().any(GivenDocument::is_unreadable) {
             docs.iter()
                 .map(|d| d.check(&self.core, kind, &admission))
                 .collect()
         } else {
-            let slices: Vec<&[u8]> = docs.iter().map(Document::bytes).collect();
+            let slices: Vec<&[u8]> = docs.iter().map(GivenDocument::bytes).collect();
             py.detach(|| guarded(|| self.core.check_many(&slices, kind, threads, &admission)))?
         };
         for (report, doc) in reports.iter_mut().zip(&docs) {
@@ -345,7 +343,7 @@ impl Validator {
         paths: Vec<PathBuf>,
         kind: Option<&str>,
         threads: Option<usize>,
-    ) -> PyResult<Vec<Py<Report>>> {
+    ) -> PyResult<Vec<Py<PyReport>>> {
         let kind = parse_kind(kind)?;
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
@@ -472,10 +470,10 @@ impl Validator {
 
 /// A report as Python holds it. Reports are immutable, so a passing one (no
 /// violations) is one shared object per kind: the common case costs no allocation.
-fn to_python(py: Python<'_>, report: CoreReport) -> PyResult<Py<Report>> {
-    static CLEAN: [PyOnceLock<Py<Report>>; 5] = [const { PyOnceLock::new() }; 5];
+fn to_python(py: Python<'_>, report: Report) -> PyResult<Py<PyReport>> {
+    static CLEAN: [PyOnceLock<Py<PyReport>>; 5] = [const { PyOnceLock::new() }; 5];
     if !report.violations.is_empty() || report.omitted != Default::default() {
-        return Py::new(py, Report::wrap(report));
+        return Py::new(py, PyReport::wrap(report));
     }
     let slot = report
         .kind
@@ -483,46 +481,46 @@ fn to_python(py: Python<'_>, report: CoreReport) -> PyResult<Py<Report>> {
         .unwrap_or(Kind::ALL.len());
     match CLEAN.get(slot) {
         Some(cell) => cell
-            .get_or_try_init(py, || Py::new(py, Report::wrap(report)))
+            .get_or_try_init(py, || Py::new(py, PyReport::wrap(report)))
             .map(|r| r.clone_ref(py)),
-        None => Py::new(py, Report::wrap(report)),
+        None => Py::new(py, PyReport::wrap(report)),
     }
 }
 
 /// What `Validator.judge` decided of one document for admission: its report, what
 /// admission needs of it, and the project quota left to judge.
-#[pyclass(module = "jobgate._core", frozen)]
-pub struct Judgement {
+#[pyclass(name = "Judgement", module = "jobgate._core", frozen)]
+pub struct PyJudgement {
     /// The report, without the project quota (`with_usage`).
     #[pyo3(get)]
-    report: Py<Report>,
+    report: Py<PyReport>,
     /// What admission needs of the document; `None` when it cannot be read.
     #[pyo3(get)]
-    facts: Option<Py<Facts>>,
+    facts: Option<Py<PyFacts>>,
     quota: Option<DeferredQuota>,
     /// The document as given, when it is text and a quota may place a violation in it.
     source: Option<Py<PyAny>>,
 }
 
 #[pymethods]
-impl Judgement {
+impl PyJudgement {
     /// The report knowing that the project charged holds `gpus_in_use` GPUs under
     /// `quota`: with `forge.quota.project` when the document's GPUs do not fit, else
     /// `report` itself. Reads no document again.
-    fn with_usage(&self, py: Python<'_>, gpus_in_use: u64, quota: u64) -> PyResult<Py<Report>> {
+    fn with_usage(&self, py: Python<'_>, gpus_in_use: u64, quota: u64) -> PyResult<Py<PyReport>> {
         let Some(deferred) = &self.quota else {
             return Ok(self.report.clone_ref(py));
         };
         let source = self
             .source
             .as_ref()
-            .map(|s| Document::extract(s.bind(py)))
+            .map(|s| GivenDocument::extract(s.bind(py)))
             .transpose()?;
         match deferred.apply(
             &self.report.get().inner,
             gpus_in_use,
             quota,
-            source.as_ref().map(Document::bytes),
+            source.as_ref().map(GivenDocument::bytes),
         ) {
             Some(report) => to_python(py, report),
             None => Ok(self.report.clone_ref(py)),
@@ -539,8 +537,8 @@ impl Judgement {
 }
 
 /// What `Validator.facts` read from a document.
-#[pyclass(module = "jobgate._core", frozen, get_all)]
-pub struct Facts {
+#[pyclass(name = "Facts", module = "jobgate._core", frozen, get_all)]
+pub struct PyFacts {
     kind: &'static str,
     /// Whether the kind launches a job: only those are admitted.
     launches: bool,
@@ -557,9 +555,9 @@ pub struct Facts {
     stamped: Option<Py<PyBytes>>,
 }
 
-impl Facts {
-    fn new(py: Python<'_>, f: CoreFacts, stamped: Option<&[u8]>) -> Facts {
-        Facts {
+impl PyFacts {
+    fn new(py: Python<'_>, f: Facts, stamped: Option<&[u8]>) -> PyFacts {
+        PyFacts {
             kind: f.kind.map_or("unknown", Kind::as_str),
             launches: f.kind.is_some_and(Kind::launches),
             charge: f.kind.and_then(|k| k.charge().as_str()),
@@ -592,7 +590,7 @@ pub struct BatchOutcome {
 #[pyclass(module = "jobgate._core", frozen)]
 pub struct Staging {
     #[pyo3(get)]
-    report: Py<Report>,
+    report: Py<PyReport>,
     /// The staging directory, or `None` when nothing was staged.
     #[pyo3(get)]
     directory: Option<String>,

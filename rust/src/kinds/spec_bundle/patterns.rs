@@ -6,7 +6,8 @@ use crate::paths::supporting_path;
 use crate::rules::Rule;
 use crate::schema::Pattern;
 use crate::text::{
-    find_byte, find_byte2, py_isspace, word_at, word_below, word_holds, word_non_ascii,
+    find_byte, find_byte2, is_lowercase_sha256, py_isspace, word_at, word_below, word_holds,
+    word_non_ascii,
 };
 
 pub static IMAGE: Pattern = Pattern::new(Rule::SchemaPattern, image_uri);
@@ -38,9 +39,7 @@ fn image_uri(s: &str) -> Result<(), String> {
 }
 
 fn lowercase_sha256(s: &str) -> Result<(), String> {
-    // Without a branch per byte, which lets the compiler test many bytes at once.
-    let hex = |c: &u8| matches!(c, b'0'..=b'9' | b'a'..=b'f');
-    if s.len() == 64 && s.as_bytes().iter().fold(true, |all, c| all & hex(c)) {
+    if is_lowercase_sha256(s) {
         Ok(())
     } else {
         Err("is not a SHA-256 digest: 64 lowercase hex characters".into())
