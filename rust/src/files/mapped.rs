@@ -1,7 +1,9 @@
 //! Large files hashed from a read-only mapping, guarded against truncation.
 //!
 //! Reading a file copies it out of the page cache; hashing a mapping of it does not, and
-//! that copy is what keeps SHA-256 of a large file read under OpenSSL's rate. The
+//! that copy is what keeps SHA-256 of a large file read under OpenSSL's rate. Hashed
+//! straight through, though, a mapping makes the hash wait on memory at every page, so
+//! each page is prefetched a little ahead of the hash (`hash_ahead`). The
 //! mapping gains only where the kernel maps the page cache in large folios (a 2 MiB
 //! folio in one fault); where it maps a few pages at a time (small folios: a tmpfs, a
 //! kernel or file system without large folios, a file written in small pieces), setting
@@ -49,11 +51,12 @@ const FINE: u64 = 128 << 10;
 const CHUNK: usize = 1 << 20;
 
 /// Within a chunk the hash takes `STEP` bytes at a time and first asks the CPU for the
-/// first cache line of each page `AHEAD` bytes further on. Hashing a mapping straight
-/// through runs at ~0.8x of SHA-256 on bytes already in cache (an Intel Xeon with the
+/// first cache line of each page `AHEAD` bytes further on. Hashed straight through, a
+/// mapping ran at ~0.8x of SHA-256 on bytes already in cache (an Intel Xeon with the
 /// SHA extensions: the hash waits on memory at the start of every page, where the
-/// hardware's own prefetcher stops); touching each page ahead sets the prefetcher going
-/// before the hash gets there, and the same bytes hash at ~0.95x (BENCHMARKS.md).
+/// hardware's own prefetcher stops); one prefetch per page ahead starts the
+/// prefetcher there before the hash arrives, and the same bytes hash at ~0.95x. More
+/// prefetches per page, or prefetching further ahead, measured slower (BENCHMARKS.md).
 const STEP: usize = 16 << 10;
 const AHEAD: usize = 32 << 10;
 
