@@ -528,6 +528,40 @@ mod tests {
         assert!(super::sha256(&File::open(&path).unwrap(), u64::MAX, None).is_none());
     }
 
+    #[test]
+    fn hashing_ahead_hashes_every_byte_once() {
+        // Sizes on either side of a page, a step, the prefetch distance and a chunk,
+        // hashed in chunks as `sha256` does: the prefetches stay inside the bytes.
+        for size in [
+            1,
+            4095,
+            4096,
+            STEP - 1,
+            STEP,
+            STEP + 1,
+            AHEAD + STEP + 4097,
+            CHUNK - 1,
+            CHUNK,
+            CHUNK + AHEAD - 1,
+            2 * CHUNK + 12_345,
+        ] {
+            let data = content(size);
+            let mut hasher = Sha256::new();
+            for (at, chunk) in (0..).step_by(CHUNK).zip(data.chunks(CHUNK)) {
+                hash_ahead(&mut hasher, &data, at, chunk.len());
+            }
+            assert_eq!(hasher.finalize(), Sha256::digest(&data), "{size} bytes");
+        }
+        // A mapped file of exactly `THRESHOLD` bytes ends on a step and a page.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("exact.bin");
+        let data = content(THRESHOLD as usize);
+        std::fs::write(&path, &data).unwrap();
+        let mut file = File::open(&path).unwrap();
+        let (sha256, size, _) = sha256_file(&mut file, u64::MAX, || None::<Vec<u8>>).unwrap();
+        assert_eq!((sha256, size), (sha256_bytes(&data), THRESHOLD));
+    }
+
     /// Written 4 KiB at a time, so its page cache is small folios the kernel maps a few
     /// pages per fault: hashed from the mapping for `THRESHOLD` bytes, then read on.
     fn written_in_small_pieces(path: &std::path::Path, data: &[u8]) {
