@@ -16,6 +16,12 @@ KINDS: tuple[Kind, ...]
 PROJECT_FORBIDDEN: str
 """The id of the rule a JobSpec outside its account's projects breaks
 (``forge.project.forbidden``): the service answers it with PERMISSION_DENIED."""
+RECORD_STATES: tuple[str, ...]
+"""A job record's states, in the order of job_record.schema.json."""
+RECORD_TERMINAL: tuple[str, ...]
+"""The states that end a record: nothing follows them."""
+RECORD_SOURCES: tuple[str, ...]
+"""Who may write a transition."""
 
 class CatalogEntry:
     """One recipe the deployment serves, in the shape of ``recipe.lock.json``. Every
