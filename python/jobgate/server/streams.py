@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from typing import Any
 
 import grpc
@@ -29,6 +30,45 @@ log = logging.getLogger("jobgate.server")
 
 UNAUTHENTICATED = "<unauthenticated>"  # the bucket of streams that carry no known identity
 SHUTTING_DOWN = "the server is shutting down; reconnect (to another replica) and retry"
+
+
+class CallPool(futures.ThreadPoolExecutor):
+    """The servicer threads, counting the calls given to them and not yet finished:
+    gRPC hands a call to the pool as it accepts it, so a call waiting for a thread, or
+    whose handler has not begun, is counted as much as one running. A draining server
+    waits on `busy`: a count kept inside the handler would miss the calls accepted and
+    not yet there, and cancel them at once."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "") -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+        self._count_lock = threading.Lock()
+        self._unfinished = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self._count_lock:
+            self._unfinished += 1
+
+        def counted():
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._finished()
+
+        try:
+            return super().submit(counted)
+        except BaseException:
+            self._finished()
+            raise
+
+    def _finished(self) -> None:
+        with self._count_lock:
+            self._unfinished -= 1
+
+    def busy(self) -> bool:
+        """Whether a call given to the pool (a unary call, a stream that holds a
+        thread) has not finished."""
+        with self._count_lock:
+            return self._unfinished > 0
 
 
 class _Stream:
@@ -50,7 +90,6 @@ class StreamGuard(grpc.ServerInterceptor):
         self._open: set[_Stream] = set()
         self._per_account: dict[str, int] = {}
         self._closing = False
-        self.unary_in_flight = 0
 
     # ---- the interceptor
 
@@ -59,7 +98,7 @@ class StreamGuard(grpc.ServerInterceptor):
         if handler is None:
             return handler
         if not (handler.request_streaming or handler.response_streaming):
-            return grpc.unary_unary_rpc_method_handler(self._counted(handler.unary_unary), handler.request_deserializer, handler.response_serializer)
+            return handler  # counted by the pool it runs on (`CallPool`) from the moment gRPC accepts it
         behavior = handler.stream_stream or handler.unary_stream or handler.stream_unary
         if getattr(behavior, "experimental_non_blocking", False):
             return handler  # holds no thread while open (the health service's Watch)
@@ -69,26 +108,6 @@ class StreamGuard(grpc.ServerInterceptor):
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(self._streaming(behavior, method, reads=False), handler.request_deserializer, handler.response_serializer)
         return grpc.stream_unary_rpc_method_handler(self._unary(behavior, method), handler.request_deserializer, handler.response_serializer)
-
-    def busy(self) -> bool:
-        """Whether a unary call, or a stream that holds a thread, is still running."""
-        with self._lock:
-            return bool(self.unary_in_flight or self._open)
-
-    def _counted(self, behavior):
-        """A unary call, counted while it runs, so a draining server knows when the last
-        one has answered."""
-
-        def run(request, context):
-            with self._lock:
-                self.unary_in_flight += 1
-            try:
-                return behavior(request, context)
-            finally:
-                with self._lock:
-                    self.unary_in_flight -= 1
-
-        return run
 
     def _streaming(self, behavior, method: str, *, reads: bool):
         def run(request, context):
