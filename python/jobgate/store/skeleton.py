@@ -299,4 +299,3 @@ class SqlStore:
 
     def close(self) -> None:
         raise NotImplementedError
-
