@@ -94,8 +94,10 @@ def test_a_refused_member_leaves_its_key_to_the_next_in_its_group(gate, reads_us
 def test_an_expired_key_starts_afresh_in_a_group(gate, reads_usage):
     store = gate.store
     (first,) = store.admit_many([(job("brief", reads_usage=reads_usage, window=0.05), admitted)])
-    time.sleep(0.1)
-    (second,) = store.admit_many([(job("brief", fingerprint=b"g" * 32, reads_usage=reads_usage, window=0.05), admitted)])
+    time.sleep(1.0)
+    # Expired under the second request's window. Its own key is pruned once older than
+    # that window (pruning follows the commit), so the window stays well above a commit.
+    (second,) = store.admit_many([(job("brief", fingerprint=b"g" * 32, reads_usage=reads_usage, window=0.5), admitted)])
     assert isinstance(second, str) and second != first
     assert store.recall("alice", ["brief"], 3600)["brief"].job_id == second
     assert records(store) == [first, second]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,7 +33,7 @@ from jobgate.store.base import (
     opened_record,
     record_json,
 )
-from jobgate.store.skeleton import SqlStore, T
+from jobgate.store.skeleton import NumbersAhead, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -177,9 +176,6 @@ _READ = (
 # (`jobgate_open_group`, migration 7), taking the locks given first. After `_READ`
 # recalled the group's keys, every key is written.
 _OPEN = "SELECT jobgate_open_group(%s::json, %s::json)"
-# Job numbers a store takes from the sequence ahead of need, so that a group that
-# reads nothing else need not read one (a number is still never given twice).
-_NUMBERS_AHEAD = 256
 
 
 class _Group:
@@ -309,8 +305,8 @@ class PostgresStore(SqlStore):
         self.url = url
         super().__init__(max_message_bytes=max_message_bytes, max_transitions=max_transitions)
         self._pool: ConnectionPool[psycopg.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: not db.closed, close=psycopg.Connection.close)
-        self._numbers: list[int] = []
-        self._numbers_lock = threading.Lock()
+        # Job numbers taken ahead from the sequence (by groups that read), not given yet.
+        self._numbers = NumbersAhead()
         self._id_key = self._migrate()
 
     def _connect(self) -> psycopg.Connection:
@@ -406,7 +402,7 @@ class PostgresStore(SqlStore):
         its snapshot sees every replica that held a lock before this one); then the
         decisions here, and the writes and the commit. Within the group, usage and keys
         are carried forward as sequential admissions would have seen them."""
-        numbers = None if any(job.reads_usage for job, _ in jobs) else self._numbers_at_hand(len(jobs))
+        numbers = None if any(job.reads_usage for job, _ in jobs) else self._numbers.take(len(jobs))
         projects = sorted({job.project for job, _ in jobs})
         locks = sorted({key_lock(job.idempotency) for job, _ in jobs if job.idempotency is not None})
         locked = orjson.dumps([{"p": p} for p in projects] + [{"k": k} for k in locks]).decode()
@@ -423,7 +419,7 @@ class PostgresStore(SqlStore):
                 keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and self._holds(job.idempotency.account)]
                 since = time.time()
                 recall = orjson.dumps([{"account": k.account, "key": key_bytes(k.key).hex(), "since": since - k.window} for k in keyed]).decode()
-                ahead = max(0, _NUMBERS_AHEAD - len(self._numbers))
+                ahead = self._numbers.wanted()
                 with _pipelined(db) as pipeline:
                     db.execute("BEGIN", prepare=False)
                     db.execute(_LOCKS, (locked,), prepare=True)
@@ -441,24 +437,12 @@ class PostgresStore(SqlStore):
                     # The other round trip: every write, and the commit (durable when it returns).
                     written = db.execute(_OPEN, ("[]", orjson.dumps(group.rows).decode()), prepare=True) if group.rows else None
                     db.execute("COMMIT", prepare=False)
-                self._keep_numbers(spare)
+                self._numbers.keep(spare)
             recalled = {
                 (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
                 for account, key, job_id, fingerprint, report in orjson.loads(_value(written) or "null") or ()
             }
         return group.outcome(recalled)
-
-    def _numbers_at_hand(self, n: int) -> list[int] | None:
-        """`n` job numbers taken ahead from the sequence, or None when fewer are left."""
-        with self._numbers_lock:
-            if len(self._numbers) < n:
-                return None
-            taken, self._numbers = self._numbers[:n], self._numbers[n:]
-            return taken
-
-    def _keep_numbers(self, numbers: list[int]) -> None:
-        with self._numbers_lock:
-            self._numbers.extend(numbers)
 
     def _open(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
@@ -44,6 +45,41 @@ T = TypeVar("T")
 
 # Ids (or keys) per query of `latest` and `recall`.
 IDS_PER_QUERY = 500
+
+
+# Job numbers a store takes from its database at once, ahead of need, so that most
+# commit groups need none read.
+NUMBERS_AHEAD = 256
+
+
+class NumbersAhead:
+    """Job numbers a store has taken from its database ahead of need and not given
+    yet; each is given once (the database never gives a number twice)."""
+
+    def __init__(self) -> None:
+        self._numbers: list[int] = []
+        self._lock = threading.Lock()
+
+    def take(self, n: int, more: Callable[[int], Collection[int]] | None = None) -> list[int] | None:
+        """`n` numbers. When fewer are at hand: with `more`, `more(count)` takes at least
+        `NUMBERS_AHEAD` more from the database first (one caller at a time); without,
+        None."""
+        with self._lock:
+            if len(self._numbers) < n:
+                if more is None:
+                    return None
+                self._numbers += more(max(n - len(self._numbers), NUMBERS_AHEAD))
+            taken, self._numbers = self._numbers[:n], self._numbers[n:]
+            return taken
+
+    def wanted(self) -> int:
+        """How many more numbers would fill it to `NUMBERS_AHEAD`."""
+        with self._lock:
+            return max(0, NUMBERS_AHEAD - len(self._numbers))
+
+    def keep(self, numbers: Collection[int]) -> None:
+        with self._lock:
+            self._numbers += numbers
 
 
 def translated(method: Callable[..., T]) -> Callable[..., T]:

@@ -32,7 +32,7 @@ from jobgate.store.base import (
     opened_record,
     record_json,
 )
-from jobgate.store.skeleton import SqlStore, T
+from jobgate.store.skeleton import NumbersAhead, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -118,9 +118,6 @@ _BACKSTOP_PAGES = 20_000
 # Rows per multi-row statement of a commit group, its parameters well under the
 # smallest limit SQLite builds have had (999).
 _ROWS_PER_STATEMENT = 100
-# Job numbers a store takes from `job_numbers` at once (a write of its own), so that
-# most groups need none read (a number is still never given twice).
-_NUMBERS_AHEAD = 256
 
 
 class _Group:
@@ -289,8 +286,7 @@ class SqliteStore(SqlStore):
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: True, close=sqlite3.Connection.close)
         self._checkpointer = _Checkpointer(self._connect, str(self.path))
         # Job numbers taken ahead from `job_numbers`, not given yet.
-        self._numbers: list[int] = []
-        self._numbers_lock = threading.Lock()
+        self._numbers = NumbersAhead()
         self._id_key = self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -375,7 +371,7 @@ class SqliteStore(SqlStore):
         any, with job numbers taken ahead, and opens its records in one statement, its
         own transaction. Any other group: the write lock, one read of its projects'
         usage and of what its keys recall, its records, its keys, and the commit."""
-        numbers = self._numbers_ahead(len(jobs))
+        numbers = self._numbers.take(len(jobs), self._more_numbers) or []  # never None: taken from `job_numbers` when short
         if not any(job.reads_usage or job.idempotency is not None for job, _ in jobs):
             group = _Group({}, {})
             opened = [self._open(job, decide, number, group) for (job, decide), number in zip(jobs, numbers, strict=True)]
@@ -394,18 +390,12 @@ class SqliteStore(SqlStore):
         self._checkpointer.wrote(len(jobs))
         return opened
 
-    def _numbers_ahead(self, n: int) -> list[int]:
-        """`n` job numbers never given, from those taken ahead; when fewer are left,
-        more are taken from `job_numbers` first, in a write of their own (another
-        process sharing the file takes others)."""
-        with self._numbers_lock:
-            if len(self._numbers) < n:
-                more = max(n - len(self._numbers), _NUMBERS_AHEAD)
-                with self._pool.connection() as db:
-                    ((following,),) = db.execute("UPDATE job_numbers SET next = next + ? RETURNING next", (more,)).fetchall()
-                self._numbers += range(following - more, following)
-            taken, self._numbers = self._numbers[:n], self._numbers[n:]
-            return taken
+    def _more_numbers(self, count: int) -> range:
+        """`count` job numbers never given, taken from `job_numbers` in a write of their
+        own (another process sharing the file takes others)."""
+        with self._pool.connection() as db:
+            ((following,),) = db.execute("UPDATE job_numbers SET next = next + ? RETURNING next", (count,)).fetchall()
+        return range(following - count, following)
 
     def _group(self, db: sqlite3.Connection, jobs: list[NewJob]) -> _Group:
         """What a group's decisions read, under the write lock: the usage of the
