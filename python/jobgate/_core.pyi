@@ -19,6 +19,12 @@ PROJECT_FORBIDDEN: str
 DEFAULT_LIMITS: dict[str, int]
 """The core's defaults of the ``[limits]`` keys it reads, by key, and
 ``max_depth_ceiling``: the deepest nesting a configuration may allow."""
+RECORD_STATES: tuple[str, ...]
+"""A job record's states, in the order of job_record.schema.json."""
+RECORD_TERMINAL: tuple[str, ...]
+"""The states that end a record: nothing follows them."""
+RECORD_SOURCES: tuple[str, ...]
+"""Who may write a transition."""
 
 class CatalogEntry:
     """One recipe the deployment serves, in the shape of ``recipe.lock.json``. Every

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -15,6 +16,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import jobgate
+from jobgate.server.streams import CallPool
 from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
 from tests.files.helpers import packaged, tar_package
 from tests.helpers import EXAMPLES, UPSTREAM, error_detail, example, mutate, pairs, require_shared, sample, schema
@@ -353,8 +355,6 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
 
     t = threading.Thread(target=call)
     t.start()
-    import time
-
     # Stop once the batch is being handled (a loaded machine may take a while to send it).
     in_flight = r.metrics.in_flight.labels("AdmitBatch")
     deadline = time.monotonic() + 30
@@ -366,6 +366,30 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     assert "error" not in outcome, outcome["error"]
     assert len(outcome["response"].results) == 2000
     r.channel.close()
+
+
+def test_a_draining_server_counts_a_call_from_when_it_is_accepted():
+    """The servicer threads count every call handed to them until it finishes: one
+    waiting for a thread (or whose handler has not begun) keeps a draining server
+    waiting as much as one running, so a graceful stop never cancels it."""
+    pool = CallPool(1)
+    started, release = threading.Event(), threading.Event()
+    try:
+        assert not pool.busy()
+        running = pool.submit(lambda: (started.set(), release.wait(30)))
+        assert started.wait(30)
+        queued = pool.submit(lambda: "answered")
+        time.sleep(0.05)  # the queued call is still waiting for the thread
+        assert pool.busy() and not queued.done()
+        release.set()
+        assert running.result(30) == (None, True) and queued.result(30) == "answered"
+        deadline = time.monotonic() + 30
+        while pool.busy() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not pool.busy()
+    finally:
+        release.set()
+        pool.shutdown()
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("spec_bundle.*valid.json")))

@@ -9,7 +9,6 @@ finishes its run across a server restart."""
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -29,7 +28,6 @@ from google.rpc import error_details_pb2
 from jobgate.config import ConfigError, from_mapping
 from jobgate.server.app import wait_serving
 from jobgate.server.auth import token_hash
-from jobgate.server.gate import KILL_AFTER_COMMITS
 from jobgate.server.wire import fingerprint
 from jobgate.store import open_store
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobspec_pb2
@@ -46,6 +44,7 @@ GPUS = 8  # the sample JobSpec's GPUs
 ALICE = bearer(TOKEN)
 BOB_TOKEN = "bob-token-for-retries"
 BOB = bearer(BOB_TOKEN)
+CRASHING_SERVER = Path(__file__).with_name("crashing_server.py")
 TWO_SUBMITTERS = {**ACCOUNTS, "bob": {"token": token_hash(BOB_TOKEN), "projects": ["my-lab"], "roles": ["submitter"]}}
 
 
@@ -131,13 +130,16 @@ def config_file(tmp_path: Path, backend, window: float | None = None) -> Path:
 
 @contextmanager
 def serving(config: Path, port: int, *, kill_after_commits: int = 0) -> Iterator[subprocess.Popen]:
-    """`jobgate serve` on `port`, once it answers; with `kill_after_commits`, it kills
-    itself right after the commit that opens that many records, before replying."""
-    env = {k: v for k, v in os.environ.items() if k != KILL_AFTER_COMMITS}
+    """`jobgate serve` on `port`, once it answers; with `kill_after_commits`, a server
+    that kills itself right after the commit that opens that many records, before
+    replying (`crashing_server.py`)."""
+    listen = f"127.0.0.1:{port}"
     if kill_after_commits:
-        env[KILL_AFTER_COMMITS] = str(kill_after_commits)
+        command = [sys.executable, str(CRASHING_SERVER), str(config), listen, str(kill_after_commits)]
+    else:
+        command = [sys.executable, "-m", "jobgate.cli", "serve", "--config", str(config), "--listen", listen]
     with open(config.parent / "server.log", "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "jobgate.cli", "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}"], env=env, stderr=log)
+        proc = subprocess.Popen(command, stderr=log)
     try:
         wait_serving(f"127.0.0.1:{port}").close()
         yield proc

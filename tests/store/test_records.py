@@ -102,9 +102,18 @@ from jobgate.store import open_store
 config = Config.model_validate({"store": {"path": sys.argv[1], "url": sys.argv[4] or None}, "jobs": {"results_root": sys.argv[2]}})
 gate = Gate(config, open_store(config.store.path, config.store.url))
 doc = open(sys.argv[3], "rb").read()
+print("admitting", flush=True)
 while True:
     gate.admit(doc, None, "alice", dry_run=False)
 """
+
+
+def admitting(*args: str) -> subprocess.Popen:
+    """ADMITTER on `args`, once it admits: the kill that follows lands among admissions
+    however long a loaded machine takes to start a process."""
+    proc = subprocess.Popen([sys.executable, "-c", ADMITTER, *args], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"admitting\n"
+    return proc
 
 
 def test_sigkill_during_admissions_leaves_records_whole_or_absent(tmp_path):
@@ -113,7 +122,7 @@ def test_sigkill_during_admissions_leaves_records_whole_or_absent(tmp_path):
     store_dir = tmp_path / "store"
     rng = random.Random(11)
     for _ in range(5):
-        proc = subprocess.Popen([sys.executable, "-c", ADMITTER, str(store_dir), str(tmp_path / "results"), str(doc), ""])
+        proc = admitting(str(store_dir), str(tmp_path / "results"), str(doc), "")
         time.sleep(rng.uniform(0.8, 2.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -258,7 +267,7 @@ def test_sigkill_during_admissions_with_postgres(fresh_postgres, tmp_path):
     doc.write_bytes(JOBSPEC)
     rng = random.Random(5)
     for _ in range(4):
-        proc = subprocess.Popen([sys.executable, "-c", ADMITTER, str(tmp_path / "unused"), str(tmp_path / "results"), str(doc), fresh_postgres])
+        proc = admitting(str(tmp_path / "unused"), str(tmp_path / "results"), str(doc), fresh_postgres)
         time.sleep(rng.uniform(1.0, 2.5))
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -15,7 +15,6 @@ import signal
 import sys
 import threading
 import time
-from concurrent import futures
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from jobgate.server.logs import JsonLogFormatter, LineWriter
 from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService
 from jobgate.server.shadow import Shadow, load_candidate
-from jobgate.server.streams import StreamGuard, Watches
+from jobgate.server.streams import CallPool, StreamGuard, Watches
 from jobgate.store import JobStore, StoreFull, StoreUnavailable, location, open_store
 
 log = logging.getLogger("jobgate.server")
@@ -105,8 +104,10 @@ class Server:
     streams waiting on their client at once, the others after the message in hand;
     only then do unary calls in flight get the grace period to finish."""
 
-    def __init__(self, server: grpc.Server, streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics) -> None:
-        self._server, self.streams, self.watches, self._health = server, streams, watches, health
+    def __init__(
+        self, server: grpc.Server, pool: CallPool, streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics
+    ) -> None:
+        self._server, self._pool, self.streams, self.watches, self._health = server, pool, streams, watches, health
         self.config, self.listen, self.gate, self.auth, self.metrics = config, listen, gate, auth, metrics
         self._reloading = threading.Lock()
 
@@ -139,7 +140,7 @@ class Server:
         done = self._server.stop(grace)
         if grace:
             deadline = time.monotonic() + grace
-            while self.streams.busy() and time.monotonic() < deadline and not done.is_set():
+            while (self._pool.busy() or self.streams.busy()) and time.monotonic() < deadline and not done.is_set():
                 time.sleep(0.02)
             done = self._server.stop(0)
         return done
@@ -261,10 +262,11 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         watches = Watches(store, settings.watch_poll_seconds)
         undo.callback(watches.close)
         limit = settings.max_message_bytes
+        pool = CallPool(settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc")
         server = grpc.server(
             # Every open stream holds a thread; `threads` more are left for unary calls and
             # health checks, whatever the streams do.
-            futures.ThreadPoolExecutor(max_workers=settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc"),
+            pool,
             # The request log and call metrics outermost: they see every call, those the
             # grants table or the stream limits refuse too. The two within are applied
             # once per method, not per call.
@@ -286,7 +288,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             except EndpointUnavailable as e:
                 raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
-    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
+    running = Server(server, pool, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store, request_log=request_log)
 
 

@@ -18,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from functools import partial
+from concurrent import futures
 from typing import Any
 
 import grpc
@@ -30,6 +31,45 @@ log = logging.getLogger("jobgate.server")
 
 UNAUTHENTICATED = "<unauthenticated>"  # the bucket of streams that carry no known identity
 SHUTTING_DOWN = "the server is shutting down; reconnect (to another replica) and retry"
+
+
+class CallPool(futures.ThreadPoolExecutor):
+    """The servicer threads, counting the calls given to them and not yet finished:
+    gRPC hands a call to the pool as it accepts it, so a call waiting for a thread, or
+    whose handler has not begun, is counted as much as one running. A draining server
+    waits on `busy`: a count kept inside the handler would miss the calls accepted and
+    not yet there, and cancel them at once."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "") -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+        self._count_lock = threading.Lock()
+        self._unfinished = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self._count_lock:
+            self._unfinished += 1
+
+        def counted():
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._finished()
+
+        try:
+            return super().submit(counted)
+        except BaseException:
+            self._finished()
+            raise
+
+    def _finished(self) -> None:
+        with self._count_lock:
+            self._unfinished -= 1
+
+    def busy(self) -> bool:
+        """Whether a call given to the pool (a unary call, a stream that holds a
+        thread) has not finished."""
+        with self._count_lock:
+            return self._unfinished > 0
 
 
 class _Stream:
@@ -60,6 +100,8 @@ class StreamGuard(grpc.ServerInterceptor):
         if handler is None:
             return handler
         if not (handler.request_streaming or handler.response_streaming):
+            # Counted by the pool it runs on (`CallPool`) from the moment gRPC accepts it,
+            # and here until its answer is sent, which gRPC does after the pool's task ends.
             return grpc.unary_unary_rpc_method_handler(self._counted(handler.unary_unary), handler.request_deserializer, handler.response_serializer)
         behavior = handler.stream_stream or handler.unary_stream or handler.stream_unary
         if getattr(behavior, "experimental_non_blocking", False):
@@ -72,7 +114,8 @@ class StreamGuard(grpc.ServerInterceptor):
         return grpc.stream_unary_rpc_method_handler(self._unary(behavior, method), handler.request_deserializer, handler.response_serializer)
 
     def busy(self) -> bool:
-        """Whether a unary call, or a stream that holds a thread, is still running."""
+        """Whether a unary call has not yet sent its answer, or a stream that holds a
+        thread is still open."""
         with self._lock:
             return bool(self._unary_calls or self._open)
 

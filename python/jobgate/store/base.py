@@ -21,12 +21,14 @@ from typing import Any, Generic, Protocol, TypeVar
 import blake3
 import orjson
 
-from jobgate._core import permuted_job_number, redact
+from jobgate._core import RECORD_SOURCES, RECORD_STATES, RECORD_TERMINAL, permuted_job_number, redact
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES
 
-STATES = ("PENDING", "RUNNING", "COMPLETE", "ERROR", "CANCELED", "UNKNOWN")
-TERMINAL = ("COMPLETE", "ERROR", "CANCELED")
-SOURCES = ("agent", "poller", "backend-hook")
+# A record's lifecycle as the core's job-record kind checks it (`kinds/job_record.rs`):
+# what the store writes passes the check its export is put to.
+STATES: tuple[str, ...] = RECORD_STATES
+TERMINAL: tuple[str, ...] = RECORD_TERMINAL
+SOURCES: tuple[str, ...] = RECORD_SOURCES
 ERR_CLASSES = ("ERR_INFRA", "ERR_PROGRAM")
 # GPUs a record holds, at most: a 32-bit count, so that a project's sum of them in a
 # 64-bit column can never overflow. The core refuses larger counts; the store clamps
@@ -405,6 +407,9 @@ class JobStore(Protocol):
 
     def get(self, job_id: str) -> dict[str, Any]:
         """The record as exported (job_record.schema.json); raises JobNotFound."""
+
+    def document(self, job_id: str) -> bytes:
+        """The document the job was admitted with, as sent; raises JobNotFound."""
 
     def project(self, job_id: str) -> str:
         """The project the job was admitted into (what decides who may see it); raises

@@ -4,16 +4,14 @@ replicas never oversubscribe a project; an idempotency key is looked up and writ
 under an advisory lock of its own, so two replicas sent one key open one record; marks
 lock the job's row. Connections come from a small pool; the driver's failures leave as
 StoreFull or StoreUnavailable, and what a caller sent is stored whole, NUL characters
-included."""
+included. Only the dialect is here: the transactions are `SqlStore`'s."""
 
 from __future__ import annotations
 
 import base64
-import functools
 import logging
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,29 +21,19 @@ import psycopg
 
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
-    PRUNE_BATCH,
-    TERMINAL,
     ConnectionPool,
     IdempotencyKey,
-    JobNotFound,
     NewJob,
-    Pruning,
     Remembered,
     StoreFull,
     StoreUnavailable,
-    apply_mark,
-    check_mark,
-    check_room,
     key_bytes,
-    list_filter,
-    new_id_key,
     new_job_id,
     now,
     opened_record,
     record_json,
-    storable,
-    stored_message,
 )
+from jobgate.store.skeleton import NumbersAhead, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -156,8 +144,6 @@ MIGRATIONS = [
     """,
 ]
 
-# Ids per query of `latest`.
-_IDS_PER_QUERY = 500
 
 
 # A commit group's statements take their rows as one JSON text each (orjson builds it;
@@ -190,9 +176,6 @@ _READ = (
 # (`jobgate_open_group`, migration 7), taking the locks given first. After `_READ`
 # recalled the group's keys, every key is written.
 _OPEN = "SELECT jobgate_open_group(%s::json, %s::json)"
-# Job numbers a store takes from the sequence ahead of need, so that a group that
-# reads nothing else need not read one (a number is still never given twice).
-_NUMBERS_AHEAD = 256
 
 
 class _Group:
@@ -258,31 +241,6 @@ def key_lock(key: IdempotencyKey) -> int:
     return int.from_bytes(digest, "little", signed=True)
 
 
-def _translated(method):
-    """The driver's failures as the store's own: a full disk is StoreFull, a server
-    that cannot be reached (down, restarting, out of connections) is StoreUnavailable.
-    The details, which name the server and the SQL, are logged, never passed on."""
-
-    @functools.wraps(method)
-    def inner(self: PostgresStore, *args, **kwargs):
-        try:
-            try:
-                return method(self, *args, **kwargs)
-            except psycopg.errors.InvalidSqlStatementName as e:
-                # The call failed before any commit, on a connection now dropped
-                # (`PostgresStore._connection`): it runs once more, on another.
-                log.warning("prepared statements vanished from a job store connection; retrying on another", extra={"fields": {"error": str(e)}})
-                return method(self, *args, **kwargs)
-        except psycopg.errors.DiskFull as e:
-            log.error("job store disk full", extra={"fields": {"error": str(e)}})
-            raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written") from None
-        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
-            log.error("job store unavailable", extra={"fields": {"error": str(e)}})
-            raise StoreUnavailable("the job store is unavailable; retry shortly") from None
-
-    return inner
-
-
 @contextmanager
 def _pipelined(db: psycopg.Connection) -> Iterator[psycopg.Pipeline]:
     """`db` in pipeline mode: statements are sent without waiting for their results,
@@ -325,15 +283,16 @@ def _value(cursor: psycopg.Cursor | None) -> Any:
     return row[0] if row else None
 
 
-def _text(*values: str) -> bool:
-    """Whether PostgreSQL TEXT can hold the values: no stored id or name has a NUL, so
-    a lookup by one that does finds nothing rather than failing."""
-    return not any("\x00" in v for v in values)
+class PostgresStore(SqlStore):
+    """The PostgreSQL dialect of the store's transactions (`SqlStore`)."""
 
-
-class PostgresStore:
     # A commit returns once its WAL is flushed (synchronous_commit).
     syncs_commits = True
+    MIGRATIONS = MIGRATIONS
+    MARK = "%s"
+    LOCKING = " FOR UPDATE"
+    # Passing over rows another transaction holds.
+    PRUNE = "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(SELECT ctid FROM idempotency_keys WHERE created < %s LIMIT %s FOR UPDATE SKIP LOCKED))"
 
     def __init__(
         self,
@@ -344,11 +303,10 @@ class PostgresStore:
         max_transitions: int = DEFAULT_MAX_TRANSITIONS,
     ) -> None:
         self.url = url
-        self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
+        super().__init__(max_message_bytes=max_message_bytes, max_transitions=max_transitions)
         self._pool: ConnectionPool[psycopg.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: not db.closed, close=psycopg.Connection.close)
-        self._pruning = Pruning()
-        self._numbers: list[int] = []
-        self._numbers_lock = threading.Lock()
+        # Job numbers taken ahead from the sequence (by groups that read), not given yet.
+        self._numbers = NumbersAhead()
         self._id_key = self._migrate()
 
     def _connect(self) -> psycopg.Connection:
@@ -373,38 +331,64 @@ class PostgresStore:
         with self._connection() as db, db.transaction():
             yield db
 
-    @_translated
-    def _migrate(self) -> bytes:
-        """Brings the schema up to date; returns the store's job id key."""
-        with self._transaction() as db:
-            db.execute("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
-            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
-            done = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
-            for version, sql in enumerate(MIGRATIONS, start=1):
-                if version not in done:
-                    db.execute(sql)
-                    db.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (version, now()))
-            db.execute("INSERT INTO job_id_key VALUES (1, %s) ON CONFLICT DO NOTHING", (new_id_key(),))
-            return bytes(db.execute("SELECT key FROM job_id_key").fetchone()[0])
+    _reading = _writing = _transaction
 
-    @_translated
-    def gpus_in_use(self, project: str) -> int:
-        if not _text(project):
-            return 0
-        with self._transaction() as db:
-            row = db.execute("SELECT gpus FROM project_usage WHERE project = %s", (project,)).fetchone()
-        return int(row[0]) if row else 0
+    @contextmanager
+    def _recalling(self) -> Iterator[psycopg.Connection]:
+        # Every keyed admission looks its key up first: one statement at a time, each
+        # its own transaction as it would be in READ COMMITTED anyway, so neither BEGIN
+        # nor COMMIT costs a round trip.
+        with self._connection() as db:
+            db.autocommit = True
+            try:
+                yield db
+            finally:
+                if not db.closed:
+                    db.autocommit = False
 
-    @_translated
-    def usage(self) -> dict[str, int]:
-        with self._transaction() as db:
-            return {project: int(gpus) for project, gpus in db.execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
+    def _translate(self, call: Callable[[], T]) -> T:
+        """The driver's failures as the store's own: a full disk is StoreFull, a server
+        that cannot be reached (down, restarting, out of connections) is StoreUnavailable.
+        The details, which name the server and the SQL, are logged, never passed on."""
+        try:
+            try:
+                return call()
+            except psycopg.errors.InvalidSqlStatementName as e:
+                # The call failed before any commit, on a connection now dropped
+                # (`_connection`): it runs once more, on another.
+                log.warning("prepared statements vanished from a job store connection; retrying on another", extra={"fields": {"error": str(e)}})
+                return call()
+        except psycopg.errors.DiskFull as e:
+            log.error("job store disk full", extra={"fields": {"error": str(e)}})
+            raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written") from None
+        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+            log.error("job store unavailable", extra={"fields": {"error": str(e)}})
+            raise StoreUnavailable("the job store is unavailable; retry shortly") from None
 
-    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
-        return self.admit_many([(job, decide)])[0]
+    def _migrating(self, db: psycopg.Connection) -> None:
+        db.execute("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
 
-    @_translated
-    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
+    @staticmethod
+    def _holds(*values: str) -> bool:
+        """TEXT cannot hold NUL: no stored id or name has one."""
+        return not any("\x00" in v for v in values)
+
+    @staticmethod
+    def _loaded(record: dict[str, Any]) -> dict[str, Any]:
+        return dict(record)  # a json column, parsed by the driver
+
+    @staticmethod
+    def _message_stored(message: str) -> bytes:
+        return message.encode("utf-8")
+
+    @staticmethod
+    def _message_read(value: bytes) -> str:
+        return bytes(value).decode("utf-8")
+
+    def _any(self, column: str, values: list[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(%s)", [list(values)]
+
+    def _admit_group(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
         """Admits in order in one transaction (one commit for the group), holding the
         advisory lock of every project involved, then of every idempotency key, each
         kind taken in sorted order: every transaction locks in one order (no deadlock).
@@ -418,8 +402,7 @@ class PostgresStore:
         its snapshot sees every replica that held a lock before this one); then the
         decisions here, and the writes and the commit. Within the group, usage and keys
         are carried forward as sequential admissions would have seen them."""
-        jobs = [(storable(job), decide) for job, decide in items]
-        numbers = None if any(job.reads_usage for job, _ in jobs) else self._numbers_at_hand(len(jobs))
+        numbers = None if any(job.reads_usage for job, _ in jobs) else self._numbers.take(len(jobs))
         projects = sorted({job.project for job, _ in jobs})
         locks = sorted({key_lock(job.idempotency) for job, _ in jobs if job.idempotency is not None})
         locked = orjson.dumps([{"p": p} for p in projects] + [{"k": k} for k in locks]).decode()
@@ -433,10 +416,10 @@ class PostgresStore:
                 with _autocommitted(db):  # one statement: its own transaction, durable when it returns
                     written = db.execute(_OPEN, (locked, orjson.dumps(group.rows).decode()), prepare=True)
             else:
-                keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and _text(job.idempotency.account)]
+                keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and self._holds(job.idempotency.account)]
                 since = time.time()
                 recall = orjson.dumps([{"account": k.account, "key": key_bytes(k.key).hex(), "since": since - k.window} for k in keyed]).decode()
-                ahead = max(0, _NUMBERS_AHEAD - len(self._numbers))
+                ahead = self._numbers.wanted()
                 with _pipelined(db) as pipeline:
                     db.execute("BEGIN", prepare=False)
                     db.execute(_LOCKS, (locked,), prepare=True)
@@ -454,27 +437,12 @@ class PostgresStore:
                     # The other round trip: every write, and the commit (durable when it returns).
                     written = db.execute(_OPEN, ("[]", orjson.dumps(group.rows).decode()), prepare=True) if group.rows else None
                     db.execute("COMMIT", prepare=False)
-                self._keep_numbers(spare)
+                self._numbers.keep(spare)
             recalled = {
                 (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
                 for account, key, job_id, fingerprint, report in orjson.loads(_value(written) or "null") or ()
             }
-        window = self._pruning.due([job for job, _ in items])
-        if window is not None:
-            self._prune(window)
         return group.outcome(recalled)
-
-    def _numbers_at_hand(self, n: int) -> list[int] | None:
-        """`n` job numbers taken ahead from the sequence, or None when fewer are left."""
-        with self._numbers_lock:
-            if len(self._numbers) < n:
-                return None
-            taken, self._numbers = self._numbers[:n], self._numbers[n:]
-            return taken
-
-    def _keep_numbers(self, numbers: list[int]) -> None:
-        with self._numbers_lock:
-            self._numbers.extend(numbers)
 
     def _open(
         self,
@@ -502,142 +470,6 @@ class PostgresStore:
             if usage is not None:
                 usage[job.project] = usage.get(job.project, 0) + job.gpus
             group.open(job, new_job_id(job.id_prefix, number, self._id_key), slot)
-
-    def _recall(self, db: psycopg.Connection, account: str, keys: list[str], window: float) -> dict[str, Remembered]:
-        if not _text(account):
-            return {}
-        out: dict[str, Remembered] = {}
-        for i in range(0, len(keys), _IDS_PER_QUERY):
-            chunk = {key_bytes(k): k for k in keys[i : i + _IDS_PER_QUERY]}
-            rows = db.execute(
-                "SELECT key, job_id, fingerprint, report FROM idempotency_keys WHERE account = %s AND key = ANY(%s) AND created >= %s",
-                (account, list(chunk), time.time() - window),
-            )
-            for key, job_id, fingerprint, report in rows:
-                out[chunk[bytes(key)]] = Remembered(job_id, bytes(fingerprint), bytes(report))
-        return out
-
-    @_translated
-    def recall(self, account: str, keys: Collection[str], window: float) -> dict[str, Remembered]:
-        # Every keyed admission looks its key up first: one statement at a time, each
-        # its own transaction as it would be in READ COMMITTED anyway, so neither BEGIN
-        # nor COMMIT costs a round trip.
-        with self._connection() as db:
-            db.autocommit = True
-            try:
-                return self._recall(db, account, list(dict.fromkeys(keys)), window)
-            finally:
-                if not db.closed:
-                    db.autocommit = False
-
-    def _prune(self, window: float) -> None:
-        """Deletes keys older than `window`, at most PRUNE_BATCH of them, passing over
-        rows another transaction holds; a failure is only logged: an expired key is
-        ignored by every lookup anyway."""
-        try:
-            with self._transaction() as db:
-                db.execute(
-                    "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(SELECT ctid FROM idempotency_keys WHERE created < %s LIMIT %s FOR UPDATE SKIP LOCKED))",
-                    (time.time() - window, PRUNE_BATCH),
-                )
-        except Exception as e:  # noqa: BLE001 - the admissions before it are committed
-            log.warning("pruning expired idempotency keys failed", extra={"fields": {"error": str(e)}})
-
-    def _export(self, db: psycopg.Connection, job_id: str, record: dict[str, Any]) -> dict[str, Any]:
-        record = dict(record)
-        record["transitions"] = [
-            {"ts": ts, "state": state, "message": bytes(message).decode("utf-8"), "source": source}
-            for ts, state, message, source in db.execute("SELECT ts, state, message, source FROM transitions WHERE job_id = %s ORDER BY n", (job_id,))
-        ]
-        return record
-
-    def _get(self, db: psycopg.Connection, job_id: str) -> dict[str, Any]:
-        row = db.execute("SELECT record FROM jobs WHERE id = %s", (job_id,)).fetchone() if _text(job_id) else None
-        if row is None:
-            raise JobNotFound(job_id)
-        return self._export(db, job_id, row[0])
-
-    @_translated
-    def get(self, job_id: str) -> dict[str, Any]:
-        with self._transaction() as db:
-            return self._get(db, job_id)
-
-    @_translated
-    def document(self, job_id: str) -> bytes:
-        row = None
-        if _text(job_id):
-            with self._transaction() as db:
-                row = db.execute("SELECT document FROM jobs WHERE id = %s", (job_id,)).fetchone()
-        if row is None:
-            raise JobNotFound(job_id)
-        return bytes(row[0])
-
-    @_translated
-    def project(self, job_id: str) -> str:
-        row = None
-        if _text(job_id):
-            with self._transaction() as db:
-                row = db.execute("SELECT project FROM jobs WHERE id = %s", (job_id,)).fetchone()
-        if row is None:
-            raise JobNotFound(job_id)
-        return row[0]
-
-    @_translated
-    def list(
-        self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "", projects: Collection[str] | None = None
-    ) -> list[dict[str, Any]]:
-        if not _text(state, project, owner):
-            return []
-        if projects is not None:
-            projects = [p for p in projects if _text(p)]  # no stored project holds a NUL
-        where, args = list_filter("%s", state=state, project=project, owner=owner, terminal=terminal, after=after, projects=projects)
-        out = []
-        with self._transaction() as db:
-            for job_id, record, seq in db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT %s", (*args, limit)).fetchall():
-                exported = self._export(db, job_id, record)
-                exported["_seq"] = seq
-                out.append(exported)
-        return out
-
-    @_translated
-    def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
-        check_mark(state, source, err_class, backend_ref)
-        if not _text(job_id):
-            raise JobNotFound(job_id)
-        message = stored_message(message, self.max_message_bytes)
-        with self._transaction() as db:
-            row = db.execute("SELECT record, state, terminal, project, gpus FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
-            if row is None:
-                raise JobNotFound(job_id)
-            record = dict(row[0])
-            if apply_mark(job_id, record, row[1], row[2], state, source, backend_ref, err_class):
-                last = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = %s", (job_id,)).fetchone()[0])
-                check_room(job_id, last, state, self.max_transitions)
-                db.execute("INSERT INTO transitions VALUES (%s, %s, %s, %s, %s, %s)", (job_id, last + 1, now(), state, message.encode("utf-8"), source))
-                db.execute("UPDATE jobs SET record = %s, state = %s, terminal = %s WHERE id = %s", (record_json(record), state, state in TERMINAL, job_id))
-                if state in TERMINAL:  # its GPUs no longer count against the project
-                    db.execute("UPDATE project_usage SET gpus = gpus - %s WHERE project = %s", (row[4], row[3]))
-            else:
-                db.execute("UPDATE jobs SET record = %s WHERE id = %s", (record_json(record), job_id))
-            # Read in the same transaction: the caller gets what this mark committed.
-            return self._get(db, job_id)
-
-    @_translated
-    def transitions(self, job_id: str, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
-        if not _text(job_id):
-            return []
-        with self._transaction() as db:
-            rows = db.execute("SELECT n, ts, state, message, source FROM transitions WHERE job_id = %s AND n > %s ORDER BY n", (job_id, after)).fetchall()
-        return [(n, {"ts": ts, "state": state, "message": bytes(message).decode("utf-8"), "source": source}) for n, ts, state, message, source in rows]
-
-    @_translated
-    def latest(self, job_ids: list[str]) -> dict[str, int]:
-        ids = [i for i in job_ids if _text(i)]
-        out: dict[str, int] = {}
-        with self._transaction() as db:
-            for i in range(0, len(ids), _IDS_PER_QUERY):
-                out.update(db.execute("SELECT job_id, MAX(n) FROM transitions WHERE job_id = ANY(%s) GROUP BY job_id", (ids[i : i + _IDS_PER_QUERY],)).fetchall())
-        return out
 
     def close(self) -> None:
         self._pool.close()

@@ -2,48 +2,37 @@
 write transaction per admission group (BEGIN IMMEDIATE, or a single insert when the
 group reads nothing first), so quota checks, inserts and idempotency keys are atomic
 across threads and processes: a key is looked up and written under the same write
-lock. Connections come from a small pool; the driver's
-failures leave as StoreFull or StoreUnavailable. The WAL is checkpointed on a thread of
+lock. Connections come from a small pool; the driver's failures leave as StoreFull or
+StoreUnavailable. Only the dialect is here: the transactions are `SqlStore`'s. The WAL is checkpointed on a thread of
 the store's own (`_Checkpointer`), not in the commits admissions wait for."""
 
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
-    PRUNE_BATCH,
-    TERMINAL,
     ConnectionPool,
-    JobNotFound,
     NewJob,
-    Pruning,
     Remembered,
     StoreFull,
     StoreUnavailable,
-    apply_mark,
-    check_mark,
-    check_room,
     key_bytes,
-    list_filter,
-    new_id_key,
     new_job_id,
     now,
     opened_record,
     record_json,
-    storable,
-    stored_message,
 )
+from jobgate.store.skeleton import NumbersAhead, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -119,8 +108,6 @@ MIGRATIONS = [
     ),
 ]
 
-# Ids per query of `latest`, well under SQLite's limit on bound parameters.
-_IDS_PER_QUERY = 500
 # Write transactions and records opened after which the WAL is checkpointed (about
 # SQLite's own 1000 pages: a record dirties a few).
 CHECKPOINT_EVERY = 256
@@ -131,9 +118,6 @@ _BACKSTOP_PAGES = 20_000
 # Rows per multi-row statement of a commit group, its parameters well under the
 # smallest limit SQLite builds have had (999).
 _ROWS_PER_STATEMENT = 100
-# Job numbers a store takes from `job_numbers` at once (a write of its own), so that
-# most groups need none read (a number is still never given twice).
-_NUMBERS_AHEAD = 256
 
 
 class _Group:
@@ -274,33 +258,12 @@ class _Checkpointer:
             thread.join(30)
 
 
-def _translated(method):
-    """The driver's failures as the store's own: a full disk is StoreFull, a database
-    that cannot be opened or stays locked is StoreUnavailable; the details are logged."""
+class SqliteStore(SqlStore):
+    """The SQLite dialect of the store's transactions (`SqlStore`)."""
 
-    @functools.wraps(method)
-    def inner(self: SqliteStore, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.Error as e:
-            primary = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
-            if primary == sqlite3.SQLITE_FULL:
-                log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": str(e)}})
-                raise StoreFull("the disk holding the job store (store.path) is full; nothing was written") from None
-            if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL):
-                log.error("job store unavailable", extra={"fields": {"store": str(self.path), "error": str(e)}})
-                raise StoreUnavailable("the job store is unavailable; retry shortly") from None
-            raise
-        except OSError as e:
-            if e.errno == errno.ENOSPC:
-                log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": str(e)}})
-                raise StoreFull("the disk holding the job store (store.path) is full; nothing was written") from None
-            raise
+    MIGRATIONS = MIGRATIONS
+    PRUNE = "DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created < ? LIMIT ?)"
 
-    return inner
-
-
-class SqliteStore:
     def __init__(
         self,
         directory: str | Path,
@@ -319,13 +282,11 @@ class SqliteStore:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "jobs.sqlite3"
-        self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
+        super().__init__(max_message_bytes=max_message_bytes, max_transitions=max_transitions)
         self._pool: ConnectionPool[sqlite3.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: True, close=sqlite3.Connection.close)
-        self._pruning = Pruning()
         self._checkpointer = _Checkpointer(self._connect, str(self.path))
         # Job numbers taken ahead from `job_numbers`, not given yet.
-        self._numbers: list[int] = []
-        self._numbers_lock = threading.Lock()
+        self._numbers = NumbersAhead()
         self._id_key = self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -366,36 +327,40 @@ class SqliteStore:
                 raise
             self._checkpointer.committed(db)
 
-    @_translated
-    def _migrate(self) -> bytes:
-        """Brings the schema up to date; returns the store's job id key."""
-        with self._writing() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
-            done = {row[0] for row in db.execute("SELECT version FROM schema_migrations")}
-            for version, sql in enumerate(MIGRATIONS, start=1):
-                if version not in done:
-                    for statement in filter(str.strip, sql.split(";") if isinstance(sql, str) else sql):
-                        db.execute(statement)
-                    db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, now()))
-            db.execute("INSERT OR IGNORE INTO job_id_key VALUES (1, ?)", (new_id_key(),))
-            return bytes(db.execute("SELECT key FROM job_id_key").fetchone()[0])
+    def _translate(self, call: Callable[[], T]) -> T:
+        """The driver's failures as the store's own: a full disk is StoreFull, a database
+        that cannot be opened or stays locked is StoreUnavailable; the details are logged."""
+        try:
+            return call()
+        except sqlite3.Error as e:
+            primary = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
+            if primary == sqlite3.SQLITE_FULL:
+                log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": str(e)}})
+                raise StoreFull("the disk holding the job store (store.path) is full; nothing was written") from None
+            if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL):
+                log.error("job store unavailable", extra={"fields": {"store": str(self.path), "error": str(e)}})
+                raise StoreUnavailable("the job store is unavailable; retry shortly") from None
+            raise
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": str(e)}})
+                raise StoreFull("the disk holding the job store (store.path) is full; nothing was written") from None
+            raise
 
-    @_translated
-    def gpus_in_use(self, project: str) -> int:
-        with self._reading() as db:
-            row = db.execute("SELECT gpus FROM project_usage WHERE project = ?", (project,)).fetchone()
-        return int(row[0]) if row else 0
+    def _log_fields(self) -> dict[str, str]:
+        return {"store": str(self.path)}
 
-    @_translated
-    def usage(self) -> dict[str, int]:
-        with self._reading() as db:
-            return {project: int(gpus) for project, gpus in db.execute("SELECT project, gpus FROM project_usage WHERE gpus > 0")}
+    def _migrate_one(self, db: sqlite3.Connection, migration: str | tuple[str, ...]) -> None:
+        # One statement per call: a migration string is split at its semicolons, a
+        # tuple (a trigger holds semicolons) is its statements.
+        for statement in filter(str.strip, migration.split(";") if isinstance(migration, str) else migration):
+            db.execute(statement)
 
-    def admit(self, job: NewJob, decide: Callable[[int], bool]) -> str | Remembered | None:
-        return self.admit_many([(job, decide)])[0]
+    @staticmethod
+    def _loaded(record: str) -> dict[str, Any]:
+        return json.loads(record)
 
-    @_translated
-    def admit_many(self, items: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
+    def _admit_group(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
         """Admits in order in one write transaction (one fsync for the group, where
         commits flush): each decision sees the GPUs of the records opened before it,
         and each key the keys written before it.
@@ -406,8 +371,7 @@ class SqliteStore:
         any, with job numbers taken ahead, and opens its records in one statement, its
         own transaction. Any other group: the write lock, one read of its projects'
         usage and of what its keys recall, its records, its keys, and the commit."""
-        jobs = [(storable(job), decide) for job, decide in items]
-        numbers = self._numbers_ahead(len(jobs))
+        numbers = self._numbers.take(len(jobs), self._more_numbers) or []  # never None: taken from `job_numbers` when short
         if not any(job.reads_usage or job.idempotency is not None for job, _ in jobs):
             group = _Group({}, {})
             opened = [self._open(job, decide, number, group) for (job, decide), number in zip(jobs, numbers, strict=True)]
@@ -424,23 +388,14 @@ class SqliteStore:
                 opened = [self._open(job, decide, number, group) for (job, decide), number in zip(jobs, numbers, strict=True)]
                 group.write(db)
         self._checkpointer.wrote(len(jobs))
-        window = self._pruning.due([job for job, _ in items])
-        if window is not None:
-            self._prune(window)
         return opened
 
-    def _numbers_ahead(self, n: int) -> list[int]:
-        """`n` job numbers never given, from those taken ahead; when fewer are left,
-        more are taken from `job_numbers` first, in a write of their own (another
-        process sharing the file takes others)."""
-        with self._numbers_lock:
-            if len(self._numbers) < n:
-                more = max(n - len(self._numbers), _NUMBERS_AHEAD)
-                with self._pool.connection() as db:
-                    ((following,),) = db.execute("UPDATE job_numbers SET next = next + ? RETURNING next", (more,)).fetchall()
-                self._numbers += range(following - more, following)
-            taken, self._numbers = self._numbers[:n], self._numbers[n:]
-            return taken
+    def _more_numbers(self, count: int) -> range:
+        """`count` job numbers never given, taken from `job_numbers` in a write of their
+        own (another process sharing the file takes others)."""
+        with self._pool.connection() as db:
+            ((following,),) = db.execute("UPDATE job_numbers SET next = next + ? RETURNING next", (count,)).fetchall()
+        return range(following - count, following)
 
     def _group(self, db: sqlite3.Connection, jobs: list[NewJob]) -> _Group:
         """What a group's decisions read, under the write lock: the usage of the
@@ -487,121 +442,6 @@ class SqliteStore:
         job_id = new_job_id(job.id_prefix, number, self._id_key)  # a number taken for this store alone: unique
         group.open(job, job_id, slot)
         return job_id
-
-    def _recall(self, db: sqlite3.Connection, account: str, keys: list[str], window: float) -> dict[str, Remembered]:
-        since = time.time() - window
-        out: dict[str, Remembered] = {}
-        for i in range(0, len(keys), _IDS_PER_QUERY):
-            chunk = {key_bytes(k): k for k in keys[i : i + _IDS_PER_QUERY]}
-            marks = ", ".join("?" * len(chunk))
-            rows = db.execute(f"SELECT key, job_id, fingerprint, report FROM idempotency_keys WHERE account = ? AND key IN ({marks}) AND created >= ?", (account, *chunk, since))
-            for key, job_id, fingerprint, report in rows:
-                out[chunk[bytes(key)]] = Remembered(job_id, bytes(fingerprint), bytes(report))
-        return out
-
-    @_translated
-    def recall(self, account: str, keys: Collection[str], window: float) -> dict[str, Remembered]:
-        with self._reading() as db:
-            return self._recall(db, account, list(dict.fromkeys(keys)), window)
-
-    def _prune(self, window: float) -> None:
-        """Deletes keys older than `window`, at most PRUNE_BATCH of them; a failure is
-        only logged: an expired key is ignored by every lookup anyway."""
-        try:
-            with self._writing() as db:
-                db.execute(
-                    "DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created < ? LIMIT ?)",
-                    (time.time() - window, PRUNE_BATCH),
-                )
-        except Exception as e:  # noqa: BLE001 - the admissions before it are committed
-            log.warning("pruning expired idempotency keys failed", extra={"fields": {"store": str(self.path), "error": str(e)}})
-
-    def _export(self, db: sqlite3.Connection, job_id: str, text: str) -> dict[str, Any]:
-        record = json.loads(text)
-        for private in ("owner", "project", "gpus"):
-            record.pop(private, None)
-        record["transitions"] = [
-            {"ts": ts, "state": state, "message": message, "source": source}
-            for ts, state, message, source in db.execute("SELECT ts, state, message, source FROM transitions WHERE job_id = ? ORDER BY n", (job_id,))
-        ]
-        return record
-
-    def _get(self, db: sqlite3.Connection, job_id: str) -> dict[str, Any]:
-        row = db.execute("SELECT record FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None:
-            raise JobNotFound(job_id)
-        return self._export(db, job_id, row[0])
-
-    @_translated
-    def get(self, job_id: str) -> dict[str, Any]:
-        with self._reading() as db:
-            return self._get(db, job_id)
-
-    @_translated
-    def document(self, job_id: str) -> bytes:
-        with self._reading() as db:
-            row = db.execute("SELECT document FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None:
-            raise JobNotFound(job_id)
-        return bytes(row[0])
-
-    @_translated
-    def project(self, job_id: str) -> str:
-        with self._reading() as db:
-            row = db.execute("SELECT project FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None:
-            raise JobNotFound(job_id)
-        return row[0]
-
-    @_translated
-    def list(
-        self, *, state: str = "", project: str = "", owner: str = "", terminal: bool | None = None, limit: int = 50, after: str = "", projects: Collection[str] | None = None
-    ) -> list[dict[str, Any]]:
-        where, args = list_filter("?", state=state, project=project, owner=owner, terminal=terminal, after=after, projects=projects)
-        out = []
-        with self._reading() as db:
-            for job_id, record, seq in db.execute(f"SELECT id, record, seq FROM jobs WHERE {where} ORDER BY seq LIMIT ?", (*args, limit)).fetchall():
-                exported = self._export(db, job_id, record)
-                exported["_seq"] = seq
-                out.append(exported)
-        return out
-
-    @_translated
-    def mark(self, job_id: str, state: str, message: str, source: str, backend_ref: str = "", err_class: str = "") -> dict[str, Any]:
-        check_mark(state, source, err_class, backend_ref)
-        message = stored_message(message, self.max_message_bytes)
-        with self._writing() as db:
-            row = db.execute("SELECT record, state, terminal, project, gpus FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            if row is None:
-                raise JobNotFound(job_id)
-            record = json.loads(row[0])
-            if apply_mark(job_id, record, row[1], bool(row[2]), state, source, backend_ref, err_class):
-                last = int(db.execute("SELECT MAX(n) FROM transitions WHERE job_id = ?", (job_id,)).fetchone()[0])
-                check_room(job_id, last, state, self.max_transitions)
-                db.execute("INSERT INTO transitions VALUES (?, ?, ?, ?, ?, ?)", (job_id, last + 1, now(), state, message, source))
-                db.execute("UPDATE jobs SET record = ?, state = ?, terminal = ? WHERE id = ?", (record_json(record), state, int(state in TERMINAL), job_id))
-                if state in TERMINAL:  # its GPUs no longer count against the project
-                    db.execute("UPDATE project_usage SET gpus = gpus - ? WHERE project = ?", (row[4], row[3]))
-            else:
-                db.execute("UPDATE jobs SET record = ? WHERE id = ?", (record_json(record), job_id))
-            # Read in the same transaction: the caller gets what this mark committed.
-            return self._get(db, job_id)
-
-    @_translated
-    def transitions(self, job_id: str, after: int = 0) -> list[tuple[int, dict[str, Any]]]:
-        with self._reading() as db:
-            rows = db.execute("SELECT n, ts, state, message, source FROM transitions WHERE job_id = ? AND n > ? ORDER BY n", (job_id, after)).fetchall()
-        return [(n, {"ts": ts, "state": state, "message": message, "source": source}) for n, ts, state, message, source in rows]
-
-    @_translated
-    def latest(self, job_ids: list[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        with self._reading() as db:
-            for i in range(0, len(job_ids), _IDS_PER_QUERY):
-                chunk = job_ids[i : i + _IDS_PER_QUERY]
-                marks = ", ".join("?" * len(chunk))
-                out.update(db.execute(f"SELECT job_id, MAX(n) FROM transitions WHERE job_id IN ({marks}) GROUP BY job_id", chunk).fetchall())
-        return out
 
     def close(self) -> None:
         self._checkpointer.close()

@@ -27,6 +27,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::kind::Kind;
+use crate::kinds::job_record;
 use crate::rules::Rule;
 
 use guard::guarded;
@@ -143,6 +144,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KINDS", PyTuple::new(py, Kind::ALL.map(Kind::as_str))?)?;
     // The rule the service answers with PERMISSION_DENIED rather than a verdict.
     m.add("PROJECT_FORBIDDEN", Rule::ForgeProjectForbidden.id())?;
+    // A job record's lifecycle, as the job-record kind checks it: the store writes
+    // only these states and sources, and a terminal state ends a record.
+    m.add("RECORD_STATES", PyTuple::new(py, job_record::STATES)?)?;
+    m.add("RECORD_TERMINAL", PyTuple::new(py, job_record::TERMINAL)?)?;
+    m.add("RECORD_SOURCES", PyTuple::new(py, job_record::SOURCES)?)?;
     // The core's defaults of the [limits] keys it reads, which jobgate.config serves.
     m.add("DEFAULT_LIMITS", config::default_limits(py)?)?;
     m.add_class::<validator::PyValidator>()?;

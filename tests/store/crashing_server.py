@@ -1,0 +1,57 @@
+"""A server that kills itself (SIGKILL) right after the commit that opens its Nth record,
+before any reply leaves: how the crash tests stop a server between commit and reply.
+
+    python tests/store/crashing_server.py CONFIG LISTEN N
+
+It serves as `jobgate serve --config CONFIG --listen LISTEN` does, on the store the
+configuration names, handed to the server inside `CrashingStore`: the crash is
+injected here, in the test, and the product's commit path is the one deployed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+from jobgate import load_config
+from jobgate.server.app import create_server
+from jobgate.store import JobStore, open_store
+
+
+class CrashingStore:
+    """`store`, whose process dies once its commits have opened `after` records: after
+    the commit, before the caller learns of it."""
+
+    def __init__(self, store: JobStore, after: int) -> None:
+        self._store, self._after, self._opened = store, after, 0
+        self._lock = threading.Lock()
+
+    def admit_many(self, items):
+        outcomes = self._store.admit_many(items)
+        with self._lock:
+            self._opened += sum(isinstance(outcome, str) for outcome in outcomes)
+            if self._opened >= self._after:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return outcomes
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+
+def main(config_path: str, listen: str, after: str) -> None:
+    config = load_config(config_path)
+    store = open_store(
+        config.store.path,
+        config.store.url,
+        config.store.sqlite_synchronous,
+        connections=config.store.connections,
+        max_message_bytes=config.limits.max_message_bytes,
+        max_transitions=config.limits.max_transitions,
+    )
+    started = create_server(config, listen, store=CrashingStore(store, int(after)))
+    started.server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
