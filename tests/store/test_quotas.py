@@ -285,7 +285,7 @@ def test_a_launch_whose_project_the_grant_does_not_reach_is_never_admitted_uncha
     data = json.dumps(VISION).encode()
     real = gate.judge(data, None, "alice", dry_run=False, grant=grant)
     # facts read otherwise than the core's check did: the grant does not reach them
-    fields = ("kind", "launches", "project", "gpus", "network_arch", "action", "image", "upload_excludes", "stamped")
+    fields = ("kind", "launches", "project", "gpus", "network_arch", "action", "image", "upload_excludes", "stamped", "charge")
     facts = SimpleNamespace(**{f: getattr(real.judgement.facts, f) for f in fields} | {"project": "vision\x1f"})
     forged = Judged(SimpleNamespace(report=real.judgement.report, facts=facts, with_usage=real.judgement.with_usage))
     admission = gate.admit(data, None, "alice", dry_run=False, judged=forged, grant=grant)
