@@ -516,36 +516,47 @@ def ordered(work: Iterable[Any], do: Callable[[Any], Any], workers: int, window:
                 f.cancel()
 
 
-def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Judged]:
+def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any, reads: str = "auto") -> Iterator[Judged]:
     """One Ray task per chunk; at most twice the cluster's CPUs of chunks are taken
     and not yet handed back (in flight, or done and waiting for an earlier one), so
     neither the driver nor the object store holds more than that many chunks. Results
     come back as tasks finish (`ray.wait`) and are handed back in the items' order.
-    With caches, only the items some configuration has no report for are shipped."""
-    task = ray.remote(_ray_judge).options(num_cpus=1)
+    With caches, only the items some configuration has no report for are sent.
+
+    `reads`: where the items are read. `workers`: a task gets its items' paths and
+    reads them as the local engine does (the cluster sees this machine's files at the
+    same paths); `driver`: the driver reads them and ships their bytes (the cluster
+    needs no filesystem in common with it); `auto`: `workers` when the cluster is this
+    machine alone, run by this user (`workers_see_our_files`), else `driver`."""
+    if reads == "auto":
+        reads = "workers" if workers_see_our_files(ray) else "driver"
+    task = ray.remote(_ray_judge_paths if reads == "workers" else _ray_judge).options(num_cpus=1)
     window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
     configs = ray.put([judge.config for judge in judges])
     kind = judges[0].kind
     limits = judges[0].limits
+    here = os.getcwd()
     pending: dict[Any, int] = {}  # task -> chunk number
-    started: dict[int, tuple[list[Item], list[Payload], list[list[Any]], list[int]]] = {}
+    # chunk number -> its items, what was shipped for them (bytes mode), their cache
+    # keys per configuration, their reports so far per configuration, the items sent
+    started: dict[int, tuple[list[Item], list[Payload] | None, list[list[str | None] | None], list[list[Any]], list[int]]] = {}
     done: dict[int, list[list[Any]]] = {}
     emitted = 0
 
     def finish(n: int) -> Judged:
-        chunk, shipped, reports, todo = started.pop(n)
+        chunk, _, keys, reports, todo = started.pop(n)
         fresh = done.pop(n)
         for c, judge in enumerate(judges):
-            missed: dict[int, dict[str, Any]] = {}
+            missed: dict[str, dict[str, Any]] = {}
             for j, i in enumerate(todo):
                 if reports[c][i] is None:
                     found = fresh[c][j]
                     reports[c][i] = _clean(found) if isinstance(found, str) else ReportView.from_dict(found)
-                    if judge.cache is not None:
-                        missed[i] = reports[c][i].to_dict()
+                    key = keys[c][i] if keys[c] is not None else None
+                    if key is not None:
+                        missed[key] = reports[c][i].to_dict()
             if judge.cache is not None and missed:
-                keys = judge.cache.keys_of([chunk[i] for i in missed], [shipped[i] for i in missed])
-                judge.cache.put({k: r for k, r in zip(keys, missed.values(), strict=True) if k is not None})
+                judge.cache.put(missed)
         return Judged(chunk, reports)
 
     def collect() -> None:
@@ -558,7 +569,8 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
                 first = str(e).splitlines()[0] if str(e) else ""
                 raise EngineError(f"a Ray task failed, {len(started[n][0])} items unchecked; the report is incomplete: {type(e).__name__}: {first}") from None
 
-    for n, (chunk, shipped) in enumerate(_ray_chunks(items, limits, kind)):
+    work = ((chunk, None) for chunk in chunks(items, RAY_CHUNK_ITEMS)) if reads == "workers" else _ray_chunks(items, limits, kind)
+    for n, (chunk, shipped) in enumerate(work):
         while len(started) >= window:
             if emitted in done:
                 yield finish(emitted)
@@ -566,18 +578,24 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
             else:
                 collect()
         reports: list[list[Any]] = []
+        keys: list[list[str | None] | None] = []
         for judge in judges:
             if judge.cache is None:
                 reports.append([None] * len(chunk))
+                keys.append(None)
                 continue
-            cached = judge.cache.get(keys := judge.cache.keys_of(chunk, shipped))
-            reports.append([ReportView.from_dict(cached[k]) if k in cached else None for k in keys])
+            found = judge.cache.keys(chunk) if shipped is None else judge.cache.keys_of(chunk, shipped)
+            cached = judge.cache.get(found)
+            reports.append([ReportView.from_dict(cached[k]) if k in cached else None for k in found])
+            keys.append(found)
         todo = [i for i in range(len(chunk)) if any(r[i] is None for r in reports)]
-        started[n] = (chunk, shipped, reports, todo)
-        if todo:
-            pending[task.remote(configs, [shipped[i] for i in todo], kind)] = n
-        else:
+        started[n] = (chunk, shipped, keys, reports, todo)
+        if not todo:
             done[n] = [[] for _ in judges]
+        elif shipped is None:
+            pending[task.remote(configs, [chunk[i] for i in todo], kind, here)] = n
+        else:
+            pending[task.remote(configs, [shipped[i] for i in todo], kind)] = n
     while started:
         if emitted in done:
             yield finish(emitted)
@@ -587,6 +605,19 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
     for judge in judges:
         if judge.cache is not None:
             judge.cache.flush()
+
+
+def workers_see_our_files(ray: Any) -> bool:
+    """Whether the cluster's workers read this machine's files as this process does:
+    the cluster is one node, the one this driver joined through (so its raylet's
+    socket is a file here), and that raylet runs as this user (its workers do too)."""
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    if len(nodes) != 1 or nodes[0].get("NodeID") != ray.get_runtime_context().get_node_id():
+        return False
+    try:
+        return os.stat(nodes[0]["RayletSocketName"]).st_uid == os.getuid()
+    except (OSError, KeyError, TypeError):
+        return False
 
 
 _CLEAN: dict[str, ReportView] = {}
@@ -658,6 +689,31 @@ def reachable(address: str, timeout: float = 5.0) -> None:
 _validators: dict[str, jobgate.Validator] = {}
 
 
+def _validator(config: Config | None) -> jobgate.Validator:
+    """The worker process's validator for `config`, built once."""
+    key = config.model_dump_json() if config is not None else ""
+    validator = _validators.get(key)
+    if validator is None:
+        validator = _validators[key] = jobgate.Validator(config)
+    return validator
+
+
+def _compact(report: Any) -> str | dict[str, Any]:
+    """A report as a task hands it back: a clean passing one as its kind alone (the
+    driver shares one report per kind), any other as its dict."""
+    return report.kind if report.ok and not report.violations else report.to_dict()
+
+
+def _ray_judge_paths(configs: list[Config | None], items: list[Item], kind: str | None, cwd: str) -> list[list[str | dict[str, Any]]]:
+    """The Ray task when the workers read the items: each configuration's reports, as
+    the local engine makes them (`check_items`), from the driver's working directory
+    so that relative paths name the same files."""
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+    limits = (configs[0] or Config()).limits
+    return [[_compact(r) for r in check_items(_validator(config), items, kind, limits)] for config in configs]
+
+
 def _ray_judge(configs: list[Config | None], shipped: list[Payload], kind: str | None) -> list[list[str | dict[str, Any]]]:
     """The Ray task: the items' reports under each configuration, a clean passing one
     as its kind alone (the driver shares one report per kind), any other as its dict.
@@ -666,13 +722,10 @@ def _ray_judge(configs: list[Config | None], shipped: list[Payload], kind: str |
     documents = [(i, p) for i, p in enumerate(shipped) if isinstance(p, bytes)]
     out = []
     for config in configs:
-        key = config.model_dump_json() if config is not None else ""
-        validator = _validators.get(key)
-        if validator is None:
-            validator = _validators[key] = jobgate.Validator(config)
+        validator = _validator(config)
         reports: list[Any] = list(shipped)
         for (i, _), report in zip(documents, validator.check_many([d for _, d in documents], kind, threads=1), strict=True):
-            reports[i] = report.kind if report.ok and not report.violations else report.to_dict()
+            reports[i] = _compact(report)
         for i, p in enumerate(shipped):
             if isinstance(p, tuple):
                 reports[i] = check_package(validator, *p, kind)

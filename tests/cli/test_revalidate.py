@@ -13,7 +13,6 @@ import struct
 import subprocess
 import sys
 import termios
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -171,33 +170,17 @@ def test_progress_on_a_terminal_only_and_never_under_ci(archive, capsys):
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """A real Ray cluster on this machine, started as an operator would. `ray start
-    --block` stays in the foreground and stops its cluster when it is terminated, so
-    the test stops its own cluster and no other (`ray stop` would stop every Ray on
-    the machine)."""
-    ray = shutil.which("ray", path=str(Path(sys.executable).parent))
-    assert ray, "Ray is a test dependency (pip install -e '.[test]')"
-    port = free_port()
-    temp = tmp_path_factory.mktemp("ray")
+    """A real Ray cluster on this machine, started as an operator would
+    (`jobgate.ray_head`: `ray start --block`, stopped by terminating that process)."""
+    from jobgate.ray_head import ray_head
+
+    assert shutil.which("ray", path=str(Path(sys.executable).parent)), "Ray is a test dependency (pip install -e '.[test]')"
+
     # Token authentication, as a shared cluster runs it; Ray's own clients (the
     # driver jobgate starts among them) read the token from the environment.
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    log = temp / "ray-start.log"
-    with open(log, "wb") as out:
-        head = subprocess.Popen([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}", "--block"], env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while b"will now block" not in log.read_bytes():
-            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
-        yield f"127.0.0.1:{port}", env
-    finally:
-        head.terminate()
-        try:
-            head.wait(120)
-        except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait()
+    with ray_head(tmp_path_factory.mktemp("ray"), num_cpus=2, env=env) as head:
+        yield head.address, env
 
 
 def test_the_ray_engine_gives_the_same_reports(archive, tmp_path, ray_cluster):
