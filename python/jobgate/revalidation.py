@@ -564,7 +564,7 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any, reads: str = "
         for ref in ready:
             n = pending.pop(ref)
             try:
-                done[n] = ray.get(ref)
+                done[n] = [orjson.loads(reports) for reports in ray.get(ref)]
             except ray.exceptions.RayError as e:  # a worker died, or the task could not run
                 first = str(e).splitlines()[0] if str(e) else ""
                 raise EngineError(f"a Ray task failed, {len(started[n][0])} items unchecked; the report is incomplete: {type(e).__name__}: {first}") from None
@@ -593,7 +593,7 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any, reads: str = "
         if not todo:
             done[n] = [[] for _ in judges]
         elif shipped is None:
-            pending[task.remote(configs, [chunk[i] for i in todo], kind, here)] = n
+            pending[task.remote(configs, packed_items([chunk[i] for i in todo]), kind, here)] = n
         else:
             pending[task.remote(configs, [shipped[i] for i in todo], kind)] = n
     while started:
@@ -664,7 +664,9 @@ def ray_session(address: str | None) -> Iterator[Any]:
         if address and address != "auto":
             reachable(address)
         try:
-            ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+            # "local" starts a private Ray even when one was started on this machine
+            # before (`ray.init()` alone would join that one).
+            ray.init(address=address or "local", include_dashboard=False, logging_level="ERROR", log_to_driver=False, configure_logging=False)
         except Exception as e:  # noqa: BLE001 - Ray raises several types for "cannot connect"
             raise EngineError(f"cannot reach the Ray cluster at {address or '(local)'}: {e}") from None
     try:
@@ -704,19 +706,38 @@ def _compact(report: Any) -> str | dict[str, Any]:
     return report.kind if report.ok and not report.violations else report.to_dict()
 
 
-def _ray_judge_paths(configs: list[Config | None], items: list[Item], kind: str | None, cwd: str) -> list[list[str | dict[str, Any]]]:
-    """The Ray task when the workers read the items: each configuration's reports, as
-    the local engine makes them (`check_items`), from the driver's working directory
-    so that relative paths name the same files."""
+def packed_items(items: list[Item]) -> tuple[str, bytes, dict[int, str]]:
+    """Items as a task takes them, in three objects whatever their number (a list of
+    tuples would be serialized by Ray an object at a time): their paths joined by NUL
+    (a character no path holds), a byte per item (1: a package, 2: unpacked), and the
+    reasons of those that could not be listed, by position."""
+    return (
+        "\0".join(item.path for item in items),
+        bytes(item.package + item.unpacked for item in items),
+        {i: item.unlisted for i, item in enumerate(items) if item.unlisted is not None},
+    )
+
+
+def unpacked_items(packed: tuple[str, bytes, dict[int, str]]) -> list[Item]:
+    paths, kinds, unlisted = packed
+    return [Item(path, kind > 0, kind > 1, unlisted.get(i)) for i, (path, kind) in enumerate(zip(paths.split("\0"), kinds, strict=True))]
+
+
+def _ray_judge_paths(configs: list[Config | None], packed: tuple[str, bytes, dict[int, str]], kind: str | None, cwd: str) -> list[bytes]:
+    """The Ray task when the workers read the items (`packed_items`): each
+    configuration's reports as the local engine makes them (`check_items`), from the
+    driver's working directory so that relative paths name the same files; as JSON, an
+    array of `_compact` reports (one object for Ray to carry, not one per item)."""
     if os.getcwd() != cwd:
         os.chdir(cwd)
+    items = unpacked_items(packed)
     limits = (configs[0] or Config()).limits
-    return [[_compact(r) for r in check_items(_validator(config), items, kind, limits)] for config in configs]
+    return [orjson.dumps([_compact(r) for r in check_items(_validator(config), items, kind, limits)]) for config in configs]
 
 
-def _ray_judge(configs: list[Config | None], shipped: list[Payload], kind: str | None) -> list[list[str | dict[str, Any]]]:
-    """The Ray task: the items' reports under each configuration, a clean passing one
-    as its kind alone (the driver shares one report per kind), any other as its dict.
+def _ray_judge(configs: list[Config | None], shipped: list[Payload], kind: str | None) -> list[bytes]:
+    """The Ray task when the driver ships the items' bytes: the items' reports under
+    each configuration, as JSON arrays of `_compact` reports.
     A validator per configuration is kept in the worker process, so the catalog is
     compiled once per worker, not once per chunk."""
     documents = [(i, p) for i, p in enumerate(shipped) if isinstance(p, bytes)]
@@ -729,5 +750,5 @@ def _ray_judge(configs: list[Config | None], shipped: list[Payload], kind: str |
         for i, p in enumerate(shipped):
             if isinstance(p, tuple):
                 reports[i] = check_package(validator, *p, kind)
-        out.append(reports)
+        out.append(orjson.dumps(reports))
     return out
