@@ -25,6 +25,7 @@ The archives and stores are generated under $JOBGATE_BENCH_DIR (default: the sys
 temporary directory) when it has room, and removed afterwards.
 
     python -m benchmarks revalidation [--quick]
+    python -m benchmarks.revalidation [--quick] [--ray-only]
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ print(failed)
 # revalidates archives has), and starting a private one of its own (no `--address`).
 RAY_RUNNING = "revalidate --engine ray (cluster running)"
 RAY_PRIVATE = "revalidate --engine ray (private cluster)"
+
+# `python -m benchmarks.revalidation --ray-only`: the plain loop and the Ray engine
+# alone, at every size (the other rows take most of a whole run's time).
+RAY_ONLY = False
 
 STARTED = time.monotonic()
 
@@ -354,17 +359,22 @@ def run(quick: bool) -> dict:
                 root, store = base / f"archive-{n}", base / f"store-{n}"
                 log(f"generating {n:,} JobSpecs and a store of {n:,} jobs under {base}")
                 jobspecs(root, n)
-                store_of(store, n)
+                if RAY_ONLY:
+                    store.mkdir()
+                else:
+                    store_of(store, n)
                 runs: dict[str, list[str]] = {"plain loop (os.walk, read, check_many)": [sys.executable, "-c", PLAIN_LOOP, str(root)]}
-                for fmt in FORMATS:
-                    runs[f"revalidate --format {fmt}"] = jobgate_cli("revalidate", str(root), "--format", fmt)
-                runs["revalidate --cache (first run, fills it)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--cache", str(base / "cache.sqlite"))
-                runs["revalidate --cache (second run, from it)"] = runs["revalidate --cache (first run, fills it)"]
-                runs["revalidate --against (two judgments)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--against", str(candidate))
+                if not RAY_ONLY:
+                    for fmt in FORMATS:
+                        runs[f"revalidate --format {fmt}"] = jobgate_cli("revalidate", str(root), "--format", fmt)
+                    runs["revalidate --cache (first run, fills it)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--cache", str(base / "cache.sqlite"))
+                    runs["revalidate --cache (second run, from it)"] = runs["revalidate --cache (first run, fills it)"]
+                    runs["revalidate --against (two judgments)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--against", str(candidate))
                 if ray is not None:
                     runs[RAY_RUNNING] = jobgate_cli("revalidate", str(root), "--format", "json", "--engine", "ray", "--address", ray[0])
                     runs[RAY_PRIVATE] = jobgate_cli("revalidate", str(root), "--format", "json", "--engine", "ray")
-                runs["jobs audit (a store of as many jobs)"] = jobgate_cli("jobs", "audit", "--store", str(store), "--against", str(candidate), "--format", "json")
+                if not RAY_ONLY:
+                    runs["jobs audit (a store of as many jobs)"] = jobgate_cli("jobs", "audit", "--store", str(store), "--against", str(candidate), "--format", "json")
                 rounds = 1 if n >= 1_000_000 or (quick and n >= 100_000) else 2 if quick else 3
                 samples: dict[str, list[dict]] = {name: [] for name in runs}
                 for _ in range(rounds):
@@ -407,10 +417,11 @@ def run(quick: bool) -> dict:
                         continue
                     r = by_size[top] / by_size[SIZES[0]]
                     targets.append({"target": f"{name.removeprefix('revalidate ')}: peak RSS at {top // 1000:,}k <= 1.5x at 10k", "ratio": r, "goal": 1.5, "ok": r <= 1.5, "how": f"peak RSS at {top:,} items / at 10,000 ({by_size[top] >> 20} MB / {by_size[SIZES[0]] >> 20} MB)"})
-        log("mixed archives")
-        mixed(base, rows, quick)
-        log("--cache, second run against the first")
-        cached(base, rows, targets, quick)
+        if not RAY_ONLY:
+            log("mixed archives")
+            mixed(base, rows, quick)
+            log("--cache, second run against the first")
+            cached(base, rows, targets, quick)
         log("done")
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -492,4 +503,5 @@ def print_table(result: dict) -> None:
 
 
 if __name__ == "__main__":
+    RAY_ONLY = "--ray-only" in sys.argv
     run_alone(run, print_table, sys.argv)
