@@ -120,6 +120,7 @@ def test_all_passing_is_exit_0_and_text_output(archive, capsys):
         (["nope"], "nope: no such file or directory"),
         (["EMPTY"], "holds no documents"),
         (["ARCHIVE", "--address", "127.0.0.1:1"], "--address is for --engine ray"),
+        (["ARCHIVE", "--reads", "workers"], "--reads is for --engine ray"),
         (["ARCHIVE", "--threads", "0"], "--threads takes a number of at least 1"),
         (["ARCHIVE", "--config", "missing.toml"], "missing.toml"),
         (["ARCHIVE", "--engine", "ray", "--address", "127.0.0.1:PORT"], "cannot reach the Ray cluster at 127.0.0.1:"),
@@ -183,17 +184,22 @@ def ray_cluster(tmp_path_factory):
         yield head.address, env
 
 
-def test_the_ray_engine_gives_the_same_reports(archive, tmp_path, ray_cluster):
+@pytest.mark.parametrize("reads", ["workers", "driver"])
+def test_the_ray_engine_gives_the_same_reports(archive, tmp_path, ray_cluster, reads):
+    """Whether the workers read the items at their paths or the driver ships their
+    bytes, every report is the local engine's; the archive named by a relative path,
+    which the workers resolve from the driver's working directory."""
     config = str(newer_catalog(tmp_path))
-    command = [sys.executable, "-m", "jobgate.cli", "revalidate", str(archive), "--config", config, "--format", "json"]
+    command = [sys.executable, "-m", "jobgate.cli", "revalidate", archive.name, "--config", config, "--format", "json"]
     address, env = ray_cluster
-    local = subprocess.run(command, capture_output=True, timeout=300, cwd=ROOT)
-    remote = subprocess.run([*command, "--engine", "ray", "--address", address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+    local = subprocess.run(command, capture_output=True, timeout=300, cwd=archive.parent, env=env)
+    remote = subprocess.run([*command, "--engine", "ray", "--address", address, "--reads", reads], capture_output=True, timeout=300, cwd=archive.parent, env=env)
     assert (local.returncode, remote.returncode) == (1, 1), remote.stderr.decode()[-2000:]
     assert remote.stdout == local.stdout
     results = json.loads(remote.stdout)["results"]
     assert any(v["rule"] == "forge.handshake.version" for r in results for v in r["violations"])
-    assert {r["source"]: r["verdict"] for r in results}[str(archive / "packages" / "whole.tar.gz")] == "pass"
+    assert {r["source"]: r["verdict"] for r in results}[str(Path(archive.name) / "packages" / "whole.tar.gz")] == "pass"
+    assert {r["source"]: r["verdict"] for r in results}[str(Path(archive.name) / "packages" / "torn.tar")] == "fail"
 
 
 def test_packages_over_the_size_limit_are_refused_unread(archive, tmp_path, capsys):
@@ -351,16 +357,19 @@ def test_the_ray_engine_streams_every_format_and_the_cache_as_the_local_one(arch
         assert cached.returncode == 1 and cached.stdout == plain.stdout, cached.stderr.decode()[-2000:]
 
 
-def test_the_ray_engine_keeps_a_bounded_number_of_tasks_in_flight(archive, ray_cluster):
+@pytest.mark.parametrize("reads", ["auto", "driver"])
+def test_the_ray_engine_keeps_a_bounded_number_of_tasks_in_flight(archive, ray_cluster, reads):
     """Chunks of 2 items on a cluster of 2 CPUs: at most 4 tasks (twice the CPUs) are
     in flight, and no more than that many chunks are taken from the walk ahead of what
-    was handed back (counted by `tests/cli/ray_window.py`, a driver of its own)."""
+    was handed back (counted by `tests/cli/ray_window.py`, a driver of its own). The
+    cluster is this machine alone, run by this user: `auto` has the workers read."""
     from jobgate import revalidation
 
     address, env = ray_cluster
-    run = subprocess.run([sys.executable, "-m", "tests.cli.ray_window", str(archive), address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+    run = subprocess.run([sys.executable, "-m", "tests.cli.ray_window", str(archive), address, reads], capture_output=True, timeout=300, cwd=ROOT, env=env)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     seen = json.loads(run.stdout)
+    assert seen["workers_see_our_files"] is True
     judge = revalidation.Judge(None, None)
     local = [r.to_dict() for judged in revalidation.run_local(revalidation.discover([str(archive)]), [judge]) for r in judged.reports[0]]
     assert seen["reports"] == local and seen["handed"] == seen["taken"] == len(local) > 20
