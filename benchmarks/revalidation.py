@@ -36,6 +36,7 @@ import importlib.util
 import io
 import json
 import os
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -101,7 +102,9 @@ def log(message: str) -> None:
     print(f"  [{time.monotonic() - STARTED:6.1f} s] {message}", file=sys.stderr, flush=True)
 
 
-ENV = {"CI": "1", "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0"}
+# Ray's token authentication on, with a token of the benchmark's own: a cluster and its
+# drivers otherwise take whatever `~/.ray/auth_token` and the environment hold.
+ENV = {"CI": "1", "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 def jobspecs(root: Path, n: int) -> None:
