@@ -25,7 +25,7 @@ The archives and stores are generated under $JOBGATE_BENCH_DIR (default: the sys
 temporary directory) when it has room, and removed afterwards.
 
     python -m benchmarks revalidation [--quick]
-    python -m benchmarks.revalidation [--quick] [--ray-only]
+    python -m benchmarks.revalidation [--quick] [--ray-only] [--sizes=10000,1000000]
 """
 
 from __future__ import annotations
@@ -93,6 +93,9 @@ RAY_PRIVATE = "revalidate --engine ray (private cluster)"
 # `python -m benchmarks.revalidation --ray-only`: the plain loop and the Ray engine
 # alone, at every size (the other rows take most of a whole run's time).
 RAY_ONLY = False
+# `--sizes=10000,1000000`: those sizes alone (the memory target reads the largest
+# against 10,000 when both are run).
+ONLY_SIZES: tuple[int, ...] = ()
 
 STARTED = time.monotonic()
 
@@ -339,7 +342,7 @@ def median_row(bench: str, impl: str, n: int, samples: list[dict], floor: list[d
 
 
 def run(quick: bool) -> dict:
-    sizes = SIZES[:2] if quick else SIZES
+    sizes = ONLY_SIZES or (SIZES[:2] if quick else SIZES)
     base = Path(tempfile.mkdtemp(prefix="jobgate-revalidation-", dir=os.environ.get("JOBGATE_BENCH_DIR")))
     rows: list[dict] = []
     targets: list[dict] = []
@@ -385,7 +388,8 @@ def run(quick: bool) -> dict:
                     for name, argv in runs.items():
                         got = command(argv, out, ray_head_pid=ray[1] if name == RAY_RUNNING else None, ray_private=name == RAY_PRIVATE)
                         samples[name].append(got)
-                        log(f"{n:,} items, {name}: {got['seconds']:.2f} s, {got['rss'] >> 20} MB")
+                        pss = f", PSS summed {got['pss'] >> 20} MB, store pages {got['shared'] >> 20} MB" if "pss" in got else ""
+                        log(f"{n:,} items, {name}: {got['seconds']:.2f} s, {got['rss'] >> 20} MB{pss}")
                         check_output(name, out, n, got["code"])
                     out.unlink()
                 fresh_cache(base / "cache.sqlite")
@@ -508,4 +512,5 @@ def print_table(result: dict) -> None:
 
 if __name__ == "__main__":
     RAY_ONLY = "--ray-only" in sys.argv
+    ONLY_SIZES = tuple(int(n) for a in sys.argv if a.startswith("--sizes=") for n in a.removeprefix("--sizes=").split(","))
     run_alone(run, print_table, sys.argv)
