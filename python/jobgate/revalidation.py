@@ -13,9 +13,11 @@ Two engines judge chunks:
 - `local`: a thread pool on this machine. A chunk's documents are read and checked
   by the core in one call with the GIL released (`Validator.check_paths`), so the
   pool uses every core and no Python object is made for a file's bytes;
-- `ray`: one Ray task per chunk on a Ray cluster. The driver reads the items and ships
-  their bytes, so the cluster needs no filesystem in common with it; a chunk is cut by
-  count and by the bytes read for it.
+- `ray`: one Ray task per chunk on a Ray cluster. The workers read their items at
+  their paths, as the local engine does, when they see this machine's files (the
+  cluster is this machine alone); otherwise the driver reads the items and ships
+  their bytes, so the cluster needs no filesystem in common with it, and a chunk is
+  cut by count and by the bytes read for it (`run_ray`).
 
 With a `ReportCache`, items whose bytes, configuration and jobgate version are
 unchanged since a run that checked them are not checked again.
