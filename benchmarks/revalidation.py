@@ -25,15 +25,18 @@ The archives and stores are generated under $JOBGATE_BENCH_DIR (default: the sys
 temporary directory) when it has room, and removed afterwards.
 
     python -m benchmarks revalidation [--quick]
+    python -m benchmarks.revalidation [--quick] [--ray-only] [--sizes=10000,1000000]
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import io
 import json
 import os
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -82,6 +85,18 @@ for directory, _, names in os.walk(sys.argv[1]):
 print(failed)
 """
 
+# `--engine ray` joining a cluster up before the run (what a platform team that
+# revalidates archives has), and starting a private one of its own (no `--address`).
+RAY_RUNNING = "revalidate --engine ray (cluster running)"
+RAY_PRIVATE = "revalidate --engine ray (private cluster)"
+
+# `python -m benchmarks.revalidation --ray-only`: the plain loop and the Ray engine
+# alone, at every size (the other rows take most of a whole run's time).
+RAY_ONLY = False
+# `--sizes=10000,1000000`: those sizes alone (the memory target reads the largest
+# against 10,000 when both are run).
+ONLY_SIZES: tuple[int, ...] = ()
+
 STARTED = time.monotonic()
 
 
@@ -90,7 +105,9 @@ def log(message: str) -> None:
     print(f"  [{time.monotonic() - STARTED:6.1f} s] {message}", file=sys.stderr, flush=True)
 
 
-ENV = {"CI": "1", "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0"}
+# Ray's token authentication on, with a token of the benchmark's own: a cluster and its
+# drivers otherwise take whatever `~/.ray/auth_token` and the environment hold.
+ENV = {"CI": "1", "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 def jobspecs(root: Path, n: int) -> None:
@@ -168,16 +185,19 @@ def store_of(path: Path, n: int) -> None:
 
 
 class Resident:
-    """The largest resident memory of the processes under `root` that `wanted` picks
-    (by their command line), sampled every 100 ms while a run lasts: `peak`, and
-    `private`, without the pages of shared memory they touched (Ray's object store is
-    shared memory: every process that reads or writes an object keeps its pages
-    resident, while the store, not the process, bounds them). Ray's workers are started
-    for each job and leave with it, so they cannot be asked afterwards."""
+    """The memory of a Ray run, sampled from /proc every 100 ms while it lasts: the
+    processes under each `(root, wanted)` pair (`wanted` picks them by command line;
+    the driver's, the workers' of the cluster), their proportional set sizes summed
+    at each sample (`peak_pss`: a page shared by several processes, such as the pages
+    of Ray's object store every process reading or writing an object keeps mapped, is
+    split between them, so it is counted once, not once per process); the largest
+    resident set of one worker (`worker_rss`) and the most of the object store's
+    shared memory one process kept resident (`shared`). Ray's workers are started for
+    each job and leave with it, so they cannot be asked afterwards."""
 
-    def __init__(self, root: int, wanted) -> None:
-        self.root, self.wanted = root, wanted
-        self.peak = self.private = 0
+    def __init__(self, *groups) -> None:
+        self.groups = groups
+        self.peak_pss = self.worker_rss = self.shared = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -189,16 +209,26 @@ class Resident:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.1):
-            for pid in _descendants(self.root):
-                try:
-                    if not self.wanted(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")):
+            total = 0
+            for root, wanted in self.groups:
+                for pid in _descendants(root):
+                    try:
+                        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                        if not wanted(argv):
+                            continue
+                        rollup = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:] if ":" in line)
+                        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+                    except OSError:
                         continue
-                    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-                except OSError:
-                    continue
-                kib = {k: int(status[k].split()[0]) for k in ("VmRSS", "RssShmem") if k in status}
-                self.peak = max(self.peak, kib.get("VmRSS", 0) << 10)
-                self.private = max(self.private, (kib.get("VmRSS", 0) - kib.get("RssShmem", 0)) << 10)
+                    total += int(rollup.get("Pss", "0 kB").split()[0]) << 10
+                    if ray_worker(argv):
+                        self.worker_rss = max(self.worker_rss, int(rollup.get("Rss", "0 kB").split()[0]) << 10)
+                    self.shared = max(self.shared, int(status.get("RssShmem", "0 kB").split()[0]) << 10)
+            self.peak_pss = max(self.peak_pss, total)
+
+
+def any_process(argv: list[bytes]) -> bool:
+    return True
 
 
 def ray_worker(argv: list[bytes]) -> bool:
@@ -238,26 +268,29 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def command(argv: list[str], out: Path, *, ray_head_pid: int | None = None) -> dict:
+def command(argv: list[str], out: Path, *, ray_head_pid: int | None = None, ray_private: bool = False) -> dict:
     """Runs `argv` with stdout to `out`: its `seconds`, its own peak RSS in bytes
-    (`rss`) and its exit `code`; with `ray_head_pid`, also the driver's and the
-    workers' memory sampled (`Resident`)."""
+    (`rss`) and its exit `code`; for a Ray run, also its memory sampled (`Resident`):
+    with `ray_head_pid`, the driver and the workers the cluster under that pid starts
+    for it; with `ray_private`, everything the run starts (the cluster with it)."""
     rss_file = out.with_name("maxrss")
     with open(out, "wb") as stdout, tempfile.TemporaryFile() as stderr:
         t = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, str(rss_file), *argv], stdout=stdout, stderr=stderr, env=ENV)
+        sampled = None
         if ray_head_pid is not None:
-            driver, workers = Resident(proc.pid, lambda _: True), Resident(ray_head_pid, ray_worker)
+            sampled = Resident((proc.pid, any_process), (ray_head_pid, ray_worker))
+        elif ray_private:
+            sampled = Resident((proc.pid, any_process))
         code = proc.wait()
         seconds = time.perf_counter() - t
         if code not in (0, 1):
             stderr.seek(0)
             raise RuntimeError(f"{' '.join(argv[:6])}... exited {code}: {stderr.read().decode()[-2000:]}")
     got = {"seconds": seconds, "rss": int(rss_file.read_text()) * 1024, "code": code}
-    if ray_head_pid is not None:
-        got["driver_private"] = driver.stop().private
-        workers.stop()
-        got["workers_rss"], got["workers_private"] = workers.peak, workers.private
+    if sampled is not None:
+        sampled.stop()
+        got["pss"], got["worker_rss"], got["shared"] = sampled.peak_pss, sampled.worker_rss, sampled.shared
     return got
 
 
@@ -265,38 +298,26 @@ def jobgate_cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "jobgate.cli", *args]
 
 
+# The object store of the benchmark's cluster: bounded, so that what it may keep
+# resident is known (Ray's default is 30% of the machine's memory), and printed.
+OBJECT_STORE_BYTES = 256 << 20
+
+
 @contextlib.contextmanager
-def ray_head(base: Path) -> Iterator[tuple[str, int] | None]:
-    """A Ray cluster of this machine's cores for the benchmark: `ray start --block`,
-    stopped by terminating that one process (never `ray stop`, which would stop every
-    Ray on the machine). None when Ray is not installed."""
-    ray = shutil.which("ray", path=str(Path(sys.executable).parent))
-    if ray is None:
+def ray_head() -> Iterator[tuple[str, int] | None]:
+    """A Ray cluster of this machine's cores for the benchmark (`jobgate.ray_head`),
+    up before the first run and joined with `--address` by every `--engine ray` run
+    that measures a running cluster. None when Ray is not installed."""
+    if importlib.util.find_spec("ray") is None:
         yield None
         return
-    import socket
+    from jobgate.ray_head import ray_head as start
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = base / "ray-start.log"
     temp = tempfile.mkdtemp(prefix="jg-ray-")  # short: Ray's socket paths must fit 107 bytes
-    with open(log, "wb") as out:
-        head = subprocess.Popen([ray, "start", "--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}", "--block"], stdout=out, stderr=subprocess.STDOUT, env={**ENV, "PATH": f"{Path(sys.executable).parent}:{ENV['PATH']}"})
     try:
-        deadline = time.monotonic() + 300
-        while b"will now block" not in log.read_bytes():
-            if head.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"ray start failed: {log.read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield f"127.0.0.1:{port}", head.pid
+        with start(temp, object_store_bytes=OBJECT_STORE_BYTES, env=ENV) as head:
+            yield head.address, head.pid
     finally:
-        head.terminate()
-        try:
-            head.wait(120)
-        except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait()
         shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -321,7 +342,7 @@ def median_row(bench: str, impl: str, n: int, samples: list[dict], floor: list[d
 
 
 def run(quick: bool) -> dict:
-    sizes = SIZES[:2] if quick else SIZES
+    sizes = ONLY_SIZES or (SIZES[:2] if quick else SIZES)
     base = Path(tempfile.mkdtemp(prefix="jobgate-revalidation-", dir=os.environ.get("JOBGATE_BENCH_DIR")))
     rows: list[dict] = []
     targets: list[dict] = []
@@ -332,7 +353,7 @@ def run(quick: bool) -> dict:
         candidate.write_text(CANDIDATE)
         out = base / "out"
         log("starting a Ray cluster")
-        with ray_head(base) as ray:
+        with ray_head() as ray:
             log("Ray cluster up" if ray is not None else "no Ray")
             if ray is None:
                 notes.append("Ray is not installed (pip install 'jobgate[ray]'): --engine ray not measured")
@@ -344,24 +365,31 @@ def run(quick: bool) -> dict:
                 root, store = base / f"archive-{n}", base / f"store-{n}"
                 log(f"generating {n:,} JobSpecs and a store of {n:,} jobs under {base}")
                 jobspecs(root, n)
-                store_of(store, n)
+                if RAY_ONLY:
+                    store.mkdir()
+                else:
+                    store_of(store, n)
                 runs: dict[str, list[str]] = {"plain loop (os.walk, read, check_many)": [sys.executable, "-c", PLAIN_LOOP, str(root)]}
-                for fmt in FORMATS:
-                    runs[f"revalidate --format {fmt}"] = jobgate_cli("revalidate", str(root), "--format", fmt)
-                runs["revalidate --cache (first run, fills it)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--cache", str(base / "cache.sqlite"))
-                runs["revalidate --cache (second run, from it)"] = runs["revalidate --cache (first run, fills it)"]
-                runs["revalidate --against (two judgments)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--against", str(candidate))
+                if not RAY_ONLY:
+                    for fmt in FORMATS:
+                        runs[f"revalidate --format {fmt}"] = jobgate_cli("revalidate", str(root), "--format", fmt)
+                    runs["revalidate --cache (first run, fills it)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--cache", str(base / "cache.sqlite"))
+                    runs["revalidate --cache (second run, from it)"] = runs["revalidate --cache (first run, fills it)"]
+                    runs["revalidate --against (two judgments)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--against", str(candidate))
                 if ray is not None:
-                    runs["revalidate --engine ray (driver)"] = jobgate_cli("revalidate", str(root), "--format", "json", "--engine", "ray", "--address", ray[0])
-                runs["jobs audit (a store of as many jobs)"] = jobgate_cli("jobs", "audit", "--store", str(store), "--against", str(candidate), "--format", "json")
+                    runs[RAY_RUNNING] = jobgate_cli("revalidate", str(root), "--format", "json", "--engine", "ray", "--address", ray[0])
+                    runs[RAY_PRIVATE] = jobgate_cli("revalidate", str(root), "--format", "json", "--engine", "ray")
+                if not RAY_ONLY:
+                    runs["jobs audit (a store of as many jobs)"] = jobgate_cli("jobs", "audit", "--store", str(store), "--against", str(candidate), "--format", "json")
                 rounds = 1 if n >= 1_000_000 or (quick and n >= 100_000) else 2 if quick else 3
                 samples: dict[str, list[dict]] = {name: [] for name in runs}
                 for _ in range(rounds):
                     fresh_cache(base / "cache.sqlite")
                     for name, argv in runs.items():
-                        got = command(argv, out, ray_head_pid=ray[1] if ray is not None and "ray" in name else None)
+                        got = command(argv, out, ray_head_pid=ray[1] if name == RAY_RUNNING else None, ray_private=name == RAY_PRIVATE)
                         samples[name].append(got)
-                        log(f"{n:,} items, {name}: {got['seconds']:.2f} s, {got['rss'] >> 20} MB")
+                        pss = f", PSS summed {got['pss'] >> 20} MB, store pages {got['shared'] >> 20} MB" if "pss" in got else ""
+                        log(f"{n:,} items, {name}: {got['seconds']:.2f} s, {got['rss'] >> 20} MB{pss}")
                         check_output(name, out, n, got["code"])
                     out.unlink()
                 fresh_cache(base / "cache.sqlite")
@@ -373,29 +401,35 @@ def run(quick: bool) -> dict:
                 for name, got in samples.items():
                     rows.append(median_row(bench, name, n, got, floor))
                     peaks.setdefault(name, {})[n] = max(g["rss"] for g in got)
-                ray_runs = samples.get("revalidate --engine ray (driver)", [])
-                for name, key in (("driver, without the object store's shared pages", "driver_private"), ("workers, largest", "workers_rss"), ("workers, without the object store's shared pages", "workers_private")):
-                    if ray_runs:
-                        name = f"revalidate --engine ray ({name}, sampled)"
-                        rows.append({"bench": bench, "impl": name, "items": n, "rss": max(g[key] for g in ray_runs)})
-                        peaks.setdefault(name, {})[n] = max(g[key] for g in ray_runs)
+                for name in (RAY_RUNNING, RAY_PRIVATE):
+                    ray_runs = samples.get(name, [])
+                    if not ray_runs:
+                        continue
+                    what = "driver + workers" if name == RAY_RUNNING else "driver + the cluster it starts + workers"
+                    pss = f"{name.removeprefix('revalidate ')}: {what}, PSS summed"
+                    rows.append({"bench": bench, "impl": pss, "items": n, "rss": max(g["pss"] for g in ray_runs), "shared": max(g["shared"] for g in ray_runs)})
+                    peaks.setdefault(pss, {})[n] = max(g["pss"] for g in ray_runs)
                 if n == 100_000:
                     for name in samples:
-                        if name.startswith("revalidate --format") or "engine ray" in name:
+                        if name.startswith("revalidate --format") or name == RAY_RUNNING:
                             r = next(row["vs_floor"] for row in rows if row["bench"] == bench and row["impl"] == name)
                             targets.append({"target": f"{name.removeprefix('revalidate ')}: >= 0.5x the plain loop's items/s at 100k", "ratio": r, "goal": 0.5, "ok": r >= 0.5, "how": "median per-round plain-loop time / command time, whole commands"})
             log("stopping the Ray cluster")
             top = max((n for n in sizes if any(n in p for p in peaks.values())), default=None)
             if top is not None and top > SIZES[0]:
                 for name, by_size in peaks.items():
-                    if name.startswith("plain loop") or SIZES[0] not in by_size or top not in by_size:
+                    # A Ray driver's own peak RSS counts the object store's pages it touched, which
+                    # the store bounds and every process of the job shares: its row says PSS.
+                    if name.startswith("plain loop") or name in (RAY_RUNNING, RAY_PRIVATE) or SIZES[0] not in by_size or top not in by_size:
                         continue
                     r = by_size[top] / by_size[SIZES[0]]
-                    targets.append({"target": f"{name.removeprefix('revalidate ')}: peak RSS at {top // 1000:,}k <= 1.5x at 10k", "ratio": r, "goal": 1.5, "ok": r <= 1.5, "how": f"peak RSS at {top:,} items / at 10,000 ({by_size[top] >> 20} MB / {by_size[SIZES[0]] >> 20} MB)"})
-        log("mixed archives")
-        mixed(base, rows, quick)
-        log("--cache, second run against the first")
-        cached(base, rows, targets, quick)
+                    measure = "peak PSS" if "PSS" in name else "peak RSS"
+                    targets.append({"target": f"{name.removeprefix('revalidate ')}: {measure} at {top // 1000:,}k <= 1.5x at 10k", "ratio": r, "goal": 1.5, "ok": r <= 1.5, "how": f"{measure} at {top:,} items / at 10,000 ({by_size[top] >> 20} MB / {by_size[SIZES[0]] >> 20} MB)"})
+        if not RAY_ONLY:
+            log("mixed archives")
+            mixed(base, rows, quick)
+            log("--cache, second run against the first")
+            cached(base, rows, targets, quick)
         log("done")
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -465,12 +499,18 @@ def print_table(result: dict) -> None:
     def line(r: dict, first: dict) -> str:
         rate = f"{r['items_per_s']:>10,.0f} items/s" if "items_per_s" in r else " " * 18
         versus = f"{r['vs_floor']:6.2f}x floor" if "vs_floor" in r else " " * 12
+        if "shared" in r:  # a Ray run's memory, every process of it at once
+            return f"  {r['impl']:<77} peak PSS {r['rss'] / (1 << 20):7.1f} MB (object store pages resident, one process at most: {r['shared'] / (1 << 20):.1f} MB)"
         return f"  {r['impl']:<46} {rate} {versus}   peak RSS {r['rss'] / (1 << 20):7.1f} MB"
 
     print_grouped(result["rows"], line, str)
     for note in result.get("notes", []):
         print(f"  note: {note}")
+    if any("shared" in r for r in result["rows"]):
+        print(f"  note: the Ray cluster running for the benchmark has an object store of {OBJECT_STORE_BYTES >> 20} MiB; a private one, Ray's default for `ray.init`")
 
 
 if __name__ == "__main__":
+    RAY_ONLY = "--ray-only" in sys.argv
+    ONLY_SIZES = tuple(int(n) for a in sys.argv if a.startswith("--sizes=") for n in a.removeprefix("--sizes=").split(","))
     run_alone(run, print_table, sys.argv)

@@ -13,9 +13,11 @@ Two engines judge chunks:
 - `local`: a thread pool on this machine. A chunk's documents are read and checked
   by the core in one call with the GIL released (`Validator.check_paths`), so the
   pool uses every core and no Python object is made for a file's bytes;
-- `ray`: one Ray task per chunk on a Ray cluster. The driver reads the items and ships
-  their bytes, so the cluster needs no filesystem in common with it; a chunk is cut by
-  count and by the bytes read for it.
+- `ray`: one Ray task per chunk on a Ray cluster. The workers read their items at
+  their paths, as the local engine does, when they see this machine's files (the
+  cluster is this machine alone); otherwise the driver reads the items and ships
+  their bytes, so the cluster needs no filesystem in common with it, and a chunk is
+  cut by count and by the bytes read for it (`run_ray`).
 
 With a `ReportCache`, items whose bytes, configuration and jobgate version are
 unchanged since a run that checked them are not checked again.
@@ -55,9 +57,10 @@ _SUFFIXES = PACKAGE_SUFFIXES + sources.DOCUMENT_SUFFIXES
 # checking it, few enough that the chunks in flight stay small. Its documents are read
 # one at a time by the core, so its bytes are never held together.
 CHUNK_ITEMS = 128
-# A Ray task pays milliseconds to schedule: its chunk is larger, and bounded in bytes,
-# since its items' bytes are read by the driver and shipped together.
-RAY_CHUNK_ITEMS = 1024
+# A Ray task costs its driver about 5 ms to submit and collect (measured on 2 cores):
+# its chunk is larger, 30 ms of checking at 2 KB an item, and bounded in bytes, since
+# when the driver reads the items their bytes are shipped together.
+RAY_CHUNK_ITEMS = 4096
 CHUNK_BYTES = 32 << 20
 # Bumped whenever a report holds something new (2: each violation's line and column),
 # so that a cache filled before never answers with the old shape.
@@ -516,36 +519,47 @@ def ordered(work: Iterable[Any], do: Callable[[Any], Any], workers: int, window:
                 f.cancel()
 
 
-def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Judged]:
+def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any, reads: str = "auto") -> Iterator[Judged]:
     """One Ray task per chunk; at most twice the cluster's CPUs of chunks are taken
     and not yet handed back (in flight, or done and waiting for an earlier one), so
     neither the driver nor the object store holds more than that many chunks. Results
     come back as tasks finish (`ray.wait`) and are handed back in the items' order.
-    With caches, only the items some configuration has no report for are shipped."""
-    task = ray.remote(_ray_judge).options(num_cpus=1)
+    With caches, only the items some configuration has no report for are sent.
+
+    `reads`: where the items are read. `workers`: a task gets its items' paths and
+    reads them as the local engine does (the cluster sees this machine's files at the
+    same paths); `driver`: the driver reads them and ships their bytes (the cluster
+    needs no filesystem in common with it); `auto`: `workers` when the cluster is this
+    machine alone, run by this user (`workers_see_our_files`), else `driver`."""
+    if reads == "auto":
+        reads = "workers" if workers_see_our_files(ray) else "driver"
+    task = ray.remote(_ray_judge_paths if reads == "workers" else _ray_judge).options(num_cpus=1)
     window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
     configs = ray.put([judge.config for judge in judges])
     kind = judges[0].kind
     limits = judges[0].limits
+    here = os.getcwd()
     pending: dict[Any, int] = {}  # task -> chunk number
-    started: dict[int, tuple[list[Item], list[Payload], list[list[Any]], list[int]]] = {}
+    # chunk number -> its items, what was shipped for them (bytes mode), their cache
+    # keys per configuration, their reports so far per configuration, the items sent
+    started: dict[int, tuple[list[Item], list[Payload] | None, list[list[str | None] | None], list[list[Any]], list[int]]] = {}
     done: dict[int, list[list[Any]]] = {}
     emitted = 0
 
     def finish(n: int) -> Judged:
-        chunk, shipped, reports, todo = started.pop(n)
+        chunk, _, keys, reports, todo = started.pop(n)
         fresh = done.pop(n)
         for c, judge in enumerate(judges):
-            missed: dict[int, dict[str, Any]] = {}
+            missed: dict[str, dict[str, Any]] = {}
             for j, i in enumerate(todo):
                 if reports[c][i] is None:
                     found = fresh[c][j]
                     reports[c][i] = _clean(found) if isinstance(found, str) else ReportView.from_dict(found)
-                    if judge.cache is not None:
-                        missed[i] = reports[c][i].to_dict()
+                    key = keys[c][i] if keys[c] is not None else None
+                    if key is not None:
+                        missed[key] = reports[c][i].to_dict()
             if judge.cache is not None and missed:
-                keys = judge.cache.keys_of([chunk[i] for i in missed], [shipped[i] for i in missed])
-                judge.cache.put({k: r for k, r in zip(keys, missed.values(), strict=True) if k is not None})
+                judge.cache.put(missed)
         return Judged(chunk, reports)
 
     def collect() -> None:
@@ -553,12 +567,13 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
         for ref in ready:
             n = pending.pop(ref)
             try:
-                done[n] = ray.get(ref)
+                done[n] = [orjson.loads(reports) for reports in ray.get(ref)]
             except ray.exceptions.RayError as e:  # a worker died, or the task could not run
                 first = str(e).splitlines()[0] if str(e) else ""
                 raise EngineError(f"a Ray task failed, {len(started[n][0])} items unchecked; the report is incomplete: {type(e).__name__}: {first}") from None
 
-    for n, (chunk, shipped) in enumerate(_ray_chunks(items, limits, kind)):
+    work = ((chunk, None) for chunk in chunks(items, RAY_CHUNK_ITEMS)) if reads == "workers" else _ray_chunks(items, limits, kind)
+    for n, (chunk, shipped) in enumerate(work):
         while len(started) >= window:
             if emitted in done:
                 yield finish(emitted)
@@ -566,18 +581,24 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
             else:
                 collect()
         reports: list[list[Any]] = []
+        keys: list[list[str | None] | None] = []
         for judge in judges:
             if judge.cache is None:
                 reports.append([None] * len(chunk))
+                keys.append(None)
                 continue
-            cached = judge.cache.get(keys := judge.cache.keys_of(chunk, shipped))
-            reports.append([ReportView.from_dict(cached[k]) if k in cached else None for k in keys])
-        todo = [i for i in range(len(chunk)) if any(r[i] is None for r in reports)]
-        started[n] = (chunk, shipped, reports, todo)
-        if todo:
-            pending[task.remote(configs, [shipped[i] for i in todo], kind)] = n
-        else:
+            found = judge.cache.keys(chunk) if shipped is None else judge.cache.keys_of(chunk, shipped)
+            cached = judge.cache.get(found)
+            reports.append([ReportView.from_dict(cached[k]) if k in cached else None for k in found])
+            keys.append(found)
+        todo = [i for i in range(len(chunk)) if any(r[i] is None for r in reports)] if any(keys) else list(range(len(chunk)))
+        started[n] = (chunk, shipped, keys, reports, todo)
+        if not todo:
             done[n] = [[] for _ in judges]
+        elif shipped is None:
+            pending[task.remote(configs, packed_items([chunk[i] for i in todo]), kind, here)] = n
+        else:
+            pending[task.remote(configs, [shipped[i] for i in todo], kind)] = n
     while started:
         if emitted in done:
             yield finish(emitted)
@@ -587,6 +608,19 @@ def run_ray(items: Iterable[Item], judges: list[Judge], ray: Any) -> Iterator[Ju
     for judge in judges:
         if judge.cache is not None:
             judge.cache.flush()
+
+
+def workers_see_our_files(ray: Any) -> bool:
+    """Whether the cluster's workers read this machine's files as this process does:
+    the cluster is one node, the one this driver joined through (so its raylet's
+    socket is a file here), and that raylet runs as this user (its workers do too)."""
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    if len(nodes) != 1 or nodes[0].get("NodeID") != ray.get_runtime_context().get_node_id():
+        return False
+    try:
+        return os.stat(nodes[0]["RayletSocketName"]).st_uid == os.getuid()
+    except (OSError, KeyError, TypeError):
+        return False
 
 
 _CLEAN: dict[str, ReportView] = {}
@@ -633,7 +667,9 @@ def ray_session(address: str | None) -> Iterator[Any]:
         if address and address != "auto":
             reachable(address)
         try:
-            ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False, configure_logging=False)
+            # "local" starts a private Ray even when one was started on this machine
+            # before (`ray.init()` alone would join that one).
+            ray.init(address=address or "local", include_dashboard=False, logging_level="ERROR", log_to_driver=False, configure_logging=False)
         except Exception as e:  # noqa: BLE001 - Ray raises several types for "cannot connect"
             raise EngineError(f"cannot reach the Ray cluster at {address or '(local)'}: {e}") from None
     try:
@@ -658,23 +694,64 @@ def reachable(address: str, timeout: float = 5.0) -> None:
 _validators: dict[str, jobgate.Validator] = {}
 
 
-def _ray_judge(configs: list[Config | None], shipped: list[Payload], kind: str | None) -> list[list[str | dict[str, Any]]]:
-    """The Ray task: the items' reports under each configuration, a clean passing one
-    as its kind alone (the driver shares one report per kind), any other as its dict.
+def _validator(config: Config | None) -> jobgate.Validator:
+    """The worker process's validator for `config`, built once."""
+    key = config.model_dump_json() if config is not None else ""
+    validator = _validators.get(key)
+    if validator is None:
+        validator = _validators[key] = jobgate.Validator(config)
+    return validator
+
+
+def _compact(report: Any) -> str | dict[str, Any]:
+    """A report as a task hands it back: a clean passing one as its kind alone (the
+    driver shares one report per kind), any other as its dict."""
+    return report.kind if report.ok and not report.violations else report.to_dict()
+
+
+def packed_items(items: list[Item]) -> tuple[str, bytes, dict[int, str]]:
+    """Items as a task takes them, in three objects whatever their number (a list of
+    tuples would be serialized by Ray an object at a time): their paths joined by NUL
+    (a character no path holds), a byte per item (1: a package, 2: unpacked), and the
+    reasons of those that could not be listed, by position."""
+    return (
+        "\0".join(item.path for item in items),
+        bytes(item.package + item.unpacked for item in items),
+        {i: item.unlisted for i, item in enumerate(items) if item.unlisted is not None},
+    )
+
+
+def unpacked_items(packed: tuple[str, bytes, dict[int, str]]) -> list[Item]:
+    paths, kinds, unlisted = packed
+    return [Item(path, kind > 0, kind > 1, unlisted.get(i)) for i, (path, kind) in enumerate(zip(paths.split("\0"), kinds, strict=True))]
+
+
+def _ray_judge_paths(configs: list[Config | None], packed: tuple[str, bytes, dict[int, str]], kind: str | None, cwd: str) -> list[bytes]:
+    """The Ray task when the workers read the items (`packed_items`): each
+    configuration's reports as the local engine makes them (`check_items`), from the
+    driver's working directory so that relative paths name the same files; as JSON, an
+    array of `_compact` reports (one object for Ray to carry, not one per item)."""
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+    items = unpacked_items(packed)
+    limits = (configs[0] or Config()).limits
+    return [orjson.dumps([_compact(r) for r in check_items(_validator(config), items, kind, limits)]) for config in configs]
+
+
+def _ray_judge(configs: list[Config | None], shipped: list[Payload], kind: str | None) -> list[bytes]:
+    """The Ray task when the driver ships the items' bytes: the items' reports under
+    each configuration, as JSON arrays of `_compact` reports.
     A validator per configuration is kept in the worker process, so the catalog is
     compiled once per worker, not once per chunk."""
     documents = [(i, p) for i, p in enumerate(shipped) if isinstance(p, bytes)]
     out = []
     for config in configs:
-        key = config.model_dump_json() if config is not None else ""
-        validator = _validators.get(key)
-        if validator is None:
-            validator = _validators[key] = jobgate.Validator(config)
+        validator = _validator(config)
         reports: list[Any] = list(shipped)
         for (i, _), report in zip(documents, validator.check_many([d for _, d in documents], kind, threads=1), strict=True):
-            reports[i] = report.kind if report.ok and not report.violations else report.to_dict()
+            reports[i] = _compact(report)
         for i, p in enumerate(shipped):
             if isinstance(p, tuple):
                 reports[i] = check_package(validator, *p, kind)
-        out.append(reports)
+        out.append(orjson.dumps(reports))
     return out

@@ -2,7 +2,7 @@
 of 2 items, counting the tasks in flight and the items taken from the walk ahead of
 what was handed back, and prints the counts and the reports as JSON.
 
-    python -m tests.cli.ray_window ARCHIVE ADDRESS
+    python -m tests.cli.ray_window ARCHIVE ADDRESS READS
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class CountingRay:
         return self._ray.get(ref)
 
 
-def main(archive: str, address: str) -> None:
+def main(archive: str, address: str, reads: str) -> None:
     revalidation.RAY_CHUNK_ITEMS = 2
     taken = handed = peak_ahead = 0
 
@@ -60,13 +60,14 @@ def main(archive: str, address: str) -> None:
     reports = []
     with revalidation.ray_session(address) as ray:
         counting = CountingRay(ray)
-        for judged in revalidation.run_ray(items(), [judge], counting):
+        shared = revalidation.workers_see_our_files(ray)
+        for judged in revalidation.run_ray(items(), [judge], counting, reads):
             handed += len(judged.items)
             peak_ahead = max(peak_ahead, taken - handed)
             reports += [r.to_dict() for r in judged.reports[0]]
-    seen = {"taken": taken, "handed": handed, "peak_ahead": peak_ahead, "started": counting.started, "in_flight": counting.in_flight, "peak": counting.peak, "reports": reports}
+    seen = {"workers_see_our_files": shared, "taken": taken, "handed": handed, "peak_ahead": peak_ahead, "started": counting.started, "in_flight": counting.in_flight, "peak": counting.peak, "reports": reports}
     print(json.dumps(seen))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -13,7 +13,6 @@ import struct
 import subprocess
 import sys
 import termios
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -121,6 +120,7 @@ def test_all_passing_is_exit_0_and_text_output(archive, capsys):
         (["nope"], "nope: no such file or directory"),
         (["EMPTY"], "holds no documents"),
         (["ARCHIVE", "--address", "127.0.0.1:1"], "--address is for --engine ray"),
+        (["ARCHIVE", "--reads", "workers"], "--reads is for --engine ray"),
         (["ARCHIVE", "--threads", "0"], "--threads takes a number of at least 1"),
         (["ARCHIVE", "--config", "missing.toml"], "missing.toml"),
         (["ARCHIVE", "--engine", "ray", "--address", "127.0.0.1:PORT"], "cannot reach the Ray cluster at 127.0.0.1:"),
@@ -171,46 +171,35 @@ def test_progress_on_a_terminal_only_and_never_under_ci(archive, capsys):
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """A real Ray cluster on this machine, started as an operator would. `ray start
-    --block` stays in the foreground and stops its cluster when it is terminated, so
-    the test stops its own cluster and no other (`ray stop` would stop every Ray on
-    the machine)."""
-    ray = shutil.which("ray", path=str(Path(sys.executable).parent))
-    assert ray, "Ray is a test dependency (pip install -e '.[test]')"
-    port = free_port()
-    temp = tmp_path_factory.mktemp("ray")
+    """A real Ray cluster on this machine, started as an operator would
+    (`jobgate.ray_head`: `ray start --block`, stopped by terminating that process)."""
+    from jobgate.ray_head import ray_head
+
+    assert shutil.which("ray", path=str(Path(sys.executable).parent)), "Ray is a test dependency (pip install -e '.[test]')"
+
     # Token authentication, as a shared cluster runs it; Ray's own clients (the
     # driver jobgate starts among them) read the token from the environment.
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    log = temp / "ray-start.log"
-    with open(log, "wb") as out:
-        head = subprocess.Popen([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}", "--block"], env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while b"will now block" not in log.read_bytes():
-            assert head.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
-        yield f"127.0.0.1:{port}", env
-    finally:
-        head.terminate()
-        try:
-            head.wait(120)
-        except subprocess.TimeoutExpired:
-            head.kill()
-            head.wait()
+    with ray_head(tmp_path_factory.mktemp("ray"), num_cpus=2, env=env) as head:
+        yield head.address, env
 
 
-def test_the_ray_engine_gives_the_same_reports(archive, tmp_path, ray_cluster):
+@pytest.mark.parametrize("reads", ["workers", "driver"])
+def test_the_ray_engine_gives_the_same_reports(archive, tmp_path, ray_cluster, reads):
+    """Whether the workers read the items at their paths or the driver ships their
+    bytes, every report is the local engine's; the archive named by a relative path,
+    which the workers resolve from the driver's working directory."""
     config = str(newer_catalog(tmp_path))
-    command = [sys.executable, "-m", "jobgate.cli", "revalidate", str(archive), "--config", config, "--format", "json"]
+    command = [sys.executable, "-m", "jobgate.cli", "revalidate", archive.name, "--config", config, "--format", "json"]
     address, env = ray_cluster
-    local = subprocess.run(command, capture_output=True, timeout=300, cwd=ROOT)
-    remote = subprocess.run([*command, "--engine", "ray", "--address", address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+    local = subprocess.run(command, capture_output=True, timeout=300, cwd=archive.parent, env=env)
+    remote = subprocess.run([*command, "--engine", "ray", "--address", address, "--reads", reads], capture_output=True, timeout=300, cwd=archive.parent, env=env)
     assert (local.returncode, remote.returncode) == (1, 1), remote.stderr.decode()[-2000:]
     assert remote.stdout == local.stdout
     results = json.loads(remote.stdout)["results"]
     assert any(v["rule"] == "forge.handshake.version" for r in results for v in r["violations"])
-    assert {r["source"]: r["verdict"] for r in results}[str(archive / "packages" / "whole.tar.gz")] == "pass"
+    assert {r["source"]: r["verdict"] for r in results}[str(Path(archive.name) / "packages" / "whole.tar.gz")] == "pass"
+    assert {r["source"]: r["verdict"] for r in results}[str(Path(archive.name) / "packages" / "torn.tar")] == "fail"
 
 
 def test_packages_over_the_size_limit_are_refused_unread(archive, tmp_path, capsys):
@@ -368,16 +357,19 @@ def test_the_ray_engine_streams_every_format_and_the_cache_as_the_local_one(arch
         assert cached.returncode == 1 and cached.stdout == plain.stdout, cached.stderr.decode()[-2000:]
 
 
-def test_the_ray_engine_keeps_a_bounded_number_of_tasks_in_flight(archive, ray_cluster):
+@pytest.mark.parametrize("reads", ["auto", "driver"])
+def test_the_ray_engine_keeps_a_bounded_number_of_tasks_in_flight(archive, ray_cluster, reads):
     """Chunks of 2 items on a cluster of 2 CPUs: at most 4 tasks (twice the CPUs) are
     in flight, and no more than that many chunks are taken from the walk ahead of what
-    was handed back (counted by `tests/cli/ray_window.py`, a driver of its own)."""
+    was handed back (counted by `tests/cli/ray_window.py`, a driver of its own). The
+    cluster is this machine alone, run by this user: `auto` has the workers read."""
     from jobgate import revalidation
 
     address, env = ray_cluster
-    run = subprocess.run([sys.executable, "-m", "tests.cli.ray_window", str(archive), address], capture_output=True, timeout=300, cwd=ROOT, env=env)
+    run = subprocess.run([sys.executable, "-m", "tests.cli.ray_window", str(archive), address, reads], capture_output=True, timeout=300, cwd=ROOT, env=env)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     seen = json.loads(run.stdout)
+    assert seen["workers_see_our_files"] is True
     judge = revalidation.Judge(None, None)
     local = [r.to_dict() for judged in revalidation.run_local(revalidation.discover([str(archive)]), [judge]) for r in judged.reports[0]]
     assert seen["reports"] == local and seen["handed"] == seen["taken"] == len(local) > 20

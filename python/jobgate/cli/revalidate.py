@@ -17,6 +17,7 @@ from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 from jobgate.config import environment_config
 
 ENGINES = ("local", "ray")
+READS = ("auto", "driver", "workers")  # with --engine ray: where the items are read (`revalidation.run_ray`)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +45,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     formats.add_fail_on(p)
     p.add_argument("--engine", choices=ENGINES, default="local", help="local: threads on this machine (default); ray: tasks on a Ray cluster")
     p.add_argument("--address", metavar="ADDR", help="with --engine ray: the cluster to join (host:port, ray://host:port or auto; default: start a private local Ray)")
+    p.add_argument(
+        "--reads",
+        choices=READS,
+        default="auto",
+        help=(
+            "with --engine ray: where the items are read. workers: each task reads its items at their paths "
+            "(the cluster sees this machine's files at the same paths); driver: this process reads them and ships "
+            "their bytes (no filesystem in common needed); auto (default): workers when the cluster is this machine "
+            "alone, run by this user, else driver"
+        ),
+    )
     p.add_argument("--threads", type=int, metavar="N", help="with --engine local: worker threads (default: every core)")
     p.add_argument("--against", metavar="CANDIDATE.toml", help="judge every item under --config and under this candidate too; report only the items whose verdict or violations change")
     p.add_argument("--cache", metavar="FILE", help="a SQLite file of reports by content: items unchanged since a run with the same configuration and jobgate version are not checked again")
@@ -107,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.address and args.engine != "ray":
         raise UsageError("--address is for --engine ray")
+    if args.reads != "auto" and args.engine != "ray":
+        raise UsageError("--reads is for --engine ray")
     if args.threads is not None and (args.engine != "local" or args.threads < 1):
         raise UsageError("--threads takes a number of at least 1, with --engine local")
     named_files(args.config)
@@ -132,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 judges.append(revalidation.Judge(c, args.kind, cache))
             if args.engine == "ray":
                 ray = stack.enter_context(revalidation.ray_session(args.address))
-                judged = revalidation.run_ray(items, judges, ray)
+                judged = revalidation.run_ray(items, judges, ray, args.reads)
             else:
                 judged = revalidation.run_local(items, judges, args.threads)
             progress = Progress(args.paths, show_progress())
