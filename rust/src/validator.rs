@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::io::Seek;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -451,7 +452,8 @@ impl Validator {
     }
 
     /// Checks many items in parallel, each with its own kind: `document` says which
-    /// bytes and kind an item is. Reports come back in the items' order.
+    /// bytes and kind an item is. Reports come back in the items' order. The calling
+    /// thread checks too (`shared`).
     pub fn check_each<T: Sync>(
         &self,
         items: &[T],
@@ -459,19 +461,57 @@ impl Validator {
         admission: &Admission,
         document: impl Fn(&T) -> (&[u8], Option<Kind>) + Sync,
     ) -> Vec<Report> {
-        let check = |item: &T| {
-            let (bytes, kind) = document(item);
-            self.check(bytes, kind, admission)
-        };
         // Documents go to threads in runs of a few: one document takes microseconds,
         // about what handing a single item to another thread costs.
         const RUN: usize = 32;
-        match threads {
-            Some(1) => items.iter().map(check).collect(),
-            Some(n) => pool(n).install(|| items.par_iter().with_min_len(RUN).map(check).collect()),
-            None => items.par_iter().with_min_len(RUN).map(check).collect(),
-        }
+        shared(items, RUN, threads, |item| {
+            let (bytes, kind) = document(item);
+            self.check(bytes, kind, admission)
+        })
     }
+}
+
+/// `f` of every item, in the items' order, on `threads` threads (every core with
+/// `None`): the calling thread and helpers from a pool. The items go out in runs of
+/// `run`, each run to whichever thread asks first, so the caller starts at once and
+/// never sits waiting for a helper to wake: a helper joins when it can, and one that
+/// wakes late finds less to do, or nothing. One thread's worth of work (a run or
+/// fewer, or `threads` of 1) stays on the caller.
+fn shared<T: Sync, R: Send>(
+    items: &[T],
+    run: usize,
+    threads: Option<usize>,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let runs = items.len().div_ceil(run);
+    let helpers = threads
+        .unwrap_or_else(rayon::current_num_threads)
+        .min(runs)
+        .saturating_sub(1);
+    if helpers == 0 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let done: Vec<Mutex<Vec<R>>> = (0..runs).map(|_| Mutex::new(Vec::new())).collect();
+    let work = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= runs {
+            return;
+        }
+        let out = items[i * run..items.len().min((i + 1) * run)]
+            .iter()
+            .map(&f)
+            .collect();
+        *done[i].lock().unwrap_or_else(|e| e.into_inner()) = out;
+    };
+    // Returns once every helper has finished: a panic in any of them is raised here.
+    match threads {
+        None => rayon::in_place_scope(|s| alongside(s, helpers, &work)),
+        Some(n) => pool(n - 1).in_place_scope(|s| alongside(s, helpers, &work)),
+    }
+    done.into_iter()
+        .flat_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect()
 }
 
 /// Why supporting files got no verdict.
@@ -599,6 +639,14 @@ fn unknown_kind() -> Violation {
     )
 }
 
+/// Runs `work` on `helpers` threads of the scope's pool and on the calling thread.
+fn alongside<'s>(scope: &rayon::Scope<'s>, helpers: usize, work: &'s (impl Fn() + Sync)) {
+    for _ in 0..helpers {
+        scope.spawn(move |_| work());
+    }
+    work();
+}
+
 /// Thread pools of a given size, built once and kept.
 fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
     static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
@@ -622,4 +670,62 @@ fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
             )
         })
         .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_work_comes_back_whole_and_in_order() {
+        for threads in [None, Some(1), Some(2), Some(5)] {
+            for len in [0, 1, 7, 8, 9, 63, 64, 65, 1000] {
+                let items: Vec<usize> = (0..len).collect();
+                let calls = AtomicUsize::new(0);
+                let out = shared(&items, 8, threads, |i| {
+                    calls.fetch_add(1, Ordering::Relaxed);
+                    i * 3
+                });
+                assert_eq!(
+                    out,
+                    items.iter().map(|i| i * 3).collect::<Vec<_>>(),
+                    "{threads:?}, {len}"
+                );
+                assert_eq!(calls.into_inner(), len, "each item once");
+            }
+        }
+    }
+
+    #[test]
+    fn a_panic_on_any_thread_reaches_the_caller() {
+        let items: Vec<usize> = (0..400).collect();
+        for bad in [0, 399] {
+            let caught = std::panic::catch_unwind(|| {
+                shared(&items, 8, Some(3), |i| {
+                    assert!(*i != bad, "item {bad}");
+                    *i
+                })
+            });
+            assert!(caught.is_err(), "item {bad}");
+        }
+    }
+
+    #[test]
+    fn check_each_answers_as_check_does() {
+        let v = Validator::default();
+        let docs: Vec<&[u8]> = (0..100)
+            .map(|i| match i % 3 {
+                0 => &b"{"[..],
+                1 => &b"[]"[..],
+                _ => &b"{\"apiVersion\": \"forge/v2\"}"[..],
+            })
+            .collect();
+        let a = Admission::default();
+        let each = v.check_many(&docs, None, None, &a);
+        let one_by_one: Vec<Report> = docs.iter().map(|d| v.check(d, None, &a)).collect();
+        assert_eq!(each.len(), 100);
+        for (x, y) in each.iter().zip(&one_by_one) {
+            assert_eq!(format!("{x:?}"), format!("{y:?}"));
+        }
+    }
 }

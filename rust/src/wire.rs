@@ -4,9 +4,12 @@
 //! object per document. Everything else (typed documents, packages, real admissions, bad bytes)
 //! takes the service's general path; `decode` says which by returning `None`.
 //!
-//! The messages below mirror the protos field for field (numbers and types); the
-//! service's tests compare these bytes with what the Python protobuf runtime encodes
-//! for the same reports, so the two cannot drift apart silently.
+//! The request is read in place (`decode`): each document is a slice of the request's
+//! bytes, nothing is copied. The response messages below mirror the protos field for
+//! field (numbers and types); the service's tests compare these bytes with what the
+//! Python protobuf runtime encodes for the same reports, and this module's tests
+//! compare `decode` with prost decoding the request messages as the protos declare
+//! them, so neither can drift apart silently.
 
 use std::collections::BTreeMap;
 
@@ -16,42 +19,6 @@ use crate::admission::Admission;
 use crate::kind::{Charge, Kind};
 use crate::report::Report;
 use crate::validator::Validator;
-
-/// `jobgate.v1.AdmitBatchRequest`.
-#[derive(Clone, PartialEq, Message)]
-struct AdmitBatchRequest {
-    #[prost(message, repeated, tag = "1")]
-    documents: Vec<Document>,
-    #[prost(bool, tag = "2")]
-    dry_run: bool,
-}
-
-/// `jobgate.v1.Document`. The typed bodies are kept as their encoded bytes: this path
-/// only needs to know they are there, to hand the request to the general path.
-#[derive(Clone, PartialEq, Message)]
-struct Document {
-    #[prost(oneof = "Body", tags = "1, 2, 3")]
-    body: Option<Body>,
-    #[prost(int32, tag = "4")]
-    kind: i32,
-    /// A package archive to verify the bundle's files against: the general path's work.
-    #[prost(bytes, tag = "5")]
-    package: Vec<u8>,
-    /// Read and ignored: this path answers dry runs only, which store nothing and so
-    /// keep no key (a real admission with a key takes the general path).
-    #[prost(string, tag = "6")]
-    idempotency_key: String,
-}
-
-#[derive(Clone, PartialEq, prost::Oneof)]
-enum Body {
-    #[prost(bytes, tag = "1")]
-    Raw(Vec<u8>),
-    #[prost(bytes, tag = "2")]
-    JobSpec(Vec<u8>),
-    #[prost(bytes, tag = "3")]
-    SpecBundle(Vec<u8>),
-}
 
 /// `jobgate.v1.AdmitBatchResponse`.
 #[derive(Clone, PartialEq, Message)]
@@ -113,12 +80,13 @@ pub struct BatchOutcome {
     pub rules: BTreeMap<(&'static str, &'static str), u64>,
 }
 
-/// A decoded dry-run request of raw documents: what this path answers.
-pub struct Batch {
-    items: Vec<(Vec<u8>, Option<Kind>)>,
+/// A decoded dry-run request of raw documents: what this path answers. Each
+/// document is a slice of the request's bytes.
+pub struct Batch<'a> {
+    items: Vec<(&'a [u8], Option<Kind>)>,
 }
 
-impl Batch {
+impl Batch<'_> {
     pub fn len(&self) -> usize {
         self.items.len()
     }
@@ -130,23 +98,145 @@ impl Batch {
 
 /// Decodes an encoded `AdmitBatchRequest` when it is a dry run of raw documents only;
 /// `None` otherwise (or when the bytes are not a request at all), for the general path
-/// to handle and explain.
-pub fn decode(request: &[u8]) -> Option<Batch> {
-    let request = AdmitBatchRequest::decode(request).ok()?;
-    if !request.dry_run {
-        return None;
+/// to handle and explain. Reads as prost reads the messages the protos declare:
+/// unknown fields are skipped, the last of a field given twice wins (a oneof's last
+/// member too), a string must be UTF-8, and anything malformed is `None`.
+pub fn decode(request: &[u8]) -> Option<Batch<'_>> {
+    let mut items = Vec::new();
+    let mut dry_run = false;
+    let mut fields = Fields::new(request, NESTING);
+    while let Some((number, value)) = fields.next()? {
+        match (number, value) {
+            (1, Value::Bytes(document)) => items.push(raw_document(document)?),
+            (2, Value::Varint(v)) => dry_run = v != 0,
+            (1 | 2, _) => return None,
+            _ => {}
+        }
     }
-    let items = request
-        .documents
-        .into_iter()
-        .map(|document| match document.body {
-            Some(Body::Raw(raw)) if document.package.is_empty() => {
-                Some((raw, Kind::of_proto(document.kind)))
+    dry_run.then_some(Batch { items })
+}
+
+/// One `jobgate.v1.Document` of a dry run: its raw body and kind, or `None` when it
+/// is typed, has no body or carries a package (the general path's work).
+fn raw_document(document: &[u8]) -> Option<(&[u8], Option<Kind>)> {
+    let (mut raw, mut kind, mut package_given) = (None, 0i32, false);
+    // prost reads a nested message one level deeper.
+    let mut fields = Fields::new(document, NESTING - 1);
+    while let Some((number, value)) = fields.next()? {
+        match (number, value) {
+            (1, Value::Bytes(body)) => raw = Some(body),
+            (2 | 3, Value::Bytes(_)) => raw = None, // a typed body: the last member of the oneof wins
+            // An int32 is the low 32 bits of its varint, as prost reads it.
+            (4, Value::Varint(v)) => kind = v as i32,
+            (5, Value::Bytes(package)) => package_given = !package.is_empty(),
+            (6, Value::Bytes(key)) => {
+                simdutf8::basic::from_utf8(key).ok()?;
             }
-            _ => None,
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(Batch { items })
+            (1..=6, _) => return None,
+            _ => {}
+        }
+    }
+    // A typed body given after a raw one leaves `raw` empty, as does no body at all.
+    let raw = raw?;
+    (!package_given).then_some((raw, Kind::of_proto(kind)))
+}
+
+/// A field's value: a varint, the bytes of a length-delimited field, or a field of
+/// another wire type, skipped.
+enum Value<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+    Skipped,
+}
+
+/// How deep prost reads nested groups and messages (its `RECURSION_LIMIT`).
+const NESTING: u32 = 100;
+
+/// The fields of one encoded message, in order: `Some(None)` at its end, `None` when
+/// the bytes are malformed. `depth` is what prost's decode context would hold there.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    depth: u32,
+}
+
+impl<'a> Fields<'a> {
+    fn new(bytes: &'a [u8], depth: u32) -> Self {
+        Fields { bytes, depth }
+    }
+
+    fn next(&mut self) -> Option<Option<(u32, Value<'a>)>> {
+        if self.bytes.is_empty() {
+            return Some(None);
+        }
+        let (number, wire) = self.key()?;
+        let value = match wire {
+            0 => Value::Varint(self.varint()?),
+            2 => {
+                let len = usize::try_from(self.varint()?).ok()?;
+                let bytes = self.bytes.get(..len)?;
+                self.bytes = &self.bytes[len..];
+                Value::Bytes(bytes)
+            }
+            _ => {
+                self.skip(number, wire, self.depth)?;
+                Value::Skipped
+            }
+        };
+        Some(Some((number, value)))
+    }
+
+    /// A field's number and wire type, as prost's `decode_key` accepts them.
+    fn key(&mut self) -> Option<(u32, u8)> {
+        let key = u32::try_from(self.varint()?).ok()?;
+        let wire = (key & 7) as u8;
+        (wire <= 5 && key >> 3 != 0).then_some((key >> 3, wire))
+    }
+
+    /// Skips a field's value as prost's `skip_field` does, groups included (nested at
+    /// most as deep as prost reads them).
+    fn skip(&mut self, number: u32, wire: u8, depth: u32) -> Option<()> {
+        if depth == 0 {
+            return None;
+        }
+        let len = match wire {
+            0 => {
+                self.varint()?;
+                0
+            }
+            1 => 8,
+            2 => usize::try_from(self.varint()?).ok()?,
+            3 => loop {
+                let (inner, inner_wire) = self.key()?;
+                if inner_wire == 4 {
+                    if inner != number {
+                        return None;
+                    }
+                    break 0;
+                }
+                self.skip(inner, inner_wire, depth - 1)?;
+            },
+            5 => 4,
+            _ => return None, // an end of group that opened nothing
+        };
+        self.bytes = self.bytes.get(len..)?;
+        Some(())
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for (i, byte) in self.bytes.iter().take(10).enumerate() {
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                // A tenth byte may only hold the top bit of a u64.
+                if i == 9 && *byte > 1 {
+                    return None;
+                }
+                self.bytes = &self.bytes[i + 1..];
+                return Some(value);
+            }
+        }
+        None
+    }
 }
 
 /// Checks a decoded batch and encodes its `AdmitBatchResponse`; a batch of more than
@@ -154,7 +244,7 @@ pub fn decode(request: &[u8]) -> Option<Batch> {
 /// reports are cut so that the response fits (`report::fit`).
 pub fn answer(
     validator: &Validator,
-    batch: &Batch,
+    batch: &Batch<'_>,
     admission: &Admission,
     max_batch: usize,
     threads: Option<usize>,
@@ -170,9 +260,7 @@ pub fn answer(
     let mut reports = if admission.quotas.is_some() {
         in_item_order(validator, &batch.items, admission)
     } else {
-        validator.check_each(&batch.items, threads, admission, |(raw, kind)| {
-            (raw.as_slice(), *kind)
-        })
+        validator.check_each(&batch.items, threads, admission, |(raw, kind)| (raw, *kind))
     };
     if let Some(budget) = max_response_bytes {
         crate::report::fit(&mut reports, budget);
@@ -198,7 +286,7 @@ pub fn answer(
 /// (a JobSpec charged to its project, a spec-bundle to the account's home).
 fn in_item_order(
     validator: &Validator,
-    items: &[(Vec<u8>, Option<Kind>)],
+    items: &[(&[u8], Option<Kind>)],
     admission: &Admission,
 ) -> Vec<Report> {
     let mut admission = admission.clone();
@@ -260,6 +348,200 @@ fn message(report: &Report) -> ReportMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `jobgate.v1.AdmitBatchRequest`, as prost reads it: the reference `decode` is
+    /// held to.
+    #[derive(Clone, PartialEq, Message)]
+    struct AdmitBatchRequest {
+        #[prost(message, repeated, tag = "1")]
+        documents: Vec<Document>,
+        #[prost(bool, tag = "2")]
+        dry_run: bool,
+    }
+
+    /// `jobgate.v1.Document`, the typed bodies kept as their encoded bytes.
+    #[derive(Clone, PartialEq, Message)]
+    struct Document {
+        #[prost(oneof = "Body", tags = "1, 2, 3")]
+        body: Option<Body>,
+        #[prost(int32, tag = "4")]
+        kind: i32,
+        #[prost(bytes, tag = "5")]
+        package: Vec<u8>,
+        #[prost(string, tag = "6")]
+        idempotency_key: String,
+    }
+
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    enum Body {
+        #[prost(bytes, tag = "1")]
+        Raw(Vec<u8>),
+        #[prost(bytes, tag = "2")]
+        JobSpec(Vec<u8>),
+        #[prost(bytes, tag = "3")]
+        SpecBundle(Vec<u8>),
+    }
+
+    /// What `decode` must find in `request`: prost's reading of it, kept when it is a
+    /// dry run of raw documents without packages.
+    fn by_prost(request: &[u8]) -> Option<Vec<(Vec<u8>, Option<Kind>)>> {
+        let request = AdmitBatchRequest::decode(request).ok()?;
+        if !request.dry_run {
+            return None;
+        }
+        request
+            .documents
+            .into_iter()
+            .map(|document| match document.body {
+                Some(Body::Raw(raw)) if document.package.is_empty() => {
+                    Some((raw, Kind::of_proto(document.kind)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn decoded(request: &[u8]) -> Option<Vec<(Vec<u8>, Option<Kind>)>> {
+        decode(request).map(|b| {
+            b.items
+                .iter()
+                .map(|(raw, kind)| (raw.to_vec(), *kind))
+                .collect()
+        })
+    }
+
+    /// A small deterministic generator (xorshift), for the mutations below.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Encoded field keys and values that requests rarely hold: unknown fields of
+    /// every wire type, groups, repeated and conflicting members, bad UTF-8, long and
+    /// overlong varints, field number 0, negative kinds.
+    const ODD: &[&[u8]] = &[
+        b"\x08\x01",                                                     // field 1 as a varint
+        b"\x10\x00",                                                     // dry_run false
+        b"\x10\x02",                                                     // dry_run true, not 1
+        b"\x18\x05",                                                     // unknown varint field 3
+        b"\x21\x00\x00\x00\x00\x00\x00\x00\x00",                         // unknown fixed64
+        b"\x2d\x00\x00\x00\x00",                                         // unknown fixed32
+        b"\x3a\x02hi",                                                   // unknown bytes field 7
+        b"\x43\x44",                          // a group, opened and closed
+        b"\x43\x4b\x08\x01\x4c\x44",          // a group within a group
+        b"\x43\x4c",                          // a group closed as another
+        b"\x44",                              // a group closed, never opened
+        b"\x00\x00",                          // field number 0
+        b"\x0e",                              // wire type 6
+        b"\xf8\xff\xff\xff\x0f\x01",          // the largest field number
+        b"\xf8\xff\xff\xff\x1f\x01",          // a key beyond 32 bits
+        b"\x0a\x00",                          // an empty document
+        b"\x0a\x02\x0a\x00",                  // a document with an empty raw body
+        b"\x0a\x04\x0a\x00\x12\x00",          // raw, then typed
+        b"\x0a\x04\x12\x00\x0a\x00",          // typed, then raw
+        b"\x0a\x04\x0a\x00\x2a\x00",          // an empty package
+        b"\x0a\x04\x0a\x00\x2a\x01P",         // no, a package
+        b"\x0a\x06\x0a\x00\x2a\x01P\x2a\x00", // a package, then an empty one
+        b"\x0a\x04\x0a\x00\x32\x01\xff",      // a key that is not UTF-8
+        b"\x0a\x05\x0a\x00\x32\x02\xc3\xa9",  // a key that is
+        b"\x0a\x0d\x0a\x00\x20\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", // kind -1
+        b"\x0a\x08\x0a\x00\x20\x82\x80\x80\x80\x10", // kind 2 beyond 32 bits
+        b"\x0a\x04\x0a\x00\x22\x00",          // kind as bytes
+        b"\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", // the longest varint
+        b"\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", // one too long
+        b"\x10\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x00", // eleven bytes
+    ];
+
+    #[test]
+    fn decode_reads_what_prost_reads() {
+        let valid = request(
+            vec![
+                raw(b"{\"a\": 1}", 0),
+                raw(b"[]", 1),
+                raw(b"", 4),
+                raw(b"x", 9),
+            ],
+            true,
+        );
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut tried = 0;
+        let mut answered = 0;
+        for round in 0..20_000 {
+            let mut bytes = valid.clone();
+            for _ in 0..=rng.below(3) {
+                match rng.below(5) {
+                    0 => {
+                        let at = rng.below(bytes.len() + 1);
+                        bytes.splice(at..at, ODD[rng.below(ODD.len())].iter().copied());
+                    }
+                    1 => bytes.extend_from_slice(ODD[rng.below(ODD.len())]),
+                    2 if !bytes.is_empty() => {
+                        let at = rng.below(bytes.len());
+                        bytes[at] ^= 1 << rng.below(8);
+                    }
+                    3 => bytes.truncate(rng.below(bytes.len() + 1)),
+                    _ => {
+                        let at = rng.below(bytes.len() + 1);
+                        bytes.insert(at, rng.next() as u8);
+                    }
+                }
+            }
+            let want = by_prost(&bytes);
+            assert_eq!(decoded(&bytes), want, "round {round}: {bytes:?}");
+            tried += 1;
+            answered += usize::from(want.is_some());
+        }
+        // Both sides of the line were tried, many times.
+        assert!(
+            answered > tried / 20 && answered < tried * 19 / 20,
+            "{answered} of {tried}"
+        );
+        // Groups nested about as deep as prost reads them, in the request and in a document.
+        for depth in 95..105 {
+            let groups = [vec![0x43; depth], vec![0x44; depth]].concat();
+            let mut bytes = valid.clone();
+            bytes.extend_from_slice(&groups);
+            assert_eq!(decoded(&bytes), by_prost(&bytes), "{depth} groups deep");
+            let mut document = vec![0x0a, 0x00];
+            document.extend_from_slice(&groups);
+            let mut bytes = valid.clone();
+            bytes.push(0x0a);
+            bytes.push(document.len() as u8);
+            bytes.extend_from_slice(&document);
+            assert_eq!(
+                decoded(&bytes),
+                by_prost(&bytes),
+                "{depth} groups deep in a document"
+            );
+        }
+        for odd in ODD {
+            let mut bytes = valid.clone();
+            bytes.extend_from_slice(odd);
+            assert_eq!(decoded(&bytes), by_prost(&bytes), "{odd:?}");
+            assert_eq!(decoded(odd), by_prost(odd), "{odd:?}");
+        }
+    }
+
+    #[test]
+    fn documents_are_read_in_place() {
+        let req = request(vec![raw(b"{}", 0), raw(b"[1]", 2)], true);
+        let batch = decode(&req).unwrap();
+        let span = req.as_ptr_range();
+        for (raw, _) in &batch.items {
+            assert!(span.contains(&raw.as_ptr()), "a slice of the request");
+        }
+        assert_eq!(batch.items[1], (&b"[1]"[..], Some(Kind::SpecBundle)));
+    }
 
     fn check_batch_request(
         validator: &Validator,

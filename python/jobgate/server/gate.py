@@ -8,6 +8,10 @@ neither a crash nor a replica can open a second one. A retry is judged under the
 in force: one that no longer reaches the job's project is forge.project.forbidden.
 
 Shared by every RPC (Admit, AdmitBatch, AdmitStream) so their reports are the same.
+A batch is admitted whole or refused before any item opens a record (`admit_batch`):
+its keys are held to one request each within the batch and against what they recall,
+and every item of a real batch is judged launchable first; then its items are
+admitted in order, each seeing the quota the earlier ones consumed.
 Owns the groups in which new records are committed (the store's `GroupCommitter`),
 closed by `Gate.close`. Must not decide who may admit (`grants`): it is handed the grant to
 apply; nor know the wire: `wire` reads the key and fingerprints the request, and the
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -84,6 +88,11 @@ def charged_project(facts, home: str | None) -> str:
     return home if facts.charge == "home" and home is not None else facts.project
 
 
+def _forbidden(report) -> bool:
+    """Whether `report` refuses a document for a project outside the grant."""
+    return any(v.rule == jobgate._core.PROJECT_FORBIDDEN for v in report.violations)
+
+
 _UNSAFE_IN_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -101,6 +110,50 @@ class NotLaunchable(ValueError):
         launching = " and ".join(k["name"] for k in jobgate._core.kind_table() if k["launches"])
         super().__init__(f"a {kind} document can be checked (dry_run) but not admitted: only {launching} documents launch jobs")
         self.kind = kind
+
+
+class KeyRepeated(ValueError):
+    """A batch item's idempotency key given to an earlier item (`first`, its index)
+    with another request: a key names one admission."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(f"repeats the key of item {first} with another request; a key names one admission")
+        self.first = first
+
+
+class DeadlinePassed(Exception):
+    """The caller's deadline passed between two items of a batch: `judged` of its
+    `documents` were admitted (or checked), the rest were not looked at."""
+
+    def __init__(self, judged: int, documents: int) -> None:
+        super().__init__(f"the deadline passed after {judged} of {documents} documents")
+        self.judged, self.documents = judged, documents
+
+
+class BatchStopped(Exception):
+    """A batch stopped at item `index` by `error` (KeyRepeated, KeyReused,
+    NotLaunchable, TimeoutError, Unstorable, DeadlinePassed, or a failure of the store
+    or of the server); `admitted` are the admissions of the items before it, made
+    (and, unless a dry run, committed) before it stopped: a batch is refused before
+    any item is admitted, except when the deadline passes, the store fails or an item
+    cannot be stored."""
+
+    def __init__(self, index: int, error: BaseException, admitted: list[Admission]) -> None:
+        super().__init__(f"item {index}: {error}")
+        self.index, self.error, self.admitted = index, error, admitted
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One document of a batch, as the wire read it: the bytes the core checks, the
+    kind it names, its package, and (for a real admission) its idempotency key and
+    the fingerprint of its request."""
+
+    data: bytes
+    kind: str | None
+    package: bytes = b""
+    key: str = ""
+    fingerprint: bytes = b""
 
 
 @dataclass
@@ -237,6 +290,72 @@ class Gate:
         """The project a JobSpec names (for the record of a refusal)."""
         facts = self.validator.facts(data, kind)
         return facts.project if facts is not None else ""
+
+    def admit_batch(
+        self,
+        items: Sequence[BatchItem],
+        account: str,
+        *,
+        dry_run: bool,
+        grant: Grant | None = None,
+        active: Callable[[], bool] = lambda: True,
+        time_left: Callable[[], float | None] = lambda: None,
+    ) -> list[Admission]:
+        """Checks (and unless `dry_run`, admits) a batch, item by item in order: each
+        admission as `admit` makes it, quota consumed in item order (a dry run counts
+        what the real batch would consume). A dry run of one kind without packages is
+        checked in parallel (`check_many`), the project of an item refused for it kept.
+
+        A real batch that cannot be admitted whole is refused before any item opens a
+        record: a key given to two items with different requests (KeyRepeated), a key
+        that recalls another request's admission (KeyReused), an item of a kind that
+        launches nothing (NotLaunchable) or whose package could not be read in time.
+        A key that recalls the same request is answered with its first admission.
+
+        `active` says whether the caller still waits: checked before each item, the
+        batch stops once it does not (DeadlinePassed). `time_left` is the caller's
+        remaining seconds, within which a package is read. Every failure is raised as
+        BatchStopped, naming the item and holding the admissions made before it."""
+        kinds = {item.kind for item in items}
+        if dry_run and len(kinds) <= 1 and not any(item.package for item in items):
+            kind = next(iter(kinds), None)
+            reports = self.check_many([item.data for item in items], kind, account, grant)
+            return [Admission(r, project=self.project_of(item.data, kind) if _forbidden(r) else "") for item, r in zip(items, reports, strict=True)]
+        keys = [""] * len(items) if dry_run else [item.key for item in items]
+        prints = [item.fingerprint if key else b"" for item, key in zip(items, keys, strict=True)]
+        first: dict[str, int] = {}
+        for i, key in enumerate(keys):
+            j = first.setdefault(key, i) if key else i
+            if prints[j] != prints[i]:
+                raise BatchStopped(i, KeyRepeated(j), [])
+        recalled = self.recall(account, list(first))
+        for i, key in enumerate(keys):
+            if key in recalled and recalled[key].fingerprint != prints[i]:
+                raise BatchStopped(i, self.key_reused(recalled[key], key, grant), [])
+        judged: list[Judged | None] = [None] * len(items)
+        if not dry_run:
+            for i, item in enumerate(items):
+                if keys[i] in recalled:
+                    continue  # replayed: it was launchable when first admitted
+                try:
+                    judged[i] = self.judge(item.data, item.kind, account, dry_run=False, grant=grant, package=item.package, timeout=time_left() if item.package else None)
+                except (NotLaunchable, TimeoutError) as e:
+                    raise BatchStopped(i, e, []) from e
+        consumed: dict[str, int] | None = {} if dry_run else None
+        results: list[Admission] = []
+        for i, item in enumerate(items):
+            try:
+                if not active():
+                    raise DeadlinePassed(len(results), len(items))
+                key = keys[i]
+                if key in recalled:
+                    results.append(self.replay(recalled[key], key, prints[i], grant))
+                else:
+                    timeout = time_left() if item.package else None
+                    results.append(self.admit(item.data, item.kind, account, dry_run=dry_run, package=item.package, judged=judged[i], grant=grant, key=key, fingerprint=prints[i], timeout=timeout, consumed=consumed))
+            except Exception as e:
+                raise BatchStopped(i, e, results) from e
+        return results
 
     def recall(self, account: str, keys: Collection[str]) -> dict[str, Remembered]:
         """What each of `account`'s idempotency keys recalls within the window (keys

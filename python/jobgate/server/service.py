@@ -10,6 +10,9 @@ A real admission may carry an idempotency key (`Document.idempotency_key`): a re
 answered with the first admission's response, and a key reused by another request is
 ALREADY_EXISTS naming the first job (`gate.KeyReused`); both under the grant in force,
 so a caller who lost the job's project gets forge.project.forbidden and no job id.
+A batch is admitted by the gate (`Gate.admit_batch`: which keys conflict, what refuses
+the batch before any record opens); the servicer reads its documents and answers where
+it stopped with a status naming that document.
 
 The servicers are registered, and their failures mapped to status codes, by
 `handlers`. Must not judge a document (the core, through the gate) nor map messages
@@ -31,7 +34,16 @@ from jobgate.reports import unlocated
 from jobgate.server import errors, recipes
 from jobgate.server.auth import Authenticator
 from jobgate.server.errors import bad_request
-from jobgate.server.gate import Admission, Gate, Judged, KeyReused, NotLaunchable
+from jobgate.server.gate import (
+    Admission,
+    BatchItem,
+    BatchStopped,
+    DeadlinePassed,
+    Gate,
+    KeyRepeated,
+    KeyReused,
+    NotLaunchable,
+)
 from jobgate.server.grants import ADMISSION, JOBS, NOT_VISIBLE, PROJECT, Caller
 from jobgate.server.metrics import Metrics
 from jobgate.server.streams import SHUTTING_DOWN, Watches
@@ -49,7 +61,6 @@ from jobgate.store import (
     JobNotFound,
     JobStore,
     RecordFull,
-    Remembered,
     TerminalState,
     Unstorable,
 )
@@ -138,13 +149,11 @@ class AdmissionService:
         *,
         dry_run: bool,
         package: bytes,
-        judged: Judged | None = None,
         key: str = "",
         fingerprint: bytes = b"",
-        consumed: dict[str, int] | None = None,
     ) -> Admission:
         try:
-            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, judged=judged, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package), consumed=consumed)
+            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package))
         except (TimeoutError, NotLaunchable) as e:
             judging_failed(context, field, e)
         except Unstorable as e:
@@ -166,15 +175,6 @@ class AdmissionService:
         admission = self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package, key=key, fingerprint=digest)
         return typed_as_typed(document, admission)
 
-    def _replay(self, context: grpc.ServicerContext, rpc: str, field: str, caller: Caller, earlier: Remembered, key: str, digest: bytes) -> Admission:
-        try:
-            admission = self.gate.replay(earlier, key, digest, caller.grant)
-        except KeyReused as e:
-            self._key_reused(context, rpc, caller, e, field)
-        if admission.replayed:  # else refused under the grant in force
-            self._replayed(rpc, caller, key, admission.job_id)
-        return admission
-
     def _replayed(self, rpc: str, caller: Caller, key: str, job_id: str) -> None:
         self.metrics.retries.labels(rpc, "replayed").inc()
         log.info("admission replayed", extra={"fields": {"rpc": rpc, "account": caller.name, "idempotency_key": key, "job_id": job_id}})
@@ -183,14 +183,6 @@ class AdmissionService:
         self.metrics.retries.labels(rpc, "refused").inc()
         log.warning("idempotency key reused", extra={"fields": {"rpc": rpc, "account": caller.name, "idempotency_key": error.key, "job_id": error.job_id}})
         key_reused(context, error, field)
-
-    def _refused_projects(self, rpc: str, caller: Caller, judged) -> None:
-        """Records each document of `judged` ((report, data, kind) triples) refused for a
-        project outside the caller's grant."""
-        for report, data, kind in judged:
-            if any(v.rule == FORBIDDEN for v in report.violations):
-                project = self.gate.project_of(data, kind)
-                self.denials.record(rpc, PROJECT, caller.name, f"project {project}", project=project)
 
     def _refused_project(self, rpc: str, caller: Caller, admission: Admission) -> None:
         """Records an admission refused for a project outside the caller's grant."""
@@ -220,55 +212,45 @@ class AdmissionService:
                 self.denials.record("AdmitBatch", PROJECT, account, "project", documents=forbidden, count=forbidden)
             return fast.response
         message = decode(admission_pb2.AdmitBatchRequest, request, context)
-        self._batch_size(len(message.documents), limit, context)
-        items = [(*document_bytes(d, context, f"documents[{i}]"), d.package) for i, d in enumerate(message.documents)]
-        kinds = {k for _, k, _ in items}
-        if message.dry_run and len(kinds) <= 1 and not any(p for _, _, p in items):
-            reports = self.gate.check_many([d for d, _, _ in items], next(iter(kinds), None), account, caller.grant)
-            reports = [r if d.WhichOneof("body") == "raw" else unlocated(r) for d, r in zip(message.documents, reports, strict=True)]
-            self.metrics.reports("AdmitBatch", reports)
-            self._refused_projects("AdmitBatch", caller, ((r, d, k) for r, (d, k, _) in zip(reports, items, strict=True)))
-            return self.encoder.response(reports)
-        # A batch that cannot be admitted whole is refused before any item opens a record:
-        # a key too long, given to two different items, or used before by another request.
-        keys = [""] * len(items) if message.dry_run else [idempotency_key(d, context, f"documents[{i}]") for i, d in enumerate(message.documents)]
-        prints = [fingerprint(d) if key else b"" for d, key in zip(message.documents, keys, strict=True)]
-        first: dict[str, int] = {}
-        for i, key in enumerate(keys):
-            j = first.setdefault(key, i) if key else i
-            if prints[j] != prints[i]:
-                bad_request(context, f"documents[{i}].idempotency_key", f"repeats the key of documents[{j}] with another request; a key names one admission")
-        recalled = self.gate.recall(account, list(first))
-        for i, key in enumerate(keys):
-            if key in recalled and recalled[key].fingerprint != prints[i]:
-                self._key_reused(context, "AdmitBatch", caller, self.gate.key_reused(recalled[key], key, caller.grant), f"documents[{i}]")
-        judged: list[Judged | None] = [None] * len(items)
-        if not message.dry_run:
-            for i, (data, kind, package) in enumerate(items):
-                if keys[i] in recalled:
-                    continue  # replayed: it was launchable when first admitted
-                with judging(context, f"documents[{i}]"):
-                    judged[i] = self.gate.judge(data, kind, account, dry_run=False, grant=caller.grant, package=package, timeout=package_timeout(context, package))
-        # Item by item: quota is consumed in item order (a dry run counts what it would
-        # consume); a passed deadline stops the batch.
-        consumed: dict[str, int] | None = {} if message.dry_run else None
-        results = []
-        for i, (data, kind, package) in enumerate(items):
-            if not context.is_active():
-                errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, f"the deadline passed after {len(results)} of {len(items)} documents", errors.DEADLINE_PASSED, {"judged": str(len(results)), "documents": str(len(items))})
-            field, key = f"documents[{i}]", keys[i]
-            if key in recalled:
-                r = self._replay(context, "AdmitBatch", field, caller, recalled[key], key, prints[i])
-            else:
-                r = self._admit(context, "AdmitBatch", field, data, kind, caller, dry_run=message.dry_run, package=package, judged=judged[i], key=key, fingerprint=prints[i], consumed=consumed)
-            if not r.replayed:
-                self.metrics.report("AdmitBatch", r.report)
-                self._refused_project("AdmitBatch", caller, r)
-            results.append(r)
-        results = [typed_as_typed(d, r) for d, r in zip(message.documents, results, strict=True)]
+        documents, dry_run = message.documents, message.dry_run
+        self._batch_size(len(documents), limit, context)
+        bodies = [document_bytes(d, context, f"documents[{i}]") for i, d in enumerate(documents)]
+        keys = [""] * len(documents) if dry_run else [idempotency_key(d, context, f"documents[{i}]") for i, d in enumerate(documents)]
+        items = [BatchItem(data, kind, d.package, key, fingerprint(d) if key else b"") for d, (data, kind), key in zip(documents, bodies, keys, strict=True)]
+        try:
+            results = self.gate.admit_batch(items, account, dry_run=dry_run, grant=caller.grant, active=context.is_active, time_left=context.time_remaining)
+        except BatchStopped as stopped:
+            self._batch_admitted(caller, items, stopped.admitted)
+            self._batch_stopped(context, caller, stopped)
+        self._batch_admitted(caller, items, results)
+        results = [typed_as_typed(d, r) for d, r in zip(documents, results, strict=True)]
         # The reports together fit the response: the largest are cut, verdicts kept.
         reports = jobgate.fit_reports([r.report for r in results], self.gate.response_budget())
         return b"".join(self.encoder.item(report, r.job_id) for report, r in zip(reports, results, strict=True))
+
+    def _batch_admitted(self, caller: Caller, items: list[BatchItem], admitted: list[Admission]) -> None:
+        """Counts a batch's admissions (once per verdict and rule, not per item), logs
+        its replays and records its refusals for a project outside the grant."""
+        self.metrics.reports("AdmitBatch", [r.report for r in admitted if not r.replayed])
+        for item, r in zip(items, admitted, strict=False):  # the items before a stop
+            if r.replayed:
+                self._replayed("AdmitBatch", caller, item.key, r.job_id)
+            else:
+                self._refused_project("AdmitBatch", caller, r)
+
+    def _batch_stopped(self, context: grpc.ServicerContext, caller: Caller, stopped: BatchStopped) -> NoReturn:
+        """The status of a batch the gate stopped at one of its items."""
+        field, error = f"documents[{stopped.index}]", stopped.error
+        if isinstance(error, KeyRepeated):
+            bad_request(context, f"{field}.idempotency_key", f"repeats the key of documents[{error.first}] with another request; a key names one admission")
+        if isinstance(error, KeyReused):
+            self._key_reused(context, "AdmitBatch", caller, error, field)
+        if isinstance(error, DeadlinePassed):
+            errors.abort(context, grpc.StatusCode.DEADLINE_EXCEEDED, str(error), errors.DEADLINE_PASSED, {"judged": str(error.judged), "documents": str(error.documents)})
+        if isinstance(error, Unstorable):
+            bad_request(context, field, f"cannot be stored: {error}")
+        with judging(context, field):  # a package read past the deadline, a kind that launches nothing
+            raise error
 
     def _batch_size(self, documents: int, limit: int, context: grpc.ServicerContext) -> None:
         if documents > limit:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from functools import partial
 from concurrent import futures
+from functools import partial
 from typing import Any
 
 import grpc

@@ -381,44 +381,52 @@ impl PyValidator {
         home: Option<String>,
         max_response_bytes: Option<usize>,
     ) -> PyResult<Option<BatchOutcome>> {
-        let Some(batch) = py.detach(|| guarded(|| crate::wire::decode(request)))? else {
-            return Ok(None);
-        };
         let has_quotas =
             quota_default.is_some() || quota_projects.as_ref().is_some_and(|p| !p.is_empty());
-        let quotas = if has_quotas && batch.len() <= max_batch {
-            let in_use = match gpus_in_use {
-                Some(u) if u.is_callable() => u.call0()?.extract()?,
-                Some(u) if !u.is_none() => u.extract()?,
-                _ => HashMap::new(),
-            };
-            Some(QuotaTable {
-                default: quota_default,
-                projects: quota_projects.unwrap_or_default(),
-                in_use,
-            })
-        } else {
-            None
-        };
-        let admission = Admission {
+        let mut admission = Admission {
             owner,
-            quotas,
             projects,
             home,
             ..Default::default()
         };
-        let outcome = py.detach(|| {
-            guarded(|| {
-                crate::wire::answer(
-                    &self.core,
-                    &batch,
-                    &admission,
-                    max_batch,
-                    threads,
-                    max_response_bytes,
-                )
-            })
-        })?;
+        let answer = |batch: &crate::wire::Batch<'_>, admission: &Admission| {
+            crate::wire::answer(
+                &self.core,
+                batch,
+                admission,
+                max_batch,
+                threads,
+                max_response_bytes,
+            )
+        };
+        let outcome = if has_quotas {
+            // The usage is read between decoding and checking, with the GIL held.
+            let Some(batch) = py.detach(|| guarded(|| crate::wire::decode(request)))? else {
+                return Ok(None);
+            };
+            if batch.len() <= max_batch {
+                let in_use = match gpus_in_use {
+                    Some(u) if u.is_callable() => u.call0()?.extract()?,
+                    Some(u) if !u.is_none() => u.extract()?,
+                    _ => HashMap::new(),
+                };
+                admission.quotas = Some(QuotaTable {
+                    default: quota_default,
+                    projects: quota_projects.unwrap_or_default(),
+                    in_use,
+                });
+            }
+            py.detach(|| guarded(|| answer(&batch, &admission)))?
+        } else {
+            // Decoded and checked with the GIL released once.
+            let outcome = py.detach(|| {
+                guarded(|| crate::wire::decode(request).map(|batch| answer(&batch, &admission)))
+            })?;
+            let Some(outcome) = outcome else {
+                return Ok(None);
+            };
+            outcome
+        };
         let verdicts = PyDict::new(py);
         for (verdict, n) in outcome.verdicts {
             verdicts.set_item(verdict, n)?;
