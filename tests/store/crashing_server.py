@@ -16,7 +16,7 @@ import threading
 
 from jobgate import load_config
 from jobgate.server.app import create_server
-from jobgate.store import JobStore, open_store
+from jobgate.store import JobStore, open_configured_store
 
 
 class CrashingStore:
@@ -41,14 +41,7 @@ class CrashingStore:
 
 def main(config_path: str, listen: str, after: str) -> None:
     config = load_config(config_path)
-    store = open_store(
-        config.store.path,
-        config.store.url,
-        config.store.sqlite_synchronous,
-        connections=config.store.connections,
-        max_message_bytes=config.limits.max_message_bytes,
-        max_transitions=config.limits.max_transitions,
-    )
+    store = open_configured_store(config)
     started = create_server(config, listen, store=CrashingStore(store, int(after)))
     started.server.wait_for_termination()
 

@@ -36,7 +36,7 @@ from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService
 from jobgate.server.shadow import Shadow, load_candidate
 from jobgate.server.streams import CallPool, StreamGuard, Watches
-from jobgate.store import JobStore, StoreFull, StoreUnavailable, location, open_store
+from jobgate.store import JobStore, StoreFull, StoreUnavailable, location, open_configured_store
 
 log = logging.getLogger("jobgate.server")
 
@@ -229,14 +229,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
     owns_store = store is None
     if store is None:
         try:
-            store = open_store(
-                config.store.path,
-                config.store.url,
-                config.store.sqlite_synchronous,
-                connections=config.store.connections,
-                max_message_bytes=config.limits.max_message_bytes,
-                max_transitions=config.limits.max_transitions,
-            )
+            store = open_configured_store(config)
         except (StoreUnavailable, StoreFull) as e:
             raise StartupError(f"the job store cannot be opened: {e}") from None
     with ExitStack() as undo:  # a start that fails stops again what it started

@@ -37,6 +37,7 @@ __all__ = [
     "TerminalState",
     "Unstorable",
     "location",
+    "open_configured_store",
     "open_store",
 ]
 
@@ -57,6 +58,18 @@ def open_store(
 
         return PostgresStore(url, **limits)
     return SqliteStore(path, sqlite_synchronous, **limits)
+
+
+def open_configured_store(config) -> JobStore:
+    """The store a configuration (`jobgate.config.Config`) names, with its bounds."""
+    return open_store(
+        config.store.path,
+        config.store.url,
+        config.store.sqlite_synchronous,
+        connections=config.store.connections,
+        max_message_bytes=config.limits.max_message_bytes,
+        max_transitions=config.limits.max_transitions,
+    )
 
 
 def location(path: str, url: str | None = None) -> str:
