@@ -5,6 +5,7 @@ any load is sent."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import hashlib
 import io
@@ -132,25 +133,32 @@ class PeerHealth(health.HealthServicer):
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
 
 
-def test_calls_take_the_connections_in_turn(capsys):
-    """`serve --workers N` gives a connection, with every call on it, to one worker:
-    bench opens 8 connections unless told, and every call takes the next one, in a
-    closed loop with fewer calls in flight than connections and in an open loop alike."""
+@contextlib.contextmanager
+def peer_health():
+    """A bare health server counting checks per connection, and bench's options to
+    call it."""
     servicer = PeerHealth()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        target = ["--server", f"127.0.0.1:{port}", "--call", "empty", "--warmup", "0"]
+        yield servicer, ["--server", f"127.0.0.1:{port}", "--call", "empty", "--warmup", "0"]
+    finally:
+        server.stop(None)
+
+
+def test_calls_take_the_connections_in_turn(capsys):
+    """`serve --workers N` gives a connection, with every call on it, to one worker:
+    bench opens 8 connections unless told, and every call takes the next one, in a
+    closed loop with fewer calls in flight than connections and in an open loop alike."""
+    with peer_health() as (servicer, target):
         for loop, connections in ((["--requests", "80", "--concurrency", "4"], 8), (["--rps", "400", "--duration", "0.2s"], 8), (["--requests", "80", "--connections", "5"], 5)):
             servicer.calls.clear()
             code, result = bench(capsys, *target, *loop, *(["--connections", str(connections)] if connections != 8 else []))
             assert code == 0 and result["calls"] == 80 and result["parameters"]["connections"] == connections
             # the first call, alone on a connection of its own, and 80 in turn on the others
             assert sorted(servicer.calls.values()) == [1] + [80 // connections] * connections, loop
-    finally:
-        server.stop(None)
 
 
 def test_a_call_let_through_as_warm_up_is_never_measured(served, capsys, monkeypatch):
@@ -366,13 +374,7 @@ def test_a_ramp_is_reported_per_step(capsys):
     """ghz's step schedule: from --rps, --load-step more every --load-step-duration,
     held at --load-end; with no amount given, every step runs once. Each call belongs
     to the step it was due in."""
-    servicer = PeerHealth()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        target = ["--server", f"127.0.0.1:{port}", "--call", "empty", "--warmup", "0"]
+    with peer_health() as (servicer, target):
         code, result = bench(capsys, *target, "--rps", "100", "--load-step", "100", "--load-end", "300", "--load-step-duration", "0.5s")
         assert code == 0 and result["calls"] == 300 and result["parameters"]["duration"] == 1.5
         assert result["parameters"]["ramp"] == {"start": 100.0, "step": 100.0, "end": 300.0, "step_duration": 0.5}
@@ -396,8 +398,6 @@ def test_a_ramp_is_reported_per_step(capsys):
         assert main(["bench", *target, "--rps", "100", "--load-step", "100", "--load-end", "200", "--load-step-duration", "0.25s", "--format", "csv"]) == 0
         (row,) = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
         assert (row["loop"], row["rps"], row["load_step"], row["load_end"], row["load_step_duration"], row["calls"]) == ("ramp", "100.0", "100.0", "200.0", "0.25", "75")
-    finally:
-        server.stop(None)
 
 
 def test_a_ramp_asked_wrongly_is_exit_2(capsys):
