@@ -23,7 +23,7 @@ fn main() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(100_000);
     let v = jobgate_core::Validator::default();
-    let admission = jobgate_core::Admission::default();
+    let admission = jobgate_core::AdmissionContext::default();
     let limits = v.config.limits;
     for path in paths {
         let data = std::fs::read(path).expect("readable document");

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 /// Who is asking, and how much of the project's GPU quota other jobs already hold.
 #[derive(Clone, Debug, Default)]
-pub struct Admission {
+pub struct AdmissionContext {
     /// The authenticated account that `metadata.owner` is stamped with.
     pub owner: Option<String>,
     pub project_gpus_in_use: Option<u64>,
@@ -28,7 +28,7 @@ pub struct Admission {
     pub defer_quota: bool,
 }
 
-impl Admission {
+impl AdmissionContext {
     /// Whether the account may submit to `project`.
     pub fn may_submit_to(&self, project: &str) -> bool {
         self.projects
@@ -82,7 +82,7 @@ mod tests {
         };
         assert_eq!(table.quota_of("lab"), Some(64));
         assert_eq!(table.quota_of("other"), Some(8));
-        let admission = Admission {
+        let admission = AdmissionContext {
             quotas: Some(table),
             ..Default::default()
         };

@@ -10,7 +10,7 @@
 //! may relax them: `judge` then refuses the document with the locked
 //! `forge.quota.job`, so that what is admitted is always what is charged.
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::kind::Kind;
@@ -214,14 +214,14 @@ pub fn judge(u: Unusable, config: &CoreConfig, project: Option<&str>, ctx: &mut 
 
 /// Charges `gpus` of a `kind` launch to `project`: judged now when the admission
 /// gives the project's quota and usage, else kept in `ctx` for the caller that reads
-/// the usage later (`Admission::defer_quota`). A project outside the grant is never
+/// the usage later (`AdmissionContext::defer_quota`). A project outside the grant is never
 /// charged: `forge.project.forbidden` answers it, and its usage is not the caller's
 /// to learn.
 pub fn charge(
     kind: Kind,
     project: Option<&str>,
     gpus: u64,
-    admission: &Admission,
+    admission: &AdmissionContext,
     ctx: &mut Ctx<'_>,
 ) {
     let name = project.unwrap_or_default();
@@ -290,7 +290,7 @@ mod tests {
                 kind,
                 d.root,
                 &CoreConfig::default(),
-                &crate::admission::Admission::default(),
+                &crate::admission::AdmissionContext::default(),
                 &mut ctx,
             );
             ctx.out

@@ -51,7 +51,7 @@ mod python;
 #[cfg(test)]
 mod module_graph;
 
-pub use admission::Admission;
+pub use admission::AdmissionContext;
 pub use config::CoreConfig;
 pub use kind::Kind;
 pub use report::{Report, Violation};

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::document;
@@ -47,19 +47,19 @@ impl Validator {
     }
 
     /// Checks one document (JSON or YAML bytes); `kind` overrides detection.
-    pub fn check(&self, input: &[u8], kind: Option<Kind>, admission: &Admission) -> Report {
+    pub fn check(&self, input: &[u8], kind: Option<Kind>, admission: &AdmissionContext) -> Report {
         let read = self.read(input, kind, admission, Wants::default());
         self.finish(read, input).report
     }
 
     /// Checks one document and reads, from the same parse, what admission needs of it
     /// (`Facts`), with `stamp` the document rewritten with that owner, and with
-    /// `Admission::defer_quota` what the launch charges to its project (`Judgement::with_usage`).
+    /// `AdmissionContext::defer_quota` what the launch charges to its project (`Judgement::with_usage`).
     pub fn judge(
         &self,
         input: &[u8],
         kind: Option<Kind>,
-        admission: &Admission,
+        admission: &AdmissionContext,
         stamp: Option<&str>,
     ) -> Judgement {
         let wants = Wants {
@@ -96,7 +96,7 @@ impl Validator {
         &self,
         input: Option<&[u8]>,
         kind: Option<Kind>,
-        admission: &Admission,
+        admission: &AdmissionContext,
         source: FileSource<'_>,
         deadline: Option<Instant>,
     ) -> Result<Verified, Unjudged> {
@@ -110,7 +110,7 @@ impl Validator {
         &self,
         input: Option<&[u8]>,
         kind: Option<Kind>,
-        admission: &Admission,
+        admission: &AdmissionContext,
         source: FileSource<'_>,
         deadline: Option<Instant>,
         stamp: Option<&str>,
@@ -234,7 +234,7 @@ impl Validator {
         &self,
         input: &[u8],
         kind: Option<Kind>,
-        admission: &Admission,
+        admission: &AdmissionContext,
         wants: Wants<'_>,
         verify: impl FnOnce(&[Declared]) -> (Vec<Violation>, Vec<Option<Found>>),
     ) -> Verified {
@@ -265,7 +265,7 @@ impl Validator {
             .check_files(
                 input,
                 Some(Kind::SpecBundle),
-                &Admission::default(),
+                &AdmissionContext::default(),
                 source,
                 None,
             )
@@ -295,7 +295,7 @@ impl Validator {
         &self,
         doc: document::Parsed<'_, 'i>,
         kind: Option<Kind>,
-        admission: &Admission,
+        admission: &AdmissionContext,
         ctx: &mut Ctx<'i>,
     ) -> Option<Kind> {
         document::duplicate_keys(doc, &mut ctx.out);
@@ -313,7 +313,7 @@ impl Validator {
         &self,
         input: &[u8],
         kind: Option<Kind>,
-        admission: &Admission,
+        admission: &AdmissionContext,
         wants: Wants<'_>,
     ) -> Read {
         let enforcement = &self.config.enforcement;
@@ -404,7 +404,7 @@ impl Validator {
         inputs: &[D],
         kind: Option<Kind>,
         threads: Option<usize>,
-        admission: &Admission,
+        admission: &AdmissionContext,
     ) -> Vec<Report> {
         self.check_each(inputs, threads, admission, |d| (d.as_ref(), kind))
     }
@@ -418,7 +418,7 @@ impl Validator {
         paths: &[P],
         kind: Option<Kind>,
         threads: Option<usize>,
-        admission: &Admission,
+        admission: &AdmissionContext,
     ) -> Vec<Report> {
         let limit = self.config.limits.max_bytes;
         let check = |buffer: &mut Vec<u8>, path: &P| match files::documents::read(
@@ -458,7 +458,7 @@ impl Validator {
         &self,
         items: &[T],
         threads: Option<usize>,
-        admission: &Admission,
+        admission: &AdmissionContext,
         document: impl Fn(&T) -> (&[u8], Option<Kind>) + Sync,
     ) -> Vec<Report> {
         // Documents go to threads in runs of a few: one document takes microseconds,
@@ -557,14 +557,14 @@ struct Read {
 /// A document's report and what admission needs of it, from one reading.
 #[derive(Clone, Debug)]
 pub struct Judgement {
-    /// With `Admission::defer_quota`, without the project quota (`quota`).
+    /// With `AdmissionContext::defer_quota`, without the project quota (`quota`).
     pub report: Report,
     /// What admission needs of the document; `None` when it could not be read (or
     /// was not asked for).
     pub facts: Option<Facts>,
     /// The document rewritten with the owner asked for.
     pub stamped: Option<Vec<u8>>,
-    /// The project quota, when the rules reached it and `Admission::defer_quota` left
+    /// The project quota, when the rules reached it and `AdmissionContext::defer_quota` left
     /// it to be judged against usage read later.
     pub quota: Option<DeferredQuota>,
 }
@@ -720,7 +720,7 @@ mod tests {
                 _ => &b"{\"apiVersion\": \"forge/v2\"}"[..],
             })
             .collect();
-        let a = Admission::default();
+        let a = AdmissionContext::default();
         let each = v.check_many(&docs, None, None, &a);
         let one_by_one: Vec<Report> = docs.iter().map(|d| v.check(d, None, &a)).collect();
         assert_eq!(each.len(), 100);

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use prost::Message;
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::kind::{Charge, Kind};
 use crate::report::Report;
 use crate::validator::Validator;
@@ -245,7 +245,7 @@ impl<'a> Fields<'a> {
 pub fn answer(
     validator: &Validator,
     batch: &Batch<'_>,
-    admission: &Admission,
+    admission: &AdmissionContext,
     max_batch: usize,
     threads: Option<usize>,
     max_response_bytes: Option<usize>,
@@ -287,7 +287,7 @@ pub fn answer(
 fn in_item_order(
     validator: &Validator,
     items: &[(&[u8], Option<Kind>)],
-    admission: &Admission,
+    admission: &AdmissionContext,
 ) -> Vec<Report> {
     let mut admission = admission.clone();
     let home = admission.home.clone().unwrap_or_default();
@@ -546,7 +546,7 @@ mod tests {
     fn check_batch_request(
         validator: &Validator,
         request: &[u8],
-        admission: &Admission,
+        admission: &AdmissionContext,
         max_batch: usize,
         threads: Option<usize>,
     ) -> Option<BatchOutcome> {
@@ -570,7 +570,7 @@ mod tests {
     fn a_dry_run_of_raw_documents_is_answered_in_order() {
         let v = Validator::default();
         let req = request(vec![raw(b"{", 0), raw(b"[]", 1), raw(b"", 0)], true);
-        let out = check_batch_request(&v, &req, &Admission::default(), 10, Some(1)).unwrap();
+        let out = check_batch_request(&v, &req, &AdmissionContext::default(), 10, Some(1)).unwrap();
         assert_eq!(out.documents, 3);
         let response = AdmitBatchResponse::decode(out.response.unwrap().as_slice()).unwrap();
         let rules: Vec<_> = response
@@ -586,7 +586,7 @@ mod tests {
     #[test]
     fn other_requests_are_left_to_the_general_path() {
         let v = Validator::default();
-        let a = Admission::default();
+        let a = AdmissionContext::default();
         assert!(
             check_batch_request(&v, &request(vec![raw(b"{}", 0)], false), &a, 10, None).is_none()
         );
@@ -616,7 +616,7 @@ mod tests {
     fn an_oversized_batch_is_counted_not_checked() {
         let v = Validator::default();
         let req = request(vec![raw(b"{}", 0); 5], true);
-        let out = check_batch_request(&v, &req, &Admission::default(), 4, None).unwrap();
+        let out = check_batch_request(&v, &req, &AdmissionContext::default(), 4, None).unwrap();
         assert_eq!((out.documents, out.response), (5, None));
     }
 }

@@ -7,7 +7,7 @@
 //! lies inside the source; the report's JSON form is built.
 #![no_main]
 
-use jobgate_core::admission::Admission;
+use jobgate_core::admission::AdmissionContext;
 use jobgate_core::{Kind, Validator};
 use jobgate_fuzz::summary;
 use libfuzzer_sys::fuzz_target;
@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
         i => Some(Kind::ALL[usize::from(i) - 1]),
     };
     let validator = Validator::default();
-    let admission = Admission::default();
+    let admission = AdmissionContext::default();
     let report = validator.check(input, kind, &admission);
     assert!(
         !report.violations.is_empty() || report.kind.is_some(),

@@ -8,7 +8,7 @@
 //! `check` and `check_many` alike; and every violation is located inside its source.
 #![no_main]
 
-use jobgate_core::admission::Admission;
+use jobgate_core::admission::AdmissionContext;
 use jobgate_core::document::reading;
 use jobgate_core::report::Report;
 use jobgate_core::Validator;
@@ -35,7 +35,7 @@ fuzz_target!(|shaped: Shaped| {
     let json = to_json(&doc);
     let yaml = to_yaml(&doc);
     let validator = Validator::default();
-    let admission = Admission::default();
+    let admission = AdmissionContext::default();
 
     // The YAML means the value it was written from.
     let read = reading(yaml.as_bytes(), &limits()).unwrap_or_else(|v| {

@@ -178,7 +178,7 @@ pub fn package_differential(data: &[u8]) {
     let checked = validator.check_files(
         None,
         None,
-        &jobgate_core::Admission::default(),
+        &jobgate_core::AdmissionContext::default(),
         jobgate_core::files::staging::FileSource::Package(&path),
         None,
     );

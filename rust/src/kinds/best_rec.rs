@@ -2,7 +2,7 @@
 //! every depth of `best.specs` (the schema checks only the top level), and that `best`
 //! really is the best of `all_recs` in the declared direction.
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::node::{quote, Value};
@@ -97,7 +97,7 @@ fn specs<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
     scan_nested(v, ctx, Placeholders::Ignored);
 }
 
-pub fn check<'t, 'i>(root: Value<'t, 'i>, _: &CoreConfig, _: &Admission, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(root: Value<'t, 'i>, _: &CoreConfig, _: &AdmissionContext, ctx: &mut Ctx<'i>) {
     schema::walk(root, &Shape::Object(&BEST_REC), ctx);
     not_best(root, ctx);
 }

@@ -7,7 +7,7 @@ use chrono::{DateTime, FixedOffset};
 
 use crate::node::{quote, Type, Value};
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::pointer::ptr;
@@ -125,7 +125,7 @@ fn platform_name(s: &str) -> Result<(), String> {
     }
 }
 
-pub fn check<'t, 'i>(root: Value<'t, 'i>, _: &CoreConfig, _: &Admission, ctx: &mut Ctx<'i>) {
+pub fn check<'t, 'i>(root: Value<'t, 'i>, _: &CoreConfig, _: &AdmissionContext, ctx: &mut Ctx<'i>) {
     schema::walk(root, &Shape::Object(&RECORD), ctx);
     transitions(root, ctx);
     secrets_anywhere(root, ctx);
@@ -223,7 +223,7 @@ fn secrets_anywhere<'t, 'i>(v: Value<'t, 'i>, ctx: &mut Ctx<'i>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Admission, Kind, Rule, Validator};
+    use crate::{AdmissionContext, Kind, Rule, Validator};
 
     /// (rule, pointer) of a record with these transition states and `terminal_state`.
     fn violations(states: &[&str], terminal_state: &str) -> Vec<(Rule, String)> {
@@ -246,7 +246,7 @@ mod tests {
         let report = Validator::default().check(
             record.as_bytes(),
             Some(Kind::JobRecord),
-            &Admission::default(),
+            &AdmissionContext::default(),
         );
         report
             .violations

@@ -13,7 +13,7 @@ pub mod jobspec;
 pub mod nested;
 pub mod spec_bundle;
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::facts::Facts;
@@ -21,7 +21,7 @@ use crate::kind::Kind;
 use crate::node::Value;
 
 /// A kind's rules, applied to the document at `root`.
-pub type Check = for<'t, 'i> fn(Value<'t, 'i>, &CoreConfig, &Admission, &mut Ctx<'i>);
+pub type Check = for<'t, 'i> fn(Value<'t, 'i>, &CoreConfig, &AdmissionContext, &mut Ctx<'i>);
 
 /// What a kind's module provides.
 pub struct Behaviour {
@@ -61,7 +61,7 @@ pub fn check<'t, 'i>(
     kind: Kind,
     root: Value<'t, 'i>,
     config: &CoreConfig,
-    admission: &Admission,
+    admission: &AdmissionContext,
     ctx: &mut Ctx<'i>,
 ) {
     (behaviour(kind).check)(root, config, admission, ctx);

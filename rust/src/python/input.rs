@@ -9,7 +9,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
 use std::path::PathBuf;
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::files::staging::FileSource;
 use crate::kind::Kind;
 use crate::limits::Limits;
@@ -87,7 +87,12 @@ impl<'py> GivenDocument<'py> {
     }
 
     /// The document's report: its refusal when it could not be written as JSON.
-    pub fn check(&self, core: &Validator, kind: Option<Kind>, admission: &Admission) -> Report {
+    pub fn check(
+        &self,
+        core: &Validator,
+        kind: Option<Kind>,
+        admission: &AdmissionContext,
+    ) -> Report {
         match self {
             GivenDocument::Unreadable(reason) => {
                 Report::new(kind, vec![refusal::unreadable(reason.clone())])

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::admission::{Admission, QuotaTable};
+use crate::admission::{AdmissionContext, QuotaTable};
 use crate::config::CoreConfig;
 use crate::facts::Facts;
 use crate::files::staging::FileSource;
@@ -88,7 +88,7 @@ impl PyValidator {
     ) -> PyResult<Py<PyReport>> {
         let kind = parse_kind(kind)?;
         let deadline = deadline_after(timeout)?;
-        let admission = Admission {
+        let admission = AdmissionContext {
             owner,
             project_gpus_in_use,
             project_quota,
@@ -165,7 +165,7 @@ impl PyValidator {
         let deadline = deadline_after(timeout)?;
         let doc = GivenDocument::extract(document)?;
         let stamp = if stamp { owner.clone() } else { None };
-        let admission = Admission {
+        let admission = AdmissionContext {
             owner,
             projects,
             home,
@@ -307,7 +307,7 @@ impl PyValidator {
             .try_iter()?
             .map(|d| GivenDocument::extract(&d?))
             .collect::<PyResult<_>>()?;
-        let admission = Admission {
+        let admission = AdmissionContext {
             owner,
             projects,
             ..Default::default()
@@ -348,7 +348,7 @@ impl PyValidator {
         if threads == Some(0) {
             return Err(PyValueError::new_err("threads must be at least 1"));
         }
-        let admission = Admission::default();
+        let admission = AdmissionContext::default();
         let reports =
             py.detach(|| guarded(|| self.core.check_paths(&paths, kind, threads, &admission)))?;
         reports.into_iter().map(|r| to_python(py, r)).collect()
@@ -383,13 +383,13 @@ impl PyValidator {
     ) -> PyResult<Option<BatchOutcome>> {
         let has_quotas =
             quota_default.is_some() || quota_projects.as_ref().is_some_and(|p| !p.is_empty());
-        let mut admission = Admission {
+        let mut admission = AdmissionContext {
             owner,
             projects,
             home,
             ..Default::default()
         };
-        let answer = |batch: &crate::wire::Batch<'_>, admission: &Admission| {
+        let answer = |batch: &crate::wire::Batch<'_>, admission: &AdmissionContext| {
             crate::wire::answer(
                 &self.core,
                 batch,

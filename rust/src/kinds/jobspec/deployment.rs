@@ -4,7 +4,7 @@
 //! observability, and the owner stamp. Without a configuration (and outside the
 //! service) they find nothing to judge.
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::config::{core_version_allowed, CatalogEntry, CoreConfig, Observability};
 use crate::gpus;
 use crate::kind::Kind;
@@ -22,7 +22,11 @@ use super::patterns::{project_of, str_of};
 /// `forge.project.forbidden`: a JobSpec is admitted only into a project the account
 /// is granted.
 /// `project` is `metadata.project`.
-pub fn project_grant(project: Option<Value<'_, '_>>, admission: &Admission, ctx: &mut Ctx<'_>) {
+pub fn project_grant(
+    project: Option<Value<'_, '_>>,
+    admission: &AdmissionContext,
+    ctx: &mut Ctx<'_>,
+) {
     let project = project_of(project);
     if !admission.may_submit_to(project) {
         let granted = admission.projects.as_deref().unwrap_or_default();
@@ -62,7 +66,7 @@ pub fn quotas(
     project_field: Option<Value<'_, '_>>,
     total: u64,
     config: &CoreConfig,
-    admission: &Admission,
+    admission: &AdmissionContext,
     ctx: &mut Ctx<'_>,
 ) {
     if total > COUNT_MAX as u64 {
@@ -209,7 +213,11 @@ pub fn framework(
 
 /// `forge.owner_overridden`: the owner the client sent (`metadata.owner`) is replaced
 /// by the account.
-pub fn owner_overridden(owner: Option<Value<'_, '_>>, admission: &Admission, ctx: &mut Ctx<'_>) {
+pub fn owner_overridden(
+    owner: Option<Value<'_, '_>>,
+    admission: &AdmissionContext,
+    ctx: &mut Ctx<'_>,
+) {
     if let (Some(account), Some(sent)) = (&admission.owner, owner.and_then(|o| o.as_str())) {
         let sent = py_trim(sent);
         if !sent.is_empty() && sent != account {

@@ -19,7 +19,7 @@ pub use shape::{API_VERSION, KIND};
 
 use patterns::project_of;
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::facts::{charged, text, Facts};
@@ -35,7 +35,7 @@ use crate::node::Value;
 pub fn check<'t, 'i>(
     root: Value<'t, 'i>,
     config: &CoreConfig,
-    admission: &Admission,
+    admission: &AdmissionContext,
     ctx: &mut Ctx<'i>,
 ) {
     shape::walk(root, ctx);
@@ -74,7 +74,7 @@ fn resources(
     project: Option<Value<'_, '_>>,
     gpus: Option<u64>,
     config: &CoreConfig,
-    admission: &Admission,
+    admission: &AdmissionContext,
     ctx: &mut Ctx<'_>,
 ) {
     let [pools, roles] = resources.get_each(["pools", "roles"]);

@@ -1,9 +1,9 @@
 //! The spec-bundle rules that read the deployment's configuration or the admission:
 //! the GPU quotas (`forge.quota.job`, `forge.quota.project`), applied to
 //! `compute_shape` as to a JobSpec's pools. A bundle names no project: it is charged
-//! to its account's (`Admission::home`).
+//! to its account's (`AdmissionContext::home`).
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::gpus;
@@ -19,7 +19,7 @@ use super::fields::Fields;
 pub(super) fn quotas(
     fields: &Fields<'_, '_>,
     config: &CoreConfig,
-    admission: &Admission,
+    admission: &AdmissionContext,
     ctx: &mut Ctx<'_>,
 ) {
     // Bundles name no project: the deployment's severities alone apply.

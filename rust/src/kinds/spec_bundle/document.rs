@@ -379,7 +379,7 @@ fn destination_clashes(destinations: &[(usize, &str)]) -> Vec<(usize, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Admission, Kind, Validator};
+    use crate::{AdmissionContext, Kind, Validator};
 
     /// The `tao.spec_key.unresolved` violations (pointer, severity, message) of a
     /// config-mode bundle whose spec is `spec` and whose one input is `key`.
@@ -394,7 +394,7 @@ mod tests {
         let report = Validator::default().check(
             bundle.as_bytes(),
             Some(Kind::SpecBundle),
-            &Admission::default(),
+            &AdmissionContext::default(),
         );
         let (unresolved, others): (Vec<_>, Vec<_>) = report
             .violations

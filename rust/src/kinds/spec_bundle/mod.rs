@@ -16,7 +16,7 @@ mod fields;
 pub mod patterns;
 mod shape;
 
-use crate::admission::Admission;
+use crate::admission::AdmissionContext;
 use crate::collect::Ctx;
 use crate::config::CoreConfig;
 use crate::facts::{charged, text, Facts};
@@ -30,7 +30,7 @@ use fields::Fields;
 pub fn check<'t, 'i>(
     root: Value<'t, 'i>,
     config: &CoreConfig,
-    admission: &Admission,
+    admission: &AdmissionContext,
     ctx: &mut Ctx<'i>,
 ) {
     shape::walk(root, ctx);
