@@ -8,7 +8,7 @@
 //! `report`, `refusal`, `quota`, `collect` (the collector every rule reports through),
 //! `schema` and `facts` build on it, and `gpus` on `schema`; the parser (`document`,
 //! `yaml`), the rules and facts of each kind (`kinds`), `recipe_status` and the file
-//! checks (`files`) on those; `validator` ties them together, and `wire` and `python`
+//! checks (`files`) on those; `validator` ties them together, and `batch_wire` and `python`
 //! face the outside.
 //!
 //! `unsafe` is denied here and allowed only in the modules that need it (`tape`,
@@ -17,6 +17,7 @@
 #![deny(unsafe_code)]
 
 pub mod admission;
+pub mod batch_wire;
 pub mod collect;
 pub mod config;
 pub mod document;
@@ -42,7 +43,6 @@ pub mod seen;
 pub mod tape;
 pub mod text;
 pub mod validator;
-pub mod wire;
 pub mod yaml;
 
 #[cfg(feature = "python")]

@@ -389,8 +389,8 @@ impl PyValidator {
             home,
             ..Default::default()
         };
-        let answer = |batch: &crate::wire::Batch<'_>, admission: &AdmissionContext| {
-            crate::wire::answer(
+        let answer = |batch: &crate::batch_wire::Batch<'_>, admission: &AdmissionContext| {
+            crate::batch_wire::answer(
                 &self.core,
                 batch,
                 admission,
@@ -401,7 +401,7 @@ impl PyValidator {
         };
         let outcome = if has_quotas {
             // The usage is read between decoding and checking, with the GIL held.
-            let Some(batch) = py.detach(|| guarded(|| crate::wire::decode(request)))? else {
+            let Some(batch) = py.detach(|| guarded(|| crate::batch_wire::decode(request)))? else {
                 return Ok(None);
             };
             if batch.len() <= max_batch {
@@ -420,7 +420,9 @@ impl PyValidator {
         } else {
             // Decoded and checked with the GIL released once.
             let outcome = py.detach(|| {
-                guarded(|| crate::wire::decode(request).map(|batch| answer(&batch, &admission)))
+                guarded(|| {
+                    crate::batch_wire::decode(request).map(|batch| answer(&batch, &admission))
+                })
             })?;
             let Some(outcome) = outcome else {
                 return Ok(None);
