@@ -9,7 +9,8 @@ RUSTC_VERSION: str
 """The version of the rustc that compiled this core ("1.83.0"), for `jobgate_build_info`."""
 
 Kind = Literal["jobspec", "spec_bundle", "job_record", "best_rec"]
-Document = bytes | bytearray | str | Mapping[str, Any]
+# A document as a caller gives it: bytes or text (JSON or YAML), or a parsed mapping.
+GivenDocument = bytes | bytearray | str | Mapping[str, Any]
 
 KINDS: tuple[Kind, ...]
 """Every kind a document may be given as, in the core's order."""
@@ -129,7 +130,7 @@ class Validator:
     def __init__(self, settings: Settings | None = None) -> None: ...
     def check(
         self,
-        document: Document | None,
+        document: GivenDocument | None,
         kind: Kind | None = None,
         root: str | PathLike[str] | None = None,
         package: str | PathLike[str] | None = None,
@@ -168,7 +169,7 @@ class Validator:
         """
     def judge(
         self,
-        document: Document,
+        document: GivenDocument,
         kind: Kind | None = None,
         package: str | PathLike[str] | None = None,
         *,
@@ -185,7 +186,7 @@ class Validator:
         judges once the usage of the project is known (read in the transaction that
         opens the record). With ``stamp``, ``facts.stamped`` is the document rewritten
         with ``owner``; ``package`` and ``timeout`` as for ``check``."""
-    def facts(self, document: Document, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
+    def facts(self, document: GivenDocument, kind: Kind | None = None, *, owner: str | None = None) -> Facts | None:
         """Project, GPU count, id parts and image of a document, and with ``owner`` the
         document rewritten with that owner; ``None`` when it cannot be read."""
     def package_cache_stats(self) -> dict[str, int]:
@@ -219,7 +220,7 @@ class Validator:
         ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does."""
     def stage(
         self,
-        document: Document | None,
+        document: GivenDocument | None,
         job_dir: str | PathLike[str],
         *,
         root: str | PathLike[str] | None = None,
@@ -236,7 +237,7 @@ class Validator:
         """
     def check_many(
         self,
-        documents: Iterable[Document],
+        documents: Iterable[GivenDocument],
         kind: Kind | None = None,
         *,
         threads: int | None = None,
@@ -388,7 +389,7 @@ def redact(text: str) -> str:
     shapes, so what the store keeps passes both, and what the first leaves alone is kept
     as it is."""
 
-def read_document(document: Document) -> str:
+def read_document(document: GivenDocument) -> str:
     """The document as jobgate reads it, as JSON text: the input itself for JSON, the
     re-encoding for YAML. Raises ValueError (``"<rule>: <message>"``) for a document
     that jobgate refuses to read (``json.syntax``, ``limits.size``, ``limits.depth``)."""
