@@ -139,16 +139,20 @@ def _dumps(kept: dict[str, Any]) -> bytes:
 
 
 _stamped: tuple[int, str] = (-1, "")  # the last millisecond stamped, written out
+_second: tuple[int, str] = (-1, "")  # the last second stamped, written out to the seconds
 
 
 def timestamp(created: float) -> str:
     """RFC 3339 UTC, to the millisecond (`created` from time.time())."""
-    global _stamped
+    global _stamped, _second
     milli = round(created * 1_000_000) // 1000
     stamped = _stamped
     if stamped[0] != milli:  # lines come several to a millisecond: each is written once
         whole, rest = divmod(milli, 1000)
-        stamped = _stamped = (milli, f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(whole))}.{rest:03d}Z")
+        second = _second
+        if second[0] != whole:  # and a second's lines share its date and time: formatted once
+            second = _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(whole)))
+        stamped = _stamped = (milli, f"{second[1]}{rest:03d}Z")
     return stamped[1]
 
 
