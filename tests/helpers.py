@@ -36,19 +36,24 @@ def require_shared() -> None:
     pytest.skip(missing, allow_module_level=True)
 
 
-def promtool() -> str:
-    """Prometheus's own checker (Debian's prometheus package; scripts/dev test puts it
-    in the virtualenv). Skips without it, except in CI, where it must be there."""
+def required_tool(name: str, package: str) -> str:
+    """A checker binary: the host's, or the one scripts/dev test unpacks from Debian's
+    `package` into the virtualenv. Skips without it, except in CI, where it must be there."""
     import shutil
     import sys
 
-    found = shutil.which("promtool") or shutil.which("promtool", path=str(Path(sys.executable).parent))
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if found:
         return found
-    missing = "promtool is missing: scripts/dev test unpacks it from Debian's prometheus package"
+    missing = f"{name} is missing: scripts/dev test unpacks it from Debian's {package} package"
     if os.environ.get("CI"):
         raise RuntimeError(missing)
     pytest.skip(missing)
+
+
+def promtool() -> str:
+    """Prometheus's own checker (Debian's prometheus package)."""
+    return required_tool("promtool", "prometheus")
 
 
 def example(name: str) -> dict[str, Any]:

@@ -5,10 +5,8 @@ rules`, every metric they read by a scrape of a real server."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -20,7 +18,7 @@ import yaml
 
 from jobgate.cli import build_parser
 from jobgate.v1 import admission_pb2
-from tests.helpers import ROOT, promtool, sample
+from tests.helpers import ROOT, promtool, required_tool, sample
 from tests.server.helpers import Running, bearer, config_for, raw
 
 DEPLOY = ROOT / "deploy"
@@ -29,15 +27,8 @@ UNIT = DEPLOY / "jobgate.service"
 
 
 def systemd_analyze() -> str:
-    """systemd's checker: the host's, or the one scripts/dev test unpacks from Debian
-    into the virtualenv. Skips without it, except in CI, where it must be there."""
-    found = shutil.which("systemd-analyze") or shutil.which("systemd-analyze", path=str(Path(sys.executable).parent))
-    if found:
-        return found
-    missing = "systemd-analyze is missing: scripts/dev test unpacks it from Debian's systemd package"
-    if os.environ.get("CI"):
-        raise RuntimeError(missing)
-    pytest.skip(missing)
+    """systemd's checker (Debian's systemd package)."""
+    return required_tool("systemd-analyze", "systemd")
 
 
 def unit_here(tmp_path: Path) -> Path:
