@@ -113,6 +113,37 @@ def streams() -> list[bytes]:
     ]
 
 
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def field(number: int, data: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return varint(number << 3 | 2) + varint(len(data)) + data
+
+
+def batch_requests(docs: list[bytes]) -> list[bytes]:
+    """Encoded `jobgate.v1.AdmitBatchRequest`s (documents 1, dry_run 2; a Document's
+    raw body 1, typed bodies 2 and 3, kind 4, package 5, idempotency key 6): dry runs
+    of raw documents, the batch_wire target's subject, and their near misses."""
+    dry_run = b"\x10\x01"
+    raw = [field(1, d) + b"\x20" + varint(k) for d, k in zip(docs[:40], [0, 1, 2, 3] * 10, strict=False)]
+    return [
+        *(field(1, r) + dry_run for r in raw),
+        b"".join(field(1, r) for r in raw[:8]) + dry_run,
+        dry_run,
+        field(1, raw[0]),  # not a dry run
+        field(1, raw[0] + field(5, b"PK")) + dry_run,  # a package
+        field(1, field(2, b"")) + dry_run,  # a typed body
+        field(1, raw[1] + field(6, "clé".encode())) + dry_run,
+    ]
+
+
 def write(target: str, seeds: list[bytes]) -> int:
     folder = FUZZ / "corpus" / target
     folder.mkdir(parents=True, exist_ok=True)
@@ -136,6 +167,7 @@ def main() -> None:
         "imports": write("imports", [b"\x07" + s for s in [HELPER, *python_sources()]]),
         "package": write("package", packages()),
         "streams": write("streams", streams()),
+        "batch_wire": write("batch_wire", batch_requests(docs)),
     }
     print("seeds:", ", ".join(f"{t} {n}" for t, n in counts.items()))
 

@@ -86,7 +86,12 @@ pub struct Batch<'a> {
     items: Vec<(&'a [u8], Option<Kind>)>,
 }
 
-impl Batch<'_> {
+impl<'a> Batch<'a> {
+    /// Each document's raw body (a slice of the request) and the kind it was given.
+    pub fn documents(&self) -> impl Iterator<Item = (&'a [u8], Option<Kind>)> + '_ {
+        self.items.iter().copied()
+    }
+
     pub fn len(&self) -> usize {
         self.items.len()
     }
@@ -345,35 +350,39 @@ fn message(report: &Report) -> ReportMessage {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// prost's reading of an `AdmitBatchRequest`: the reference `decode` is held to, by
+/// this module's tests and by the `batch_wire` fuzz target (feature `reference`).
+#[cfg(any(test, feature = "reference"))]
+#[doc(hidden)]
+pub mod reference {
+    use prost::Message;
 
-    /// `jobgate.v1.AdmitBatchRequest`, as prost reads it: the reference `decode` is
-    /// held to.
+    use crate::kind::Kind;
+
+    /// `jobgate.v1.AdmitBatchRequest`, as prost reads it.
     #[derive(Clone, PartialEq, Message)]
-    struct AdmitBatchRequest {
+    pub struct AdmitBatchRequest {
         #[prost(message, repeated, tag = "1")]
-        documents: Vec<Document>,
+        pub documents: Vec<Document>,
         #[prost(bool, tag = "2")]
-        dry_run: bool,
+        pub dry_run: bool,
     }
 
     /// `jobgate.v1.Document`, the typed bodies kept as their encoded bytes.
     #[derive(Clone, PartialEq, Message)]
-    struct Document {
+    pub struct Document {
         #[prost(oneof = "Body", tags = "1, 2, 3")]
-        body: Option<Body>,
+        pub body: Option<Body>,
         #[prost(int32, tag = "4")]
-        kind: i32,
+        pub kind: i32,
         #[prost(bytes, tag = "5")]
-        package: Vec<u8>,
+        pub package: Vec<u8>,
         #[prost(string, tag = "6")]
-        idempotency_key: String,
+        pub idempotency_key: String,
     }
 
     #[derive(Clone, PartialEq, prost::Oneof)]
-    enum Body {
+    pub enum Body {
         #[prost(bytes, tag = "1")]
         Raw(Vec<u8>),
         #[prost(bytes, tag = "2")]
@@ -384,7 +393,7 @@ mod tests {
 
     /// What `decode` must find in `request`: prost's reading of it, kept when it is a
     /// dry run of raw documents without packages.
-    fn by_prost(request: &[u8]) -> Option<Vec<(Vec<u8>, Option<Kind>)>> {
+    pub fn by_prost(request: &[u8]) -> Option<Vec<(Vec<u8>, Option<Kind>)>> {
         let request = AdmitBatchRequest::decode(request).ok()?;
         if !request.dry_run {
             return None;
@@ -400,12 +409,17 @@ mod tests {
             })
             .collect()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reference::{by_prost, AdmitBatchRequest, Body, Document};
+    use super::*;
 
     fn decoded(request: &[u8]) -> Option<Vec<(Vec<u8>, Option<Kind>)>> {
         decode(request).map(|b| {
-            b.items
-                .iter()
-                .map(|(raw, kind)| (raw.to_vec(), *kind))
+            b.documents()
+                .map(|(raw, kind)| (raw.to_vec(), kind))
                 .collect()
         })
     }

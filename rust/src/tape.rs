@@ -594,13 +594,16 @@ pub fn fingerprint(b: &[u8]) -> u64 {
     head ^ tail.rotate_left(29) ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use simd_json::{Buffers, Tape};
+/// simd-json's reading of a text: the reference this reader is held to, by this
+/// module's tests and by the `json` fuzz target (feature `reference`).
+#[cfg(any(test, feature = "reference"))]
+#[doc(hidden)]
+pub mod reference {
+    use simd_json::{Buffers, Node, StaticNode, Tape};
 
-    /// simd-json's tape of `text`, or `None` when it refuses the text.
-    fn reference(text: &[u8], max_depth: usize) -> Option<Vec<String>> {
+    /// simd-json's tape of `text`, each node shown by `show`, or `None` when it
+    /// refuses the text.
+    pub fn simd_tape(text: &[u8], max_depth: usize) -> Option<Vec<String>> {
         let mut input = text.to_vec();
         input.resize(text.len() + simd_json::INPUT_PADDING, 0);
         let mut buffers = Buffers::with_max_depth(text.len(), max_depth);
@@ -609,13 +612,20 @@ mod tests {
         Some(tape.0.iter().map(show).collect())
     }
 
-    fn show(n: &Node<'_>) -> String {
+    /// A node as the comparison sees it.
+    pub fn show(n: &Node<'_>) -> String {
         match n {
             // Floats by their bits: -0.0 and 0.0 differ, as they do for Python.
             Node::Static(StaticNode::F64(f)) => format!("F64({:#x})", f.to_bits()),
             other => format!("{other:?}"),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reference::{show, simd_tape as reference};
+    use super::*;
 
     /// This reader's tape, or `None` when it leaves the text to simd-json.
     fn fast(text: &[u8], max_depth: usize) -> Option<(Vec<String>, bool)> {

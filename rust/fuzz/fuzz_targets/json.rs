@@ -17,25 +17,9 @@ use jobgate_core::document::{duplicate_keys, with_document};
 use jobgate_core::limits::ReportLimits;
 use jobgate_core::report::Collected;
 use jobgate_core::tape;
+use jobgate_core::tape::reference::{show, simd_tape};
 use jobgate_fuzz::{limits, Json};
 use libfuzzer_sys::fuzz_target;
-use simd_json::{Buffers, Node, StaticNode, Tape};
-
-fn show(n: &Node<'_>) -> String {
-    match n {
-        Node::Static(StaticNode::F64(f)) => format!("F64({:#x})", f.to_bits()),
-        other => format!("{other:?}"),
-    }
-}
-
-fn simd_tape(text: &[u8], max_depth: usize) -> Option<Vec<String>> {
-    let mut input = text.to_vec();
-    input.resize(text.len() + simd_json::INPUT_PADDING, 0);
-    let mut buffers = Buffers::with_max_depth(text.len(), max_depth);
-    let mut tape = Tape::null();
-    simd_json::fill_tape_padded(&mut input, text.len(), &mut buffers, &mut tape).ok()?;
-    Some(tape.0.iter().map(show).collect())
-}
 
 fuzz_target!(|data: &[u8]| {
     let limits = limits();
