@@ -11,6 +11,7 @@ Owns the page's text, its anchors (one per rule, the rule id itself) and the rea
 
 from __future__ import annotations
 
+import difflib
 import functools
 import tomllib
 from pathlib import Path
@@ -104,7 +105,8 @@ def _examples(entry: dict[str, Any]) -> list[str]:
     if entry["pass"] == entry["fail"]:
         lines.append(f"Passes: the same document{_files(entry, 'pass')}.")
     else:
-        lines += [f"Passes{_files(entry, 'pass')}:", "", *_block("yaml", entry["pass"])]
+        change = [line for line in difflib.unified_diff(entry["fail"].splitlines(), entry["pass"].splitlines(), n=0, lineterm="") if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+        lines += [f"Passes{_files(entry, 'pass')}, with this change:", "", *_block("diff", "\n".join(change)), "", *_block("yaml", entry["pass"])]
     return lines
 
 
