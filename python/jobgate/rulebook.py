@@ -106,7 +106,7 @@ def _examples(entry: dict[str, Any]) -> list[str]:
         lines.append(f"Passes: the same document{_files(entry, 'pass')}.")
     else:
         change = [line for line in difflib.unified_diff(entry["fail"].splitlines(), entry["pass"].splitlines(), n=0, lineterm="") if line[:1] in "+-" and line[:3] not in ("+++", "---")]
-        lines += [f"Passes{_files(entry, 'pass')}, with this change:", "", *_block("diff", "\n".join(change)), "", *_block("yaml", entry["pass"])]
+        lines += [f"Passes after this change{_files(entry, 'pass')}:", "", *_block("diff", "\n".join(change)), "", *_block("yaml", entry["pass"])]
     return lines
 
 
@@ -123,12 +123,13 @@ def _files(entry: dict[str, Any], side: str) -> str:
 
 def _file(path: str, text: str) -> str:
     """One file of an example's tree: a path ending in / is a directory, `-> TARGET` a
-    symlink; a one-line file shows its line."""
+    symlink, else a file, shown by its first line."""
     if path.endswith("/"):
         return f"`{path}` (a directory)"
     if text.startswith("-> "):
         return f"`{path}` (a symlink to `{text[3:]}`)"
-    return f"`{path}` (`{text.strip()}`)" if text.count("\n") == 1 else f"`{path}`"
+    first, _, rest = text.partition("\n")
+    return f"`{path}` (`{first}`{' …' if rest.strip() else ''})"
 
 
 def _cell(text: str) -> str:

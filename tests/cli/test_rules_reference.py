@@ -65,6 +65,9 @@ def test_every_catalogued_rule_has_what_it_protects_and_examples():
     for rule, entry in BOOK.items():
         assert entry["protects"].strip() and entry["fail"].strip() and entry["pass"].strip(), rule
         assert set(entry) <= {"protects", "context", "field", "also", "config", "admission", "root", "package", "staged", "fail", "pass"}, rule
+        # the page shows the service's context in words only: they must name what the test passes
+        for value in entry.get("admission", {}).values():
+            assert all(f"{v}" in entry["context"] for v in (value if isinstance(value, list) else [value])), rule
     text = PAGE.read_text()
     for rule, entry in BOOK.items():
         section = text.split(f'<a id="{rule}"></a>', 1)[1].split("<a id=", 1)[0]
