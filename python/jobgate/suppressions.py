@@ -122,7 +122,7 @@ class Suppressor:
 
     def _path_rules(self, source: str) -> dict[str, str]:
         """Rule → the path table that ignores it in `source`."""
-        if not self.paths:
+        if not self.paths or source == "<stdin>":  # stdin has no path to match
             return {}
         try:
             relative = PurePosixPath(Path(os.path.abspath(source)).relative_to(self.base).as_posix())

@@ -5,7 +5,9 @@ and the rules that protect the gate never suppressed."""
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -332,3 +334,12 @@ def test_revalidate_refuses_ignore_with_against(capsys, tmp_path):
 def test_comments_are_read_by_the_core_yaml_reader():
     assert _core.yaml_comments('a: "x # no"  # yes\nb: |\n  # no\n# yes too\n') == [(1, 14, False, " yes"), (4, 1, True, " yes too")]
     assert _core.yaml_comments("a: [1\n# unread\n") == []
+
+
+def test_stdin_has_comments_but_no_path(capsys, tmp_path, monkeypatch):
+    cfg = config(tmp_path, '[rules.paths."*"]\nignore = ["forge.project"]\n')
+    text = jobspec(name="bad name  # jobgate: ignore[forge.name]").replace("project: my-lab", "project: a/b")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    code, report, _ = report_of(capsys, Path("-"), "--config", str(cfg))
+    assert code == 1
+    assert [(rule, (s or {}).get("kind")) for rule, _, _, s in findings(report)] == [("forge.name", "inSource"), ("forge.project", None)]
