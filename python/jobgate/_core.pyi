@@ -404,6 +404,13 @@ def kind_table() -> list[dict[str, Any]]:
     ``rank`` (the lowest wins when several kinds' keys are present), ``launches``, and
     ``charge`` (``"project"``, ``"home"`` or ``None``, as ``Facts.charge``)."""
 
+def yaml_comments(text: str) -> list[tuple[int, int, bool, str]]:
+    """The comments of a YAML text as the reader sees them, as ``(line, column, alone,
+    text)``: a ``#`` at the start of a line or after a blank, outside every scalar (a
+    ``#`` in a quoted string, a block scalar's content or a plain scalar such as ``a#b``
+    is data); ``alone`` when only blanks precede it on its line; ``text`` what follows
+    the ``#``. Empty for text the parser does not read as YAML."""
+
 def content_keys(salt: bytes, items: list[tuple[str, bytes | None]]) -> list[str | None]:
     """BLAKE3 content keys, in lowercase hex, of ``(name, bytes)`` items: the hash of
     ``salt``, the name, a NUL and the bytes; with ``None`` for bytes, those of the file

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from jobgate import _core
+from jobgate import _core, suppressions
 from jobgate.sources import NotRegular, open_regular
 
 RULE_IDS = [r["rule"] for r in _core.rules()]  # for "did you mean" on a [rules] typo
@@ -313,7 +313,7 @@ class Config(_Model):
     shadow: Shadow = Field(Shadow(), description="a candidate configuration every admission is also judged under, to see whom it would refuse before it is served")
     rules: dict[str, Any] = Field(
         {},
-        description='the severity of a rule for this deployment: "rule.id" = "error", "warning" or "off" (an off violation is still listed); [rules.projects.NAME] for one project\'s JobSpecs, before the deployment\'s; rules that protect the gate itself (json.*, limits.*, tao.supporting_file.*, tao.staging.*, forge.quota.*, forge.project.forbidden, kind.unknown, credentials) cannot be changed',
+        description='the severity of a rule for this deployment: "rule.id" = "error", "warning" or "off" (an off violation is still listed); [rules.projects.NAME] for one project\'s JobSpecs, before the deployment\'s; [rules.paths."GLOB"] with ignore = ["rule.id", ...] suppresses findings in the documents `check` and `revalidate` read at matching paths (README, "Suppressing a finding"); rules that protect the gate itself (json.*, limits.*, tao.supporting_file.*, tao.staging.*, forge.quota.*, forge.project.forbidden, kind.unknown, credentials) cannot be changed nor suppressed',
     )
     catalog: list[CatalogEntry] | None = Field(None, description='the served recipes, one [[catalog]] table each; `lock = "recipe.lock.json"` reads recipe, framework and requires from a lock file; unset turns the handshake rules off')
     accounts: dict[str, Account] = Field({}, description="one table per account: who may call, and their grant")
@@ -323,6 +323,10 @@ class Config(_Model):
     @classmethod
     def _enforceable(cls, rules: dict[str, Any]) -> dict[str, Any]:
         deployment, projects = split_rules(rules)
+        paths = rules.get("paths", {})
+        if not isinstance(paths, dict):
+            raise ValueError('rules.paths: one table per path glob, [rules.paths."GLOB"] with ignore = ["rule.id", ...]')
+        suppressions.path_rules(paths)
         try:
             _core.validate_rules(deployment, projects)  # the core's catalogue says which rules may change
         except ValueError as e:
@@ -337,6 +341,15 @@ class Config(_Model):
     def enforcement(self) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
         """`[rules]` as the core takes it: the deployment's levels, and each project's."""
         return split_rules(self.rules)
+
+    def path_rules(self) -> list[suppressions.PathRule]:
+        """`[rules.paths]`: the rules suppressed in the documents at matching paths."""
+        return suppressions.path_rules(self.rules.get("paths", {}))
+
+    def path_base(self) -> Path:
+        """Where `[rules.paths]` globs start: the configuration file's directory, or the
+        working directory for a configuration that is not a file."""
+        return Path(self.source).parent if self.source and self.source != ENVIRONMENT and Path(self.source).exists() else Path.cwd()
 
     @field_validator("accounts")
     @classmethod
@@ -396,11 +409,14 @@ class Config(_Model):
 
 
 def split_rules(rules: dict[str, Any]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """`[rules]` apart: rule id → level, and `projects` → project → rule id → level.
-    Raises ValueError on anything else."""
+    """`[rules]` apart: rule id → level, and `projects` → project → rule id → level
+    (`paths`, the suppressions of `check`, is not the core's). Raises ValueError on
+    anything else."""
     deployment: dict[str, str] = {}
     projects: dict[str, dict[str, str]] = {}
     for key, value in rules.items():
+        if key == "paths":
+            continue
         if key == "projects":
             if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
                 raise ValueError("rules.projects: one table per project, [rules.projects.NAME]")

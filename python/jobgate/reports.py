@@ -19,6 +19,9 @@ class ViolationView:
     column: int | None = None
     # The severity the rules gave, when the deployment's [rules] changed it.
     default_severity: str | None = None
+    # How the finding was suppressed (`{"kind", "justification"}`, as in SARIF), when it
+    # was: it is listed but counts for nothing (`jobgate.suppressions`).
+    suppressed: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"rule": self.rule, "field": self.field, "message": self.message, "severity": self.severity}
@@ -26,6 +29,8 @@ class ViolationView:
             d["line"], d["column"] = self.line, self.column
         if self.default_severity:
             d["default_severity"] = self.default_severity
+        if self.suppressed:
+            d["suppressed"] = dict(self.suppressed)
         return d
 
 
@@ -36,8 +41,10 @@ class ReportView:
     def __init__(self, kind: str, verdict: str, violations: list[ViolationView]) -> None:
         self.kind, self.verdict, self.violations = kind, verdict, violations
         self.ok = verdict == "pass"
-        self.errors = sum(1 for v in violations if v.severity == "error") if violations else 0
-        self.warnings = sum(1 for v in violations if v.severity == "warning") if violations else 0
+        counted = [v for v in violations if not v.suppressed] if violations else []
+        self.errors = sum(1 for v in counted if v.severity == "error")
+        self.warnings = sum(1 for v in counted if v.severity == "warning")
+        self.suppressed = len(violations) - len(counted) if violations else 0
 
     @classmethod
     def from_message(cls, message) -> ReportView:

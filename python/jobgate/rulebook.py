@@ -61,6 +61,9 @@ def reference() -> str:
         "project, [configuration](configuration.md)); the other rules protect the gate",
         "itself (reading, bounds, supporting files and staging, quotas, the account's",
         "projects, credentials) and keep their severity whatever the configuration says.",
+        "A relaxable rule's findings can also be suppressed one by one (`# jobgate:",
+        "ignore[RULE]` in YAML, `[rules.paths]`, `--ignore`: README, \"Suppressing a",
+        "finding\"); the others cannot.",
         "",
         f"{len(catalogue)} rules:",
         "",
@@ -76,7 +79,7 @@ def reference() -> str:
             continue
         lines += ["", f"## {FAMILIES.get(family, f'`{family}.*`')}"]
         for r in members:
-            relax = "yes, with `[rules]`" if r["relaxable"] else "no: it protects the gate itself"
+            relax = "yes, with `[rules]`; its findings can be suppressed" if r["relaxable"] else "no: it protects the gate itself, and its findings cannot be suppressed"
             lines += [
                 "",
                 f'<a id="{anchor(r["rule"])}"></a>',

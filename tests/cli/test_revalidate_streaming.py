@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import jobgate
-from jobgate import _core, revalidation, rollout
+from jobgate import _core, revalidation, rollout, suppressions
 from jobgate.cli import formats, main, streaming
 from jobgate.reports import ReportView
 from tests.helpers import DEMO_CONFIG, require_shared, run_cli, sample
@@ -49,6 +49,8 @@ def reports_of_every_shape() -> list[tuple[str, object]]:
         ("ctl\x1b[31mred\u202e.json", _core.refused_unreadable("cannot read ctl: Permission denied")),
         ("<stdin>", ReportView.from_dict(v.check(b'{"apiVersion": "forge/v2"}').to_dict())),
         ("not-utf8-\udcff.json", v.check(b"{")),
+        # some findings suppressed (`jobgate.suppressions`): counted apart in the summary
+        ("quiet.json", suppressions.Suppressor(["schema.required"]).apply("quiet.json", v.check(b'{"apiVersion": "forge/v2"}'))),
     ]
 
 
@@ -65,6 +67,7 @@ def streamed(fmt: str, results: list, size: int, suite: str = formats.CHECK_SUIT
 def test_every_format_streamed_is_the_document_built_whole(fmt):
     results = reports_of_every_shape()
     assert any(r.violations and r.violations[0].line for _, r in results) and any(not r.ok for _, r in results)
+    assert formats.summary(results)["suppressed"] == 3
     for subset in (results, results[:1], results[:0], results[-1:]):
         whole = formats.document(fmt, subset)
         for size in (1, 2, 1000):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from jobgate import KINDS, Validator, load_config, sources
+from jobgate import KINDS, Validator, load_config, sources, suppressions
 from jobgate.cli import formats
 from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError, named_files
 from jobgate.config import Config, environment_config
@@ -18,10 +19,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="jobgate.toml with the deployment rules (catalog, registries, GPU series and limits); JOBGATE_SECTION__KEY variables override it")
     p.add_argument("--format", choices=formats.FORMATS, default="text", help="output format (default: text)")
     formats.add_fail_on(p)
+    add_ignore(p)
     files = p.add_mutually_exclusive_group()
     files.add_argument("--root", metavar="DIR", help="verify each bundle's supporting files under this producer root")
     files.add_argument("--package", metavar="FILE", help="verify against a package (tar, tar.gz, tar.zst, zip) holding the bundle and its files")
     p.set_defaults(run=run)
+
+
+def add_ignore(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="suppress this rule's findings in every document (repeatable): they are listed as suppressed and fail nothing; rules that protect the gate itself cannot be suppressed",
+    )
+
+
+def suppressor(args: argparse.Namespace, config: Config | None) -> suppressions.Suppressor:
+    """The run's suppressions: `--ignore` (each rule checked, a usage error otherwise),
+    the configuration's `[rules.paths]`, and each document's comments."""
+    for rule in args.ignore:
+        why = suppressions.refusal(rule)
+        if why:
+            raise UsageError(f"--ignore {rule}: {why}")
+    if config is None:
+        return suppressions.Suppressor(args.ignore)
+    return suppressions.Suppressor(args.ignore, config.path_rules(), config.path_base())
+
+
+def write_notes(suppressor: suppressions.Suppressor) -> None:
+    """What the documents' suppression comments named that suppresses nothing."""
+    for note in suppressor.notes:
+        print(formats.printable(note), file=sys.stderr)
 
 
 def judge(validator: Validator, docs: list[sources.Source | sources.TooLarge], args: argparse.Namespace) -> list:
@@ -41,13 +71,15 @@ def run(args: argparse.Namespace) -> int:
     named_files(args.config, args.package)
     config = load_config(args.config) if args.config else environment_config() or Config()
     validator = Validator(config)
+    quiet = suppressor(args, config)
     try:
         if not args.paths:  # --package alone: the package's own bundle
-            results = [(args.package, validator.check(None, kind=args.kind, package=args.package))]
+            results = [(args.package, quiet.apply(args.package, validator.check(None, kind=args.kind, package=args.package)))]
         else:
             docs = sources.read_all(sources.expand(args.paths), config.limits.max_document_bytes)
-            results = [(d.name, report) for d, report in zip(docs, judge(validator, docs, args), strict=True)]
+            results = [(d.name, quiet.apply(d.name, report, getattr(d, "data", None))) for d, report in zip(docs, judge(validator, docs, args), strict=True)]
     except OSError as e:  # unreadable paths, and a producer root or package that cannot be opened
         raise UsageError(str(e)) from None
+    write_notes(quiet)
     print(formats.render(args.format, results))
     return EXIT_FAIL if formats.failing(results, args.fail_on) else EXIT_PASS

@@ -33,21 +33,39 @@ def add_fail_on(p) -> None:
 
 
 def failing(results: Sequence[tuple[str, Report]], fail_on: str) -> bool:
-    """Whether the run exits 1: a failed document, or with `warning`, any violation."""
+    """Whether the run exits 1: a failed document, or with `warning`, any violation
+    left unsuppressed."""
     if fail_on == "warning":
-        return any(r.violations for _, r in results)
+        return any(len(r.violations) > suppressed_count(r) for _, r in results)
     return not all(r.ok for _, r in results)
 
 
 def summary(results: Sequence[tuple[str, Report]]) -> dict[str, int]:
+    """The totals; `errors` and `warnings` count the findings left unsuppressed, and
+    `suppressed` (present when there are any) the others."""
     passed = sum(1 for _, r in results if r.ok)
-    return {
+    out = {
         "total": len(results),
         "passed": passed,
         "failed": len(results) - passed,
         "errors": sum(r.errors for _, r in results),
         "warnings": sum(r.warnings for _, r in results),
     }
+    quiet = sum(suppressed_count(r) for _, r in results)
+    if quiet:
+        out["suppressed"] = quiet
+    return out
+
+
+def suppressed_count(report: Report) -> int:
+    """How many of a report's findings are suppressed (`jobgate.suppressions`); a
+    report straight from the core has none."""
+    return getattr(report, "suppressed", 0)
+
+
+def suppression(v) -> dict[str, str] | None:
+    """How a violation was suppressed, or None."""
+    return getattr(v, "suppressed", None)
 
 
 def as_json(results: Sequence[tuple[str, Report]]) -> dict[str, Any]:
@@ -96,9 +114,16 @@ def _report_lines(source: str, report: Report, paint) -> list[str]:
         counts.append(f"{report.errors} error{'s' * (report.errors != 1)}")
     if report.warnings:
         counts.append(f"{report.warnings} warning{'s' * (report.warnings != 1)}")
+    if suppressed_count(report):
+        counts.append(f"{suppressed_count(report)} suppressed")
     tail = f" — {', '.join(counts)}" if counts else ""
     lines = [f"{source}: {verdict} ({printable(report.kind)}){tail}"]
     for v in report.violations:
+        quiet = suppression(v)
+        if quiet:
+            # Listed, so that what is silenced stays in sight, but apart and uncoloured.
+            lines.append(f"{place(source, v)}: suppressed {printable(v.severity)} {printable(v.rule)} {printable(v.message)} (at {printable(shown_field(v.field))}; by {printable(quiet['justification'])})")
+            continue
         sev = paint(printable(v.severity), "31" if v.severity == "error" else "33")
         lines.append(f"{place(source, v)}: {sev} {printable(v.rule)} {printable(v.message)} (at {printable(shown_field(v.field))})")
     return lines
@@ -117,7 +142,8 @@ def place(source: str, v) -> str:
 
 def _summary_line(s: dict[str, int]) -> str:
     unjudged = f", {s['no_verdict']} without a verdict" if s.get("no_verdict") else ""
-    return f"{s['total']} document{'s' * (s['total'] != 1)}: {s['passed']} passed, {s['failed']} failed{unjudged} ({s['errors']} errors, {s['warnings']} warnings)"
+    quiet = f", {s['suppressed']} suppressed" if s.get("suppressed") else ""
+    return f"{s['total']} document{'s' * (s['total'] != 1)}: {s['passed']} passed, {s['failed']} failed{unjudged} ({s['errors']} errors, {s['warnings']} warnings{quiet})"
 
 
 def text(results: Sequence[tuple[str, Report]]) -> str:
@@ -146,8 +172,10 @@ def xml_attr(text: str) -> str:
 
 def junit_line(source: str, v) -> str:
     """A violation as a line of a test case's body: `file:line:col: rule: message`
-    (`file: rule: message` where its place in the file is not known)."""
-    return f"{place(source, v)}: {v.rule}: {v.message}"
+    (`file: rule: message` where its place in the file is not known), a suppressed one
+    followed by `(suppressed: how)`."""
+    quiet = suppression(v)
+    return f"{place(source, v)}: {v.rule}: {v.message}" + (f" (suppressed: {quiet['justification']})" if quiet else "")
 
 
 def junit_cases(source: str, report: Report) -> list[str]:
@@ -156,13 +184,14 @@ def junit_cases(source: str, report: Report) -> list[str]:
     document's warnings are its system-out. `file` and `line` (the first violation's
     line, where known) are what GitLab and Jenkins link to."""
     attrs = f"name={xml_attr(source)} classname={xml_attr(report.kind)} file={xml_attr(source)}"
-    first = next((v for v in report.violations if v.severity == "error" and v.line), None) or next((v for v in report.violations if v.line), None)
+    counted = [v for v in report.violations if not suppression(v)]
+    first = next((v for v in counted if v.severity == "error" and v.line), None) or next((v for v in counted if v.line), None)
     if first is not None:
         attrs += f' line="{first.line}"'
     out = [f"    <testcase {attrs}>"]
     body = "\n".join(junit_line(source, v) for v in report.violations)
     if not report.ok:
-        errors = [v for v in report.violations if v.severity == "error"]
+        errors = [v for v in counted if v.severity == "error"]
         kind = errors[0].rule if errors else "jobgate"
         out.append(f"      <failure message={xml_attr(f'{len(errors)} error(s)')} type={xml_attr(kind)}>{xml_text(body)}</failure>")
     elif body:
@@ -216,7 +245,9 @@ def fingerprint(source: str, v) -> str:
 
 def sarif_results(source: str, report: Report, index: dict[str, int]) -> list[dict[str, Any]]:
     """A document's SARIF results, one per violation; `index` gives a rule's place in
-    the catalogue (`ruleIndex`)."""
+    the catalogue (`ruleIndex`). A suppressed finding carries SARIF's `suppressions`
+    (`inSource` for a comment in the document, `external` for the configuration or the
+    command line), which code scanning shows as dismissed."""
     uri = artifact_uri(source)
     out = []
     for v in report.violations:
@@ -237,6 +268,9 @@ def sarif_results(source: str, report: Report, index: dict[str, int]) -> list[di
                 "partialFingerprints": {"jobgateFinding/v1": fingerprint(uri, v)},
             }
         )
+        quiet = suppression(v)
+        if quiet:
+            out[-1]["suppressions"] = [{"kind": quiet["kind"], "status": "accepted", "justification": quiet["justification"]}]
     return out
 
 
@@ -302,11 +336,13 @@ def _github_value(text: str, prop: bool = False) -> str:
 def github_lines(source: str, report: Report) -> list[str]:
     """A document's annotations: a workflow command per violation, at its line and
     column, in a group named by the file (the log folds each file's findings; a
-    document without any has no group)."""
-    if not report.violations:
+    document without any has no group). Suppressed findings are left out: an
+    annotation on the diff is a call to act."""
+    shown = [v for v in report.violations if not suppression(v)]
+    if not shown:
         return []
     lines = [f"::group::{_github_value(source)}"]
-    for v in report.violations:
+    for v in shown:
         props = [f"file={_github_value(source, True)}"]
         if v.line and v.column:
             props += [f"line={v.line}", f"col={v.column}"]

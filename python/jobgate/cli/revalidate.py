@@ -13,8 +13,9 @@ from typing import Any
 
 from jobgate import KINDS, Validator, load_config, rollout, sources
 from jobgate.cli import formats, streaming
+from jobgate.cli.check import add_ignore, suppressor, write_notes
 from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError, named_files
-from jobgate.config import environment_config
+from jobgate.config import Config, environment_config
 
 ENGINES = ("local", "ray")
 READS = ("auto", "driver", "workers")  # with --engine ray: where the items are read (`revalidation.run_ray`)
@@ -43,6 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="output format (default: text); jsonl: one JSON object per item (per change with --against), its source on every line, no summary",
     )
     formats.add_fail_on(p)
+    add_ignore(p)
     p.add_argument("--engine", choices=ENGINES, default="local", help="local: threads on this machine (default); ray: tasks on a Ray cluster")
     p.add_argument("--address", metavar="ADDR", help="with --engine ray: the cluster to join (host:port, ray://host:port or auto; default: start a private local Ray)")
     p.add_argument(
@@ -123,8 +125,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--reads is for --engine ray")
     if args.threads is not None and (args.engine != "local" or args.threads < 1):
         raise UsageError("--threads takes a number of at least 1, with --engine local")
+    if args.ignore and args.against:
+        raise UsageError("--ignore is not for --against, which compares what two configurations find, suppressed or not")
     named_files(args.config)
     config = load_config(args.config) if args.config else environment_config()
+    quiet = suppressor(args, config)
     candidate = None
     if args.against:
         named_files(args.against)
@@ -154,15 +159,29 @@ def run(args: argparse.Namespace) -> int:
             if candidate is not None:
                 return report_changes(args, judged, progress)
             stream = streaming.ReportStream(args.format, sys.stdout, "jobgate revalidate")
+            limit = (config or Config()).limits.max_document_bytes
             for chunk in judged:
-                reports = chunk.reports[0]
+                reports = [quiet.apply(item.path, r, document_text(item, r, limit)) for item, r in zip(chunk.items, chunk.reports[0], strict=True)]
                 stream.write(zip([item.path for item in chunk.items], reports, strict=True))
                 progress.update(len(reports), sum(not r.ok for r in reports))
             stream.close()
+            write_notes(quiet)
             progress.close(finished=True)
             return EXIT_FAIL if stream.totals.failing(args.fail_on) else EXIT_PASS
         except (revalidation.EngineError, revalidation.CacheError) as e:
             raise UsageError(str(e)) from None
+
+
+def document_text(item: Any, report: Any, limit: int) -> bytes | None:
+    """A document file's text, for the suppression comments in it: read again only
+    when its report has findings to suppress; None for a package (its report is the
+    package's) or a file that cannot be read now."""
+    if not report.violations or item.package or item.unpacked or item.unlisted is not None:
+        return None
+    try:
+        return sources.read(item.path, limit).data
+    except (OSError, sources.TooLarge):
+        return None
 
 
 def report_changes(args: argparse.Namespace, judged: Any, progress: Progress) -> int:

@@ -29,23 +29,29 @@ FORMATS = (*formats.FORMATS, "jsonl")
 class Totals:
     """What a summary counts, kept as numbers as the reports go by."""
 
-    __slots__ = ("errors", "passed", "total", "violations", "warnings")
+    __slots__ = ("errors", "passed", "suppressed", "total", "violations", "warnings")
 
     def __init__(self) -> None:
-        self.total = self.passed = self.errors = self.warnings = self.violations = 0
+        self.total = self.passed = self.errors = self.warnings = self.violations = self.suppressed = 0
 
     def add(self, report: Any) -> None:
         self.total += 1
         self.passed += report.ok
         self.errors += report.errors
         self.warnings += report.warnings
-        self.violations += len(report.violations)
+        quiet = formats.suppressed_count(report)
+        self.suppressed += quiet
+        self.violations += len(report.violations) - quiet
 
     def summary(self) -> dict[str, int]:
-        return {"total": self.total, "passed": self.passed, "failed": self.total - self.passed, "errors": self.errors, "warnings": self.warnings}
+        out = {"total": self.total, "passed": self.passed, "failed": self.total - self.passed, "errors": self.errors, "warnings": self.warnings}
+        if self.suppressed:
+            out["suppressed"] = self.suppressed
+        return out
 
     def failing(self, fail_on: str) -> bool:
-        """As `formats.failing`: a failed document, or with `warning`, any violation."""
+        """As `formats.failing`: a failed document, or with `warning`, any violation
+    left unsuppressed."""
         return self.violations > 0 if fail_on == "warning" else self.passed < self.total
 
 

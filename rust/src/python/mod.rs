@@ -39,6 +39,18 @@ fn redact(text: &str) -> String {
     crate::secrets::redact(text)
 }
 
+/// The comments of a YAML text as its reader sees them (`yaml::comments`), as
+/// `(line, column, alone, text)`: what `jobgate check` reads suppressions from.
+#[pyfunction]
+fn yaml_comments(text: &str) -> PyResult<Vec<(u32, u32, bool, String)>> {
+    guarded(|| {
+        crate::yaml::comments(text)
+            .into_iter()
+            .map(|c| (c.line, c.column, c.alone, c.text))
+            .collect()
+    })
+}
+
 /// BLAKE3 content keys of `(name, bytes or None)` items, in lowercase hex, hashed on
 /// every core with the GIL released; `None` where a named file cannot be read
 /// (`files::package_cache::content_keys`). `jobgate revalidate --cache` keys its items so.
@@ -175,6 +187,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lock::recipe_status, m)?)?;
     m.add_function(wrap_pyfunction!(redact, m)?)?;
     m.add_function(wrap_pyfunction!(content_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(yaml_comments, m)?)?;
     m.add_function(wrap_pyfunction!(read_documents, m)?)?;
     m.add_function(wrap_pyfunction!(permuted_job_number, m)?)?;
     Ok(())

@@ -217,6 +217,97 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
     Ok(out)
 }
 
+/// A comment of a YAML text, as the reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    /// Where its `#` is (from 1; the column counts characters).
+    pub line: u32,
+    pub column: u32,
+    /// Whether only blanks precede it on its line.
+    pub alone: bool,
+    /// What follows the `#`, to the end of its line.
+    pub text: String,
+}
+
+/// The comments of `text`: a `#` at the start of a line or after a blank, outside every
+/// scalar the parser reads (a quoted string, a block scalar's content lines, a plain
+/// scalar such as `a#b`), to the end of its line. A `#` inside a string is data, not a
+/// comment. Empty when the parser does not read the text as YAML: nothing it says can
+/// then be trusted to be a comment.
+pub fn comments(text: &str) -> Vec<Comment> {
+    let mut parser = Parser::new_from_str(text);
+    let mut cursor = Cursor::new(text);
+    let mut scalars: Vec<Lying> = Vec::new();
+    let mut previous_end = 0usize;
+    while let Some(event) = parser.next_event() {
+        let Ok((event, span)) = event else {
+            return Vec::new();
+        };
+        if let Event::Scalar(_, style, ..) = event {
+            let start = span.start.index();
+            let end = quoted_len(cursor.from(start), style).map_or(span.end.index(), |n| start + n);
+            // A block scalar's header line (`| # note`) may hold a comment; its
+            // content lines hold none.
+            let content = match style {
+                ScalarStyle::Literal | ScalarStyle::Folded => {
+                    previous_end + block_header_len(cursor.from(previous_end))
+                }
+                _ => start,
+            };
+            scalars.push(Lying {
+                start,
+                end,
+                style,
+                content,
+            });
+        }
+        previous_end = span.end.index();
+    }
+    let mut found = Vec::new();
+    let mut next = 0; // the first scalar that does not end before the character at hand
+    let (mut line, mut line_start) = (1u32, 0usize);
+    let mut blank = true; // only blanks so far on this line
+    let mut previous = '\n';
+    let mut chars = text.chars().enumerate().peekable();
+    while let Some((at, c)) = chars.next() {
+        while next < scalars.len() && scalars[next].end <= at {
+            next += 1;
+        }
+        let inside = scalars.get(next).is_some_and(|s| {
+            let from = match s.style {
+                ScalarStyle::Literal | ScalarStyle::Folded => s.content,
+                _ => s.start,
+            };
+            from <= at && at < s.end
+        });
+        match c {
+            '\n' | '\r' => {
+                if !(c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n')) {
+                    (line, line_start, blank) = (line + 1, at + 1, true);
+                }
+            }
+            '#' if !inside && matches!(previous, ' ' | '\t' | '\n' | '\r') => {
+                let mut body = String::new();
+                while let Some((_, n)) = chars.next_if(|&(_, n)| n != '\n' && n != '\r') {
+                    body.push(n);
+                }
+                found.push(Comment {
+                    line,
+                    column: u32::try_from(at - line_start + 1).unwrap_or(u32::MAX),
+                    alone: blank,
+                    text: body,
+                });
+                previous = '#';
+                continue;
+            }
+            ' ' | '\t' => {}
+            _ => blank = false,
+        }
+        previous = c;
+    }
+    found
+}
+
 /// A document end marker (`...`) before the document's first node: PyYAML refuses the
 /// stream (it expects the node), YAML 1.2 readers skip the marker and read what follows.
 fn end_marker_first(before: &str) -> Result<(), DecodeError> {
@@ -825,6 +916,41 @@ mod tests {
 
     fn conv(text: &str) -> Result<String, DecodeError> {
         to_json(text, &Limits::default()).map(|v| String::from_utf8(v).unwrap())
+    }
+
+    /// (line, column, alone, text) of each comment.
+    fn comments_of(text: &str) -> Vec<(u32, u32, bool, String)> {
+        comments(text)
+            .into_iter()
+            .map(|c| (c.line, c.column, c.alone, c.text))
+            .collect()
+    }
+
+    #[test]
+    fn comments_are_what_the_reader_skips() {
+        let at = |line, column, alone, text: &str| (line, column, alone, text.to_string());
+        assert_eq!(
+            comments_of("# top\na: 1 # after\n"),
+            vec![at(1, 1, true, " top"), at(2, 6, false, " after")]
+        );
+        // Inside quotes, a plain scalar (no blank before the `#`) and a block
+        // scalar's content, a `#` is data.
+        assert_eq!(
+            comments_of("a: \"x # y\"\nb: 'p # q' # r\nc: d#e\n"),
+            vec![at(2, 12, false, " r")]
+        );
+        assert_eq!(
+            comments_of("a: | # head\n  one # no\n  # no\n\n# yes\nb: >-\n  # no\n  two\n"),
+            vec![at(1, 6, false, " head"), at(5, 1, true, " yes")]
+        );
+        // Flow collections, on one line and over several.
+        assert_eq!(
+            comments_of("a: {b: 1, c: \"#no\"} # yes\nd: [1, # one\n  2]\n"),
+            vec![at(1, 21, false, " yes"), at(2, 8, false, " one")]
+        );
+        // Windows line ends; and text the parser refuses holds no comment it can vouch for.
+        assert_eq!(comments_of("a: 1\r\n# b\r\n"), vec![at(2, 1, true, " b")]);
+        assert_eq!(comments_of("a: [1\n# b\n"), vec![]);
     }
 
     #[test]
