@@ -221,8 +221,17 @@ def raw_of(doc: dict, kind: str) -> admission_pb2.Document:
     return admission_pb2.Document(raw=json.dumps(doc).encode(), kind=report_pb2.Kind.Value(f"KIND_{kind.upper()}"))
 
 
+def test_every_typed_member_of_a_document_is_named_as_its_kind():
+    members = {f.name for f in admission_pb2.Document.DESCRIPTOR.oneofs_by_name["body"].fields}
+    assert members - {"raw"} == wire.TYPED == {"jobspec", "spec_bundle", "job_record", "best_rec"}
+    # The numbers the core's batch decoder leaves to the general path (rust/src/batch_wire.rs).
+    assert sorted(admission_pb2.Document.DESCRIPTOR.fields_by_name[m].number for m in wire.TYPED) == [2, 3, 7, 8]
+
+
 def test_the_required_lists_are_the_published_schemas():
-    for kind, lists in wire.REQUIRED_LISTS.items():
+    assert wire.REQUIRED_LISTS["jobspec"] == ()  # no top-level array
+    for kind in ("spec_bundle", "job_record", "best_rec"):
+        lists = wire.REQUIRED_LISTS[kind]
         published = schema(kind)
         assert lists == tuple(p for p in published["required"] if published["properties"][p].get("type") == "array"), kind
 

@@ -202,10 +202,10 @@ def _typed_json(typed: Message, context: grpc.ServicerContext, field: str, lists
 # The typed members of Document's body, each named as the kind it is (a typed message
 # given no kind is checked as its own).
 TYPED = frozenset(KIND_CODES)
-# The arrays each TAO artifact's published schema requires. proto3 has no absent list: a
-# typed message always holds them, so its JSON form does too, empty ones included (an
-# empty all_recs or declared_inputs is valid; left out, it would be schema.required).
-REQUIRED_LISTS = {"spec_bundle": ("declared_inputs", "declared_outputs"), "job_record": ("transitions",), "best_rec": ("all_recs",)}
+# The top-level arrays each kind's schema requires. proto3 has no absent list: a typed
+# message always holds them, so its JSON form does too, empty ones included (an empty
+# all_recs or declared_inputs is valid; left out, it would be schema.required).
+REQUIRED_LISTS = {k["name"]: k["typed_lists"] for k in jobgate._core.kind_table()}
 
 
 def document_bytes(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> tuple[bytes, str | None]:
@@ -215,7 +215,7 @@ def document_bytes(document: admission_pb2.Document, context: grpc.ServicerConte
     if which == "raw":
         return document.raw, kind
     if which in TYPED:
-        return _typed_json(getattr(document, which), context, f"{field}.{which}", REQUIRED_LISTS.get(which, ())), kind or which
+        return _typed_json(getattr(document, which), context, f"{field}.{which}", REQUIRED_LISTS[which]), kind or which
     bad_request(context, f"{field}.body", "a document needs raw bytes or a typed jobspec, spec_bundle, job_record or best_rec")
 
 
