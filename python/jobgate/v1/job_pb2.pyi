@@ -97,8 +97,9 @@ class JobRecord(_message.Message):
     (job_record.schema.json), exactly: fields the schema allows to be null are Values,
     so that null survives the round trip, and states and sources are strings for the
     same reason (the seed's JSON has "PENDING", not an enum prefix). Nothing is added
-    beside them either (an enum twin would appear in the JSON form); the responses
-    that carry a record carry its current state as a JobState.
+    beside them either (an enum twin would appear in the JSON form): GetJob and MarkJob
+    answer the job's current state as a JobState beside the record, WatchJob each
+    transition's state and source.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
