@@ -1,6 +1,8 @@
-"""Regenerates python/jobgate/v1/ from proto/jobgate/v1/*.proto (grpcio-tools), and
-copies the .proto files beside the code, so that the wheel carries them
-(`protoc -I <site-packages> jobgate/v1/admission.proto` works against an install).
+"""Regenerates python/jobgate/v1/ from proto/jobgate/v1/*.proto (grpcio-tools; the
+`_pb2.pyi` and `_pb2_grpc.pyi` stubs by mypy-protobuf's plugins, so that a typed
+client's stub calls are typed, not Any), and copies the .proto files beside the code,
+so that the wheel carries them (`protoc -I <site-packages> jobgate/v1/admission.proto`
+works against an install).
 
     scripts/protos            write the generated code
     scripts/protos --check    fail when the committed code differs (CI)
@@ -9,6 +11,7 @@ copies the .proto files beside the code, so that the wheel carries them
 from __future__ import annotations
 
 import filecmp
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -18,13 +21,23 @@ PROTO = ROOT / "proto"
 OUT = ROOT / "python"
 
 
+def plugin(name: str) -> str:
+    """A protoc plugin of this environment (beside its python), else from PATH."""
+    here = Path(sys.executable).parent / name
+    found = str(here) if here.exists() else shutil.which(name)
+    if not found:
+        raise SystemExit(f"scripts/protos needs {name}, from mypy-protobuf (a test dependency): run scripts/dev setup test")
+    return found
+
+
 def generate(out: Path) -> list[Path]:
     import grpc_tools
     from grpc_tools import protoc
 
     include = Path(grpc_tools.__file__).parent / "_proto"
     sources = sorted(str(p.relative_to(PROTO)) for p in (PROTO / "jobgate" / "v1").glob("*.proto"))
-    code = protoc.main(["protoc", f"-I{PROTO}", f"-I{include}", f"--python_out={out}", f"--pyi_out={out}", f"--grpc_python_out={out}", *sources])
+    plugins = [f"--plugin=protoc-gen-mypy={plugin('protoc-gen-mypy')}", f"--plugin=protoc-gen-mypy_grpc={plugin('protoc-gen-mypy_grpc')}"]
+    code = protoc.main(["protoc", f"-I{PROTO}", f"-I{include}", *plugins, f"--python_out={out}", f"--mypy_out=quiet:{out}", f"--grpc_python_out={out}", f"--mypy_grpc_out=quiet:{out}", *sources])
     if code != 0:
         raise SystemExit(f"protoc failed with exit code {code}")
     package = out / "jobgate" / "v1"

@@ -401,8 +401,10 @@ def rules() -> list[dict[str, str | bool]]:
 def kind_table() -> list[dict[str, Any]]:
     """Every kind, in ``KINDS`` order, as the core's table has it: ``name``, ``proto``
     (its ``jobgate.v1.Kind`` number), ``detect`` (the top-level keys that mark it),
-    ``rank`` (the lowest wins when several kinds' keys are present), ``launches``, and
-    ``charge`` (``"project"``, ``"home"`` or ``None``, as ``Facts.charge``)."""
+    ``rank`` (the lowest wins when several kinds' keys are present), ``launches``,
+    ``charge`` (``"project"``, ``"home"`` or ``None``, as ``Facts.charge``), and
+    ``typed_lists`` (the top-level arrays its schema requires, which a typed message's
+    JSON form holds even when empty)."""
 
 def yaml_comments(text: str) -> list[tuple[int, int, bool, str]]:
     """The comments of a YAML text as the reader sees them, as ``(line, column, alone,

@@ -18,6 +18,7 @@ use prost::Message;
 use crate::admission::AdmissionContext;
 use crate::kind::{Charge, Kind};
 use crate::report::Report;
+use crate::rules::Severity;
 use crate::validator::Validator;
 
 /// `jobgate.v1.AdmitBatchResponse`.
@@ -45,6 +46,12 @@ struct ReportMessage {
     verdict: String,
     #[prost(message, repeated, tag = "3")]
     violations: Vec<ViolationMessage>,
+    /// `jobgate.v1.Verdict`.
+    #[prost(int32, tag = "4")]
+    verdict_code: i32,
+    /// `jobgate.v1.Kind`.
+    #[prost(int32, tag = "5")]
+    kind_code: i32,
 }
 
 /// `jobgate.v1.Violation`.
@@ -64,6 +71,30 @@ struct ViolationMessage {
     column: u32,
     #[prost(string, tag = "7")]
     default_severity: String,
+    /// `jobgate.v1.Severity`.
+    #[prost(int32, tag = "8")]
+    severity_code: i32,
+    /// `jobgate.v1.Severity`, 0 (SEVERITY_UNSPECIFIED) when the rules' severity stands.
+    #[prost(int32, tag = "9")]
+    default_severity_code: i32,
+}
+
+/// `jobgate.v1.Verdict` of a report: VERDICT_PASS or VERDICT_FAIL.
+fn verdict_code(report: &Report) -> i32 {
+    if report.ok() {
+        1
+    } else {
+        2
+    }
+}
+
+/// `jobgate.v1.Severity` of a severity.
+fn severity_code(severity: Severity) -> i32 {
+    match severity {
+        Severity::Error => 1,
+        Severity::Warning => 2,
+        Severity::Off => 3,
+    }
 }
 
 /// A dry-run batch answered on this path.
@@ -130,14 +161,15 @@ fn raw_document(document: &[u8]) -> Option<(&[u8], Option<Kind>)> {
     while let Some((number, value)) = fields.next()? {
         match (number, value) {
             (1, Value::Bytes(body)) => raw = Some(body),
-            (2 | 3, Value::Bytes(_)) => raw = None, // a typed body: the last member of the oneof wins
+            // A typed body (jobspec, spec_bundle, job_record, best_rec): the last member of the oneof wins.
+            (2 | 3 | 7 | 8, Value::Bytes(_)) => raw = None,
             // An int32 is the low 32 bits of its varint, as prost reads it.
             (4, Value::Varint(v)) => kind = v as i32,
             (5, Value::Bytes(package)) => package_given = !package.is_empty(),
             (6, Value::Bytes(key)) => {
                 simdutf8::basic::from_utf8(key).ok()?;
             }
-            (1..=6, _) => return None,
+            (1..=8, _) => return None,
             _ => {}
         }
     }
@@ -345,8 +377,12 @@ fn message(report: &Report) -> ReportMessage {
                 default_severity: v
                     .default
                     .map_or_else(String::new, |d| d.as_str().to_owned()),
+                severity_code: severity_code(v.severity),
+                default_severity_code: v.default.map_or(0, severity_code),
             })
             .collect(),
+        verdict_code: verdict_code(report),
+        kind_code: report.kind.map_or(0, |k| k.info().proto),
     }
 }
 
@@ -371,7 +407,7 @@ pub mod reference {
     /// `jobgate.v1.Document`, the typed bodies kept as their encoded bytes.
     #[derive(Clone, PartialEq, Message)]
     pub struct Document {
-        #[prost(oneof = "Body", tags = "1, 2, 3")]
+        #[prost(oneof = "Body", tags = "1, 2, 3, 7, 8")]
         pub body: Option<Body>,
         #[prost(int32, tag = "4")]
         pub kind: i32,
@@ -389,6 +425,10 @@ pub mod reference {
         JobSpec(Vec<u8>),
         #[prost(bytes, tag = "3")]
         SpecBundle(Vec<u8>),
+        #[prost(bytes, tag = "7")]
+        JobRecord(Vec<u8>),
+        #[prost(bytes, tag = "8")]
+        BestRec(Vec<u8>),
     }
 
     /// What `decode` must find in `request`: prost's reading of it, kept when it is a
@@ -463,6 +503,10 @@ mod tests {
         b"\x0a\x02\x0a\x00",                  // a document with an empty raw body
         b"\x0a\x04\x0a\x00\x12\x00",          // raw, then typed
         b"\x0a\x04\x12\x00\x0a\x00",          // typed, then raw
+        b"\x0a\x04\x0a\x00\x3a\x00",          // raw, then a typed job_record
+        b"\x0a\x04\x0a\x00\x42\x00",          // raw, then a typed best_rec
+        b"\x0a\x04\x42\x00\x0a\x00",          // a typed best_rec, then raw
+        b"\x0a\x04\x0a\x00\x38\x01",          // field 7 as a varint
         b"\x0a\x04\x0a\x00\x2a\x00",          // an empty package
         b"\x0a\x04\x0a\x00\x2a\x01P",         // no, a package
         b"\x0a\x06\x0a\x00\x2a\x01P\x2a\x00", // a package, then an empty one
@@ -611,6 +655,13 @@ mod tests {
             idempotency_key: String::new(),
         };
         assert!(check_batch_request(&v, &request(vec![typed], true), &a, 10, None).is_none());
+        for body in [Body::JobRecord(Vec::new()), Body::BestRec(Vec::new())] {
+            let typed = Document {
+                body: Some(body),
+                ..raw(b"{}", 0)
+            };
+            assert!(check_batch_request(&v, &request(vec![typed], true), &a, 10, None).is_none());
+        }
         let empty = Document {
             body: None,
             kind: 0,

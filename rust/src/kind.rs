@@ -53,6 +53,10 @@ pub struct KindInfo {
     /// When a document has the keys of several kinds, the lowest rank wins.
     pub rank: u8,
     pub charge: Charge,
+    /// The top-level arrays the kind's published schema requires. A typed message has
+    /// no absent list (proto3), so its JSON form holds these even when empty: an empty
+    /// `all_recs` is valid, a missing one is not.
+    pub typed_lists: &'static [&'static str],
 }
 
 /// Declares `Kind`, one variant per row, and `TABLE`, the rows in the same order: a
@@ -82,6 +86,7 @@ kinds! {
             project: &["metadata", "project"],
             gpus: &["spec", "resources"],
         },
+        typed_lists: &[],
     }
     SpecBundle {
         name: "spec_bundle",
@@ -91,6 +96,7 @@ kinds! {
         charge: Charge::AccountHome {
             gpus: &["compute_shape"],
         },
+        typed_lists: &["declared_inputs", "declared_outputs"],
     }
     JobRecord {
         name: "job_record",
@@ -98,6 +104,7 @@ kinds! {
         detect: &["transitions"],
         rank: 1,
         charge: Charge::Nothing,
+        typed_lists: &["transitions"],
     }
     BestRec {
         name: "best_rec",
@@ -105,6 +112,7 @@ kinds! {
         detect: &["experiment_id", "best"],
         rank: 2,
         charge: Charge::Nothing,
+        typed_lists: &["all_recs"],
     }
 }
 

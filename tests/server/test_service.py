@@ -61,10 +61,13 @@ def test_every_entry_point_gives_the_same_report(running):
     local = jobgate.Validator(running.config)
     expected = [local.check(json.dumps(d).encode(), owner="alice").to_dict() for d in docs]
     def as_dict(report):
-        # The message's form of a report dict: empty default_severity is "not changed".
+        # The message's form of a report dict: empty default_severity is "not changed";
+        # the enum twins, equal to their strings, are the message's alone.
         shown = json_format.MessageToDict(report, always_print_fields_with_no_presence=True)
+        assert (shown.pop("verdictCode"), shown.pop("kindCode")) == (f"VERDICT_{shown['verdict'].upper()}", f"KIND_{shown['kind'].upper()}")
         for v in shown["violations"]:
             assert v.pop("defaultSeverity") == ""  # no [rules] here
+            assert (v.pop("severityCode"), v.pop("defaultSeverityCode")) == (f"SEVERITY_{v['severity'].upper()}", "SEVERITY_UNSPECIFIED")
         return shown
     single = [as_dict(running.admission.Admit(admission_pb2.AdmitRequest(document=raw(d), dry_run=True), metadata=running.auth).report) for d in docs]
     batch = running.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[raw(d) for d in docs], dry_run=True), metadata=running.auth)

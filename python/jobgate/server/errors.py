@@ -64,10 +64,12 @@ def abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str, re
     raise AssertionError("unreachable")  # abort_with_status raises
 
 
-def bad_request(context: grpc.ServicerContext, field: str, description: str) -> NoReturn:
-    """INVALID_ARGUMENT naming the request field, with a BadRequest field violation."""
-    violation = error_details_pb2.BadRequest.FieldViolation(field=field, description=description)
-    abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{field}: {description}", INVALID_FIELD, {"field": field}, error_details_pb2.BadRequest(field_violations=[violation]))
+def bad_request(context: grpc.ServicerContext, field: str, description: str, *others: str) -> NoReturn:
+    """INVALID_ARGUMENT naming the request field, with a BadRequest field violation; a
+    fault of several fields together (`others`) names each, one violation apiece."""
+    named = (field, *others)
+    violations = [error_details_pb2.BadRequest.FieldViolation(field=f, description=description) for f in named]
+    abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{', '.join(named)}: {description}", INVALID_FIELD, {"field": ", ".join(named)}, error_details_pb2.BadRequest(field_violations=violations))
 
 
 def quota_exceeded(context: grpc.ServicerContext, message: str, reason: str, subject: str, metadata: dict[str, str] | None = None) -> NoReturn:

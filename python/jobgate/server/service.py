@@ -48,14 +48,19 @@ from jobgate.server.grants import ADMISSION, JOBS, NOT_VISIBLE, PROJECT, Caller
 from jobgate.server.metrics import Metrics
 from jobgate.server.streams import SHUTTING_DOWN, Watches
 from jobgate.server.wire import (
+    JOB_STATES,
+    RECIPE_STATUSES,
+    TRANSITION_SOURCES,
     BatchEncoder,
     decode,
     document_bytes,
+    either,
     fingerprint,
     idempotency_key,
     record_message,
     report_message,
     size_as_field,
+    state_code,
 )
 from jobgate.store import (
     JobNotFound,
@@ -275,7 +280,7 @@ class AdmissionService:
             status, message, catalog = recipes.status(self.gate.config, request.lock, request.core_version)
         except recipes.LockUnreadable as e:
             bad_request(context, "lock", str(e))
-        return admission_pb2.RecipeStatusResponse(status=status, message=message, **catalog)
+        return admission_pb2.RecipeStatusResponse(status=status, message=message, status_code=RECIPE_STATUSES[status], **catalog)
 
 
 class JobService:
@@ -310,7 +315,8 @@ class JobService:
         caller = self._caller(context, "GetJob")
         self._visible(context, caller, "GetJob", request.job_id)
         try:
-            return jobs_pb2.GetJobResponse(job=record_message(self.store.get(request.job_id)))
+            record = self.store.get(request.job_id)
+            return jobs_pb2.GetJobResponse(job=record_message(record), state_code=state_code(record))
         except JobNotFound:
             errors.job_not_found(context, request.job_id)
 
@@ -328,11 +334,12 @@ class JobService:
             # Answered as a project without jobs; the attempt is recorded.
             self.denials.record("ListJobs", NOT_VISIBLE, caller.name, f"project {request.project}", project=request.project)
         terminal = request.terminal if request.HasField("terminal") else None
+        state = either(context, request, "state", "state_code", JOB_STATES)
         jobs: list[job_pb2.JobRecord] = []
         used, after = 0, request.page_token
         while True:
             want = min(size - len(jobs), PAGE_CHUNK)
-            rows = self.store.list(state=request.state, project=request.project, owner=request.owner, terminal=terminal, limit=want + 1, after=after, projects=visible)
+            rows = self.store.list(state=state, project=request.project, owner=request.owner, terminal=terminal, limit=want + 1, after=after, projects=visible)
             for row in rows[:want]:
                 job = record_message(row)
                 cost = size_as_field(job.ByteSize())
@@ -350,8 +357,10 @@ class JobService:
         caller = self._caller(context, "MarkJob", job_id=request.job_id)
         if caller.visible is not None:  # no role that marks is scoped today; none may mark past what it sees
             self._visible(context, caller, "MarkJob", request.job_id)
+        state = either(context, request, "state", "state_code", JOB_STATES)
+        source = either(context, request, "source", "source_code", TRANSITION_SOURCES, default="agent")
         try:
-            record = self.store.mark(request.job_id, request.state, request.message, request.source or "agent", request.backend_ref, request.err_class)
+            record = self.store.mark(request.job_id, state, request.message, source, request.backend_ref, request.err_class)
         except JobNotFound:
             errors.job_not_found(context, request.job_id)
         except TerminalState as e:
@@ -361,9 +370,9 @@ class JobService:
         except Unstorable as e:
             bad_request(context, e.field, e.reason)
         self.watches.notify(request.job_id, len(record["transitions"]))
-        return jobs_pb2.MarkJobResponse(job=record_message(record))
+        return jobs_pb2.MarkJobResponse(job=record_message(record), state_code=state_code(record))
 
-    def WatchJob(self, request: jobs_pb2.WatchJobRequest, context) -> Iterator[job_pb2.Transition]:  # noqa: N802
+    def WatchJob(self, request: jobs_pb2.WatchJobRequest, context) -> Iterator[jobs_pb2.WatchJobResponse]:  # noqa: N802
         """The history, then each new transition as it is written, until a terminal one.
         Between transitions the stream sleeps on `Watches`; it costs no query."""
         caller = self._caller(context, "WatchJob")
@@ -374,7 +383,7 @@ class JobService:
             while True:
                 for n, t in self.store.transitions(request.job_id, after=seen):
                     seen = n
-                    yield job_pb2.Transition(**t)
+                    yield jobs_pb2.WatchJobResponse(**t, state_code=JOB_STATES[t["state"]], source_code=TRANSITION_SOURCES[t["source"]])
                     if t["state"] in TERMINAL:
                         return
                 if not watch.wait_beyond(seen):

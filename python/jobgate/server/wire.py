@@ -4,8 +4,10 @@ back to messages.
 Owns decoding a request from its bytes (a request that is not one is
 INVALID_ARGUMENT with a google.rpc.BadRequest naming it, never grpc's own INTERNAL),
 a document's bytes and kind (raw bytes as sent, a typed message as its JSON form),
-its idempotency key and the request's fingerprint, and encoding reports and job
-records, AdmitBatch's response without a message object per document.
+its idempotency key and the request's fingerprint, a value given as a string or as
+its enum twin (`either`), and encoding reports and job records (every string of a
+closed set with its enum twin), AdmitBatch's response without a message object per
+document.
 
 Must not judge a document (the core does), decide who may call (`grants`) or touch
 the store: it only turns one form into another.
@@ -23,11 +25,43 @@ from google.protobuf.message import DecodeError, Message
 
 import jobgate._core
 from jobgate.server.errors import bad_request
-from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES
+from jobgate.store.base import MAX_IDEMPOTENCY_KEY_BYTES, SOURCES, STATES
 from jobgate.v1 import admission_pb2, job_pb2, report_pb2
 
 # jobgate.v1.Kind by number, as the core's kind table names it; None (KIND_UNSPECIFIED) detects the kind.
 KIND_NAMES = {0: None} | {k["proto"]: k["name"] for k in jobgate._core.kind_table()}
+# A report's kind as jobgate.v1.Kind: "unknown", a document of no kind, is KIND_UNSPECIFIED.
+KIND_CODES = {name: number for number, name in KIND_NAMES.items() if name}
+
+
+def twins(enum, prefix: str, words) -> dict[str, int]:
+    """Each string of a closed set and its enum twin: the prefix and the string in
+    capitals, "-" as "_" ("backend-hook" is TRANSITION_SOURCE_BACKEND_HOOK). A string
+    without a twin fails here, at import, not in a call."""
+    return {w: enum.Value(prefix + w.upper().replace("-", "_")) for w in words}
+
+
+VERDICTS = twins(report_pb2.Verdict, "VERDICT_", ("pass", "fail"))
+SEVERITIES = twins(report_pb2.Severity, "SEVERITY_", ("error", "warning", "off"))
+JOB_STATES = twins(job_pb2.JobState, "JOB_STATE_", STATES)
+TRANSITION_SOURCES = twins(job_pb2.TransitionSource, "TRANSITION_SOURCE_", SOURCES)
+# The core names its recipe statuses; the enum lists them ("upgrade_advised").
+RECIPE_STATUSES = {name.removeprefix("RECIPE_STATUS_").lower(): number for name, number in admission_pb2.RecipeStatus.items() if number}
+
+
+def either(context: grpc.ServicerContext, request: Message, field: str, twin: str, codes: dict[str, int], default: str = "") -> str:
+    """A request's value given as the string `field` or its enum twin `twin` (the enum
+    when it is set, else the string, else `default`); INVALID_ARGUMENT naming both when
+    both are given and disagree, naming `twin` for a number the enum does not have."""
+    text, code = getattr(request, field), getattr(request, twin)
+    if not code:
+        return text or default
+    word = next((w for w, c in codes.items() if c == code), None)
+    if word is None:
+        bad_request(context, twin, f"{code} is not a value of {request.DESCRIPTOR.fields_by_name[twin].enum_type.full_name}")
+    if text and text != word:
+        bad_request(context, field, f"{field} is {text!r} and {twin} is {word!r}: they disagree; give one, or both alike", twin)
+    return word
 
 
 def decode(message_type: type[Message], data: bytes, context: grpc.ServicerContext, field: str = "request", what: str = "") -> Message:
@@ -42,10 +76,27 @@ def decode(message_type: type[Message], data: bytes, context: grpc.ServicerConte
 
 
 def report_message(report) -> report_pb2.Report:
+    """The report with every string's enum twin; the core encodes AdmitBatch's dry runs
+    alike (rust/src/batch_wire.rs), a test holds the two to the same bytes."""
     return report_pb2.Report(
         kind=report.kind,
         verdict=report.verdict,
-        violations=[report_pb2.Violation(rule=v.rule, field=v.field, message=v.message, severity=v.severity, line=v.line or 0, column=v.column or 0, default_severity=v.default_severity or "") for v in report.violations],
+        violations=[
+            report_pb2.Violation(
+                rule=v.rule,
+                field=v.field,
+                message=v.message,
+                severity=v.severity,
+                line=v.line or 0,
+                column=v.column or 0,
+                default_severity=v.default_severity or "",
+                severity_code=SEVERITIES[v.severity],
+                default_severity_code=SEVERITIES.get(v.default_severity or "", 0),
+            )
+            for v in report.violations
+        ],
+        verdict_code=VERDICTS[report.verdict],
+        kind_code=KIND_CODES.get(report.kind, 0),
     )
 
 
@@ -53,6 +104,12 @@ def record_message(record: dict) -> job_pb2.JobRecord:
     """A job record as the store exports it; keys of the store's own (`_seq`) are left out."""
     clean = {k: v for k, v in record.items() if not k.startswith("_")}
     return json_format.ParseDict(clean, job_pb2.JobRecord())
+
+
+def state_code(record: dict) -> int:
+    """The record's current state (its last transition's) as a JobState."""
+    transitions = record.get("transitions") or [{}]
+    return JOB_STATES.get(transitions[-1].get("state", ""), 0)
 
 
 def _varint(n: int) -> bytes:
@@ -130,12 +187,25 @@ def _non_finite(message: Message, path: str) -> str | None:
     return None
 
 
-def _typed_json(typed: Message, context: grpc.ServicerContext, field: str) -> bytes:
+def _typed_json(typed: Message, context: grpc.ServicerContext, field: str, lists: tuple[str, ...] = ()) -> bytes:
+    """The typed message's JSON form, with the top-level arrays `lists` even when empty."""
     try:
-        return orjson.dumps(json_format.MessageToDict(typed))
+        form = json_format.MessageToDict(typed)
+        for name in lists:
+            form.setdefault(name, [])
+        return orjson.dumps(form)
     except json_format.Error:
         where = _non_finite(typed, field) or field
         bad_request(context, where, "is NaN or infinite, which JSON cannot hold; send a finite number or raw document bytes")
+
+
+# The typed members of Document's body, each named as the kind it is (a typed message
+# given no kind is checked as its own).
+TYPED = frozenset(KIND_CODES)
+# The top-level arrays each kind's schema requires. proto3 has no absent list: a typed
+# message always holds them, so its JSON form does too, empty ones included (an empty
+# all_recs or declared_inputs is valid; left out, it would be schema.required).
+REQUIRED_LISTS = {k["name"]: k["typed_lists"] for k in jobgate._core.kind_table()}
 
 
 def document_bytes(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> tuple[bytes, str | None]:
@@ -144,11 +214,9 @@ def document_bytes(document: admission_pb2.Document, context: grpc.ServicerConte
     which = document.WhichOneof("body")
     if which == "raw":
         return document.raw, kind
-    if which == "jobspec":
-        return _typed_json(document.jobspec, context, f"{field}.jobspec"), kind or "jobspec"
-    if which == "spec_bundle":
-        return _typed_json(document.spec_bundle, context, f"{field}.spec_bundle"), kind or "spec_bundle"
-    bad_request(context, f"{field}.body", "a document needs raw bytes, a jobspec or a spec_bundle")
+    if which in TYPED:
+        return _typed_json(getattr(document, which), context, f"{field}.{which}", REQUIRED_LISTS[which]), kind or which
+    bad_request(context, f"{field}.body", "a document needs raw bytes or a typed jobspec, spec_bundle, job_record or best_rec")
 
 
 def idempotency_key(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> str:

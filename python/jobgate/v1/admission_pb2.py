@@ -22,36 +22,40 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from jobgate.v1 import job_pb2 as jobgate_dot_v1_dot_job__pb2
 from jobgate.v1 import jobspec_pb2 as jobgate_dot_v1_dot_jobspec__pb2
 from jobgate.v1 import report_pb2 as jobgate_dot_v1_dot_report__pb2
 from jobgate.v1 import tao_pb2 as jobgate_dot_v1_dot_tao__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ajobgate/v1/admission.proto\x12\njobgate.v1\x1a\x18jobgate/v1/jobspec.proto\x1a\x17jobgate/v1/report.proto\x1a\x14jobgate/v1/tao.proto\"\xc2\x01\n\x08\x44ocument\x12\r\n\x03raw\x18\x01 \x01(\x0cH\x00\x12&\n\x07jobspec\x18\x02 \x01(\x0b\x32\x13.jobgate.v1.JobSpecH\x00\x12-\n\x0bspec_bundle\x18\x03 \x01(\x0b\x32\x16.jobgate.v1.SpecBundleH\x00\x12\x1e\n\x04kind\x18\x04 \x01(\x0e\x32\x10.jobgate.v1.Kind\x12\x0f\n\x07package\x18\x05 \x01(\x0c\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\tB\x06\n\x04\x62ody\"G\n\x0c\x41\x64mitRequest\x12&\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"C\n\rAdmitResponse\x12\"\n\x06report\x18\x01 \x01(\x0b\x32\x12.jobgate.v1.Report\x12\x0e\n\x06job_id\x18\x02 \x01(\t\"M\n\x11\x41\x64mitBatchRequest\x12\'\n\tdocuments\x18\x01 \x03(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"@\n\x12\x41\x64mitBatchResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.jobgate.v1.AdmitResponse\"a\n\x12\x41\x64mitStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12&\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"]\n\x13\x41\x64mitStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\"\n\x06report\x18\x02 \x01(\x0b\x32\x12.jobgate.v1.Report\x12\x0e\n\x06job_id\x18\x03 \x01(\t\"9\n\x13RecipeStatusRequest\x12\x0c\n\x04lock\x18\x01 \x01(\x0c\x12\x14\n\x0c\x63ore_version\x18\x02 \x01(\t\"\x84\x01\n\x14RecipeStatusResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0f\x63\x61talog_version\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x61talog_digest\x18\x04 \x01(\t\x12\x1a\n\x12\x63\x61talog_runtime_id\x18\x05 \x01(\t2\xc4\x02\n\x10\x41\x64missionService\x12<\n\x05\x41\x64mit\x12\x18.jobgate.v1.AdmitRequest\x1a\x19.jobgate.v1.AdmitResponse\x12K\n\nAdmitBatch\x12\x1d.jobgate.v1.AdmitBatchRequest\x1a\x1e.jobgate.v1.AdmitBatchResponse\x12R\n\x0b\x41\x64mitStream\x12\x1e.jobgate.v1.AdmitStreamRequest\x1a\x1f.jobgate.v1.AdmitStreamResponse(\x01\x30\x01\x12Q\n\x0cRecipeStatus\x12\x1f.jobgate.v1.RecipeStatusRequest\x1a .jobgate.v1.RecipeStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ajobgate/v1/admission.proto\x12\njobgate.v1\x1a\x14jobgate/v1/job.proto\x1a\x18jobgate/v1/jobspec.proto\x1a\x17jobgate/v1/report.proto\x1a\x14jobgate/v1/tao.proto\"\x98\x02\n\x08\x44ocument\x12\r\n\x03raw\x18\x01 \x01(\x0cH\x00\x12&\n\x07jobspec\x18\x02 \x01(\x0b\x32\x13.jobgate.v1.JobSpecH\x00\x12-\n\x0bspec_bundle\x18\x03 \x01(\x0b\x32\x16.jobgate.v1.SpecBundleH\x00\x12+\n\njob_record\x18\x07 \x01(\x0b\x32\x15.jobgate.v1.JobRecordH\x00\x12\'\n\x08\x62\x65st_rec\x18\x08 \x01(\x0b\x32\x13.jobgate.v1.BestRecH\x00\x12\x1e\n\x04kind\x18\x04 \x01(\x0e\x32\x10.jobgate.v1.Kind\x12\x0f\n\x07package\x18\x05 \x01(\x0c\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\tB\x06\n\x04\x62ody\"G\n\x0c\x41\x64mitRequest\x12&\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"C\n\rAdmitResponse\x12\"\n\x06report\x18\x01 \x01(\x0b\x32\x12.jobgate.v1.Report\x12\x0e\n\x06job_id\x18\x02 \x01(\t\"M\n\x11\x41\x64mitBatchRequest\x12\'\n\tdocuments\x18\x01 \x03(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"@\n\x12\x41\x64mitBatchResponse\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.jobgate.v1.AdmitResponse\"a\n\x12\x41\x64mitStreamRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12&\n\x08\x64ocument\x18\x02 \x01(\x0b\x32\x14.jobgate.v1.Document\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"]\n\x13\x41\x64mitStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\"\n\x06report\x18\x02 \x01(\x0b\x32\x12.jobgate.v1.Report\x12\x0e\n\x06job_id\x18\x03 \x01(\t\"9\n\x13RecipeStatusRequest\x12\x0c\n\x04lock\x18\x01 \x01(\x0c\x12\x14\n\x0c\x63ore_version\x18\x02 \x01(\t\"\xb3\x01\n\x14RecipeStatusResponse\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0f\x63\x61talog_version\x18\x03 \x01(\t\x12\x16\n\x0e\x63\x61talog_digest\x18\x04 \x01(\t\x12\x1a\n\x12\x63\x61talog_runtime_id\x18\x05 \x01(\t\x12-\n\x0bstatus_code\x18\x06 \x01(\x0e\x32\x18.jobgate.v1.RecipeStatus*\x8d\x02\n\x0cRecipeStatus\x12\x1d\n\x19RECIPE_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15RECIPE_STATUS_CURRENT\x10\x01\x12\x1c\n\x18RECIPE_STATUS_COMPATIBLE\x10\x02\x12!\n\x1dRECIPE_STATUS_UPGRADE_ADVISED\x10\x03\x12\x1e\n\x1aRECIPE_STATUS_INCOMPATIBLE\x10\x04\x12\"\n\x1eRECIPE_STATUS_SDK_INCOMPATIBLE\x10\x05\x12!\n\x1dRECIPE_STATUS_RUNTIME_REMOVED\x10\x06\x12\x1b\n\x17RECIPE_STATUS_MALFORMED\x10\x07\x32\xc4\x02\n\x10\x41\x64missionService\x12<\n\x05\x41\x64mit\x12\x18.jobgate.v1.AdmitRequest\x1a\x19.jobgate.v1.AdmitResponse\x12K\n\nAdmitBatch\x12\x1d.jobgate.v1.AdmitBatchRequest\x1a\x1e.jobgate.v1.AdmitBatchResponse\x12R\n\x0b\x41\x64mitStream\x12\x1e.jobgate.v1.AdmitStreamRequest\x1a\x1f.jobgate.v1.AdmitStreamResponse(\x01\x30\x01\x12Q\n\x0cRecipeStatus\x12\x1f.jobgate.v1.RecipeStatusRequest\x1a .jobgate.v1.RecipeStatusResponseB\x88\x01\n\x14io.github.jobgate.v1B\x0e\x41\x64missionProtoP\x01Z6github.com/jobgate/jobgate/gen/go/jobgate/v1;jobgatev1\xaa\x02\nJobgate.V1\xca\x02\nJobgate\\V1\xea\x02\x0bJobgate::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobgate.v1.admission_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_DOCUMENT']._serialized_start=116
-  _globals['_DOCUMENT']._serialized_end=310
-  _globals['_ADMITREQUEST']._serialized_start=312
-  _globals['_ADMITREQUEST']._serialized_end=383
-  _globals['_ADMITRESPONSE']._serialized_start=385
-  _globals['_ADMITRESPONSE']._serialized_end=452
-  _globals['_ADMITBATCHREQUEST']._serialized_start=454
-  _globals['_ADMITBATCHREQUEST']._serialized_end=531
-  _globals['_ADMITBATCHRESPONSE']._serialized_start=533
-  _globals['_ADMITBATCHRESPONSE']._serialized_end=597
-  _globals['_ADMITSTREAMREQUEST']._serialized_start=599
-  _globals['_ADMITSTREAMREQUEST']._serialized_end=696
-  _globals['_ADMITSTREAMRESPONSE']._serialized_start=698
-  _globals['_ADMITSTREAMRESPONSE']._serialized_end=791
-  _globals['_RECIPESTATUSREQUEST']._serialized_start=793
-  _globals['_RECIPESTATUSREQUEST']._serialized_end=850
-  _globals['_RECIPESTATUSRESPONSE']._serialized_start=853
-  _globals['_RECIPESTATUSRESPONSE']._serialized_end=985
-  _globals['_ADMISSIONSERVICE']._serialized_start=988
-  _globals['_ADMISSIONSERVICE']._serialized_end=1312
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\024io.github.jobgate.v1B\016AdmissionProtoP\001Z6github.com/jobgate/jobgate/gen/go/jobgate/v1;jobgatev1\252\002\nJobgate.V1\312\002\nJobgate\\V1\352\002\013Jobgate::V1'
+  _globals['_RECIPESTATUS']._serialized_start=1143
+  _globals['_RECIPESTATUS']._serialized_end=1412
+  _globals['_DOCUMENT']._serialized_start=138
+  _globals['_DOCUMENT']._serialized_end=418
+  _globals['_ADMITREQUEST']._serialized_start=420
+  _globals['_ADMITREQUEST']._serialized_end=491
+  _globals['_ADMITRESPONSE']._serialized_start=493
+  _globals['_ADMITRESPONSE']._serialized_end=560
+  _globals['_ADMITBATCHREQUEST']._serialized_start=562
+  _globals['_ADMITBATCHREQUEST']._serialized_end=639
+  _globals['_ADMITBATCHRESPONSE']._serialized_start=641
+  _globals['_ADMITBATCHRESPONSE']._serialized_end=705
+  _globals['_ADMITSTREAMREQUEST']._serialized_start=707
+  _globals['_ADMITSTREAMREQUEST']._serialized_end=804
+  _globals['_ADMITSTREAMRESPONSE']._serialized_start=806
+  _globals['_ADMITSTREAMRESPONSE']._serialized_end=899
+  _globals['_RECIPESTATUSREQUEST']._serialized_start=901
+  _globals['_RECIPESTATUSREQUEST']._serialized_end=958
+  _globals['_RECIPESTATUSRESPONSE']._serialized_start=961
+  _globals['_RECIPESTATUSRESPONSE']._serialized_end=1140
+  _globals['_ADMISSIONSERVICE']._serialized_start=1415
+  _globals['_ADMISSIONSERVICE']._serialized_end=1739
 # @@protoc_insertion_point(module_scope)

@@ -25,27 +25,30 @@ _sym_db = _symbol_database.Default()
 from jobgate.v1 import job_pb2 as jobgate_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15jobgate/v1/jobs.proto\x12\njobgate.v1\x1a\x14jobgate/v1/job.proto\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"4\n\x0eGetJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.jobgate.v1.JobRecord\"\x8b\x01\n\x0fListJobsRequest\x12\r\n\x05state\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\r\n\x05owner\x18\x03 \x01(\t\x12\x15\n\x08terminal\x18\x04 \x01(\x08H\x00\x88\x01\x01\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\tB\x0b\n\t_terminal\"P\n\x10ListJobsResponse\x12#\n\x04jobs\x18\x01 \x03(\x0b\x32\x15.jobgate.v1.JobRecord\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"x\n\x0eMarkJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x13\n\x0b\x62\x61\x63kend_ref\x18\x05 \x01(\t\x12\x11\n\terr_class\x18\x06 \x01(\t\"5\n\x0fMarkJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.jobgate.v1.JobRecord\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t2\x9b\x02\n\nJobService\x12?\n\x06GetJob\x12\x19.jobgate.v1.GetJobRequest\x1a\x1a.jobgate.v1.GetJobResponse\x12\x45\n\x08ListJobs\x12\x1b.jobgate.v1.ListJobsRequest\x1a\x1c.jobgate.v1.ListJobsResponse\x12\x42\n\x07MarkJob\x12\x1a.jobgate.v1.MarkJobRequest\x1a\x1b.jobgate.v1.MarkJobResponse\x12\x41\n\x08WatchJob\x12\x1b.jobgate.v1.WatchJobRequest\x1a\x16.jobgate.v1.Transition0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15jobgate/v1/jobs.proto\x12\njobgate.v1\x1a\x14jobgate/v1/job.proto\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"^\n\x0eGetJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.jobgate.v1.JobRecord\x12(\n\nstate_code\x18\x02 \x01(\x0e\x32\x14.jobgate.v1.JobState\"\xb5\x01\n\x0fListJobsRequest\x12\r\n\x05state\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\r\n\x05owner\x18\x03 \x01(\t\x12\x15\n\x08terminal\x18\x04 \x01(\x08H\x00\x88\x01\x01\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\t\x12(\n\nstate_code\x18\x07 \x01(\x0e\x32\x14.jobgate.v1.JobStateB\x0b\n\t_terminal\"P\n\x10ListJobsResponse\x12#\n\x04jobs\x18\x01 \x03(\x0b\x32\x15.jobgate.v1.JobRecord\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xd5\x01\n\x0eMarkJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x13\n\x0b\x62\x61\x63kend_ref\x18\x05 \x01(\t\x12\x11\n\terr_class\x18\x06 \x01(\t\x12(\n\nstate_code\x18\x07 \x01(\x0e\x32\x14.jobgate.v1.JobState\x12\x31\n\x0bsource_code\x18\x08 \x01(\x0e\x32\x1c.jobgate.v1.TransitionSource\"_\n\x0fMarkJobResponse\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x15.jobgate.v1.JobRecord\x12(\n\nstate_code\x18\x02 \x01(\x0e\x32\x14.jobgate.v1.JobState\"!\n\x0fWatchJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\xe7\x01\n\x10WatchJobResponse\x12\x0f\n\x02ts\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x12\n\x05state\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x14\n\x07message\x18\x03 \x01(\tH\x02\x88\x01\x01\x12\x13\n\x06source\x18\x04 \x01(\tH\x03\x88\x01\x01\x12(\n\nstate_code\x18\x05 \x01(\x0e\x32\x14.jobgate.v1.JobState\x12\x31\n\x0bsource_code\x18\x06 \x01(\x0e\x32\x1c.jobgate.v1.TransitionSourceB\x05\n\x03_tsB\x08\n\x06_stateB\n\n\x08_messageB\t\n\x07_source2\xa1\x02\n\nJobService\x12?\n\x06GetJob\x12\x19.jobgate.v1.GetJobRequest\x1a\x1a.jobgate.v1.GetJobResponse\x12\x45\n\x08ListJobs\x12\x1b.jobgate.v1.ListJobsRequest\x1a\x1c.jobgate.v1.ListJobsResponse\x12\x42\n\x07MarkJob\x12\x1a.jobgate.v1.MarkJobRequest\x1a\x1b.jobgate.v1.MarkJobResponse\x12G\n\x08WatchJob\x12\x1b.jobgate.v1.WatchJobRequest\x1a\x1c.jobgate.v1.WatchJobResponse0\x01\x42\x83\x01\n\x14io.github.jobgate.v1B\tJobsProtoP\x01Z6github.com/jobgate/jobgate/gen/go/jobgate/v1;jobgatev1\xaa\x02\nJobgate.V1\xca\x02\nJobgate\\V1\xea\x02\x0bJobgate::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobgate.v1.jobs_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\024io.github.jobgate.v1B\tJobsProtoP\001Z6github.com/jobgate/jobgate/gen/go/jobgate/v1;jobgatev1\252\002\nJobgate.V1\312\002\nJobgate\\V1\352\002\013Jobgate::V1'
   _globals['_GETJOBREQUEST']._serialized_start=59
   _globals['_GETJOBREQUEST']._serialized_end=90
   _globals['_GETJOBRESPONSE']._serialized_start=92
-  _globals['_GETJOBRESPONSE']._serialized_end=144
-  _globals['_LISTJOBSREQUEST']._serialized_start=147
-  _globals['_LISTJOBSREQUEST']._serialized_end=286
-  _globals['_LISTJOBSRESPONSE']._serialized_start=288
-  _globals['_LISTJOBSRESPONSE']._serialized_end=368
-  _globals['_MARKJOBREQUEST']._serialized_start=370
-  _globals['_MARKJOBREQUEST']._serialized_end=490
-  _globals['_MARKJOBRESPONSE']._serialized_start=492
-  _globals['_MARKJOBRESPONSE']._serialized_end=545
-  _globals['_WATCHJOBREQUEST']._serialized_start=547
-  _globals['_WATCHJOBREQUEST']._serialized_end=580
-  _globals['_JOBSERVICE']._serialized_start=583
-  _globals['_JOBSERVICE']._serialized_end=866
+  _globals['_GETJOBRESPONSE']._serialized_end=186
+  _globals['_LISTJOBSREQUEST']._serialized_start=189
+  _globals['_LISTJOBSREQUEST']._serialized_end=370
+  _globals['_LISTJOBSRESPONSE']._serialized_start=372
+  _globals['_LISTJOBSRESPONSE']._serialized_end=452
+  _globals['_MARKJOBREQUEST']._serialized_start=455
+  _globals['_MARKJOBREQUEST']._serialized_end=668
+  _globals['_MARKJOBRESPONSE']._serialized_start=670
+  _globals['_MARKJOBRESPONSE']._serialized_end=765
+  _globals['_WATCHJOBREQUEST']._serialized_start=767
+  _globals['_WATCHJOBREQUEST']._serialized_end=800
+  _globals['_WATCHJOBRESPONSE']._serialized_start=803
+  _globals['_WATCHJOBRESPONSE']._serialized_end=1034
+  _globals['_JOBSERVICE']._serialized_start=1037
+  _globals['_JOBSERVICE']._serialized_end=1326
 # @@protoc_insertion_point(module_scope)

@@ -3,7 +3,6 @@
 import grpc
 import warnings
 
-from jobgate.v1 import job_pb2 as jobgate_dot_v1_dot_job__pb2
 from jobgate.v1 import jobs_pb2 as jobgate_dot_v1_dot_jobs__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -54,7 +53,7 @@ class JobServiceStub:
         self.WatchJob = channel.unary_stream(
                 '/jobgate.v1.JobService/WatchJob',
                 request_serializer=jobgate_dot_v1_dot_jobs__pb2.WatchJobRequest.SerializeToString,
-                response_deserializer=jobgate_dot_v1_dot_job__pb2.Transition.FromString,
+                response_deserializer=jobgate_dot_v1_dot_jobs__pb2.WatchJobResponse.FromString,
                 _registered_method=True)
 
 
@@ -111,7 +110,7 @@ def add_JobServiceServicer_to_server(servicer, server):
             'WatchJob': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchJob,
                     request_deserializer=jobgate_dot_v1_dot_jobs__pb2.WatchJobRequest.FromString,
-                    response_serializer=jobgate_dot_v1_dot_job__pb2.Transition.SerializeToString,
+                    response_serializer=jobgate_dot_v1_dot_jobs__pb2.WatchJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -222,7 +221,7 @@ class JobService:
             target,
             '/jobgate.v1.JobService/WatchJob',
             jobgate_dot_v1_dot_jobs__pb2.WatchJobRequest.SerializeToString,
-            jobgate_dot_v1_dot_job__pb2.Transition.FromString,
+            jobgate_dot_v1_dot_jobs__pb2.WatchJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,17 +24,22 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17jobgate/v1/report.proto\x12\njobgate.v1\"\x83\x01\n\tViolation\x12\x0c\n\x04rule\x18\x01 \x01(\t\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x10\n\x08severity\x18\x04 \x01(\t\x12\x0c\n\x04line\x18\x05 \x01(\r\x12\x0e\n\x06\x63olumn\x18\x06 \x01(\r\x12\x18\n\x10\x64\x65\x66\x61ult_severity\x18\x07 \x01(\t\"R\n\x06Report\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0f\n\x07verdict\x18\x02 \x01(\t\x12)\n\nviolations\x18\x03 \x03(\x0b\x32\x15.jobgate.v1.Violation*l\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n\x0cKIND_JOBSPEC\x10\x01\x12\x14\n\x10KIND_SPEC_BUNDLE\x10\x02\x12\x13\n\x0fKIND_JOB_RECORD\x10\x03\x12\x11\n\rKIND_BEST_REC\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17jobgate/v1/report.proto\x12\njobgate.v1\"\xe5\x01\n\tViolation\x12\x0c\n\x04rule\x18\x01 \x01(\t\x12\r\n\x05\x66ield\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x10\n\x08severity\x18\x04 \x01(\t\x12\x0c\n\x04line\x18\x05 \x01(\r\x12\x0e\n\x06\x63olumn\x18\x06 \x01(\r\x12\x18\n\x10\x64\x65\x66\x61ult_severity\x18\x07 \x01(\t\x12+\n\rseverity_code\x18\x08 \x01(\x0e\x32\x14.jobgate.v1.Severity\x12\x33\n\x15\x64\x65\x66\x61ult_severity_code\x18\t \x01(\x0e\x32\x14.jobgate.v1.Severity\"\xa2\x01\n\x06Report\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0f\n\x07verdict\x18\x02 \x01(\t\x12)\n\nviolations\x18\x03 \x03(\x0b\x32\x15.jobgate.v1.Violation\x12)\n\x0cverdict_code\x18\x04 \x01(\x0e\x32\x13.jobgate.v1.Verdict\x12#\n\tkind_code\x18\x05 \x01(\x0e\x32\x10.jobgate.v1.Kind*l\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x10\n\x0cKIND_JOBSPEC\x10\x01\x12\x14\n\x10KIND_SPEC_BUNDLE\x10\x02\x12\x13\n\x0fKIND_JOB_RECORD\x10\x03\x12\x11\n\rKIND_BEST_REC\x10\x04*F\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x10\n\x0cVERDICT_PASS\x10\x01\x12\x10\n\x0cVERDICT_FAIL\x10\x02*`\n\x08Severity\x12\x18\n\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n\x0eSEVERITY_ERROR\x10\x01\x12\x14\n\x10SEVERITY_WARNING\x10\x02\x12\x10\n\x0cSEVERITY_OFF\x10\x03\x42\x85\x01\n\x14io.github.jobgate.v1B\x0bReportProtoP\x01Z6github.com/jobgate/jobgate/gen/go/jobgate/v1;jobgatev1\xaa\x02\nJobgate.V1\xca\x02\nJobgate\\V1\xea\x02\x0bJobgate::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'jobgate.v1.report_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_KIND']._serialized_start=257
-  _globals['_KIND']._serialized_end=365
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\024io.github.jobgate.v1B\013ReportProtoP\001Z6github.com/jobgate/jobgate/gen/go/jobgate/v1;jobgatev1\252\002\nJobgate.V1\312\002\nJobgate\\V1\352\002\013Jobgate::V1'
+  _globals['_KIND']._serialized_start=436
+  _globals['_KIND']._serialized_end=544
+  _globals['_VERDICT']._serialized_start=546
+  _globals['_VERDICT']._serialized_end=616
+  _globals['_SEVERITY']._serialized_start=618
+  _globals['_SEVERITY']._serialized_end=714
   _globals['_VIOLATION']._serialized_start=40
-  _globals['_VIOLATION']._serialized_end=171
-  _globals['_REPORT']._serialized_start=173
-  _globals['_REPORT']._serialized_end=255
+  _globals['_VIOLATION']._serialized_end=269
+  _globals['_REPORT']._serialized_start=272
+  _globals['_REPORT']._serialized_end=434
 # @@protoc_insertion_point(module_scope)

@@ -141,6 +141,7 @@ fn kind_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             d.set_item("rank", info.rank)?;
             d.set_item("launches", info.kind.launches())?;
             d.set_item("charge", info.charge.as_str())?;
+            d.set_item("typed_lists", PyTuple::new(py, info.typed_lists)?)?;
             Ok(d)
         })
         .collect()
