@@ -108,20 +108,54 @@ kinds! {
     }
 }
 
-// Ranks and numbers are distinct (a rank is one bit of a `u8`).
+// Names, ranks, numbers and detection keys are distinct, so a row that repeats one
+// does not build (a rank is one bit of a `u8`; 0 is `KIND_UNSPECIFIED`).
 const _: () = {
     let mut i = 0;
     while i < TABLE.len() {
         assert!(TABLE[i].rank < 8, "a rank is a bit of a u8");
+        assert!(TABLE[i].proto > 0, "0 is KIND_UNSPECIFIED");
         let mut j = 0;
         while j < i {
+            assert!(
+                !same(TABLE[i].name, TABLE[j].name),
+                "two kinds share a name"
+            );
             assert!(TABLE[i].rank != TABLE[j].rank, "two kinds share a rank");
             assert!(TABLE[i].proto != TABLE[j].proto, "two kinds share a number");
+            let mut a = 0;
+            while a < TABLE[i].detect.len() {
+                let mut b = 0;
+                while b < TABLE[j].detect.len() {
+                    assert!(
+                        !same(TABLE[i].detect[a], TABLE[j].detect[b]),
+                        "two kinds share a detection key"
+                    );
+                    b += 1;
+                }
+                a += 1;
+            }
             j += 1;
         }
         i += 1;
     }
 };
+
+/// `a == b`, where the compiler can evaluate it.
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 impl Kind {
     pub const ALL: [Kind; TABLE.len()] = {
