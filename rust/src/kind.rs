@@ -5,11 +5,12 @@
 //! quota) is read from this table; the rules and facts of each kind are its module in
 //! `kinds` (`kinds::behaviour`).
 //!
-//! A leaf of the crate: imports only the document view (`node`).
+//! A leaf of the crate: imports only the document view (`node`) and `text`.
 
 use std::sync::OnceLock;
 
 use crate::node::Value;
+use crate::text::const_same;
 
 /// What a document of a kind charges when it is admitted. A kind that charges a
 /// project launches a job (and opens a record); the others describe jobs already run.
@@ -118,7 +119,7 @@ const _: () = {
         let mut j = 0;
         while j < i {
             assert!(
-                !same(TABLE[i].name, TABLE[j].name),
+                !const_same(TABLE[i].name, TABLE[j].name),
                 "two kinds share a name"
             );
             assert!(TABLE[i].rank != TABLE[j].rank, "two kinds share a rank");
@@ -128,7 +129,7 @@ const _: () = {
                 let mut b = 0;
                 while b < TABLE[j].detect.len() {
                     assert!(
-                        !same(TABLE[i].detect[a], TABLE[j].detect[b]),
+                        !const_same(TABLE[i].detect[a], TABLE[j].detect[b]),
                         "two kinds share a detection key"
                     );
                     b += 1;
@@ -140,22 +141,6 @@ const _: () = {
         i += 1;
     }
 };
-
-/// `a == b`, where the compiler can evaluate it.
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
 
 impl Kind {
     pub const ALL: [Kind; TABLE.len()] = {
