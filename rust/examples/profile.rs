@@ -51,9 +51,9 @@ fn main() {
             }),
             ("parse + duplicate scan", &|| {
                 let _ = jobgate_core::document::with_document(&data, &limits, |d| {
-                    let mut out = jobgate_core::report::Collected::default();
-                    jobgate_core::document::duplicate_keys(d, &mut out);
-                    out.kept.len()
+                    let mut ctx = jobgate_core::collect::Ctx::new();
+                    jobgate_core::document::duplicate_keys(d, &mut ctx);
+                    ctx.out.kept.len()
                 });
             }),
             ("full check", &|| {

@@ -42,19 +42,12 @@ impl<'i> Ctx<'i> {
         place: impl Place,
         message: impl FnOnce() -> String,
     ) {
-        let Graded { rule, severity } = rule.into();
+        let rule = rule.into();
         if !self.out.has_room() {
-            return self.out.skip(severity);
+            return self.out.skip(rule.severity);
         }
         let field = place.render(&self.path);
-        self.out.push(Violation {
-            rule,
-            field,
-            message: message(),
-            severity,
-            at: None,
-            default: None,
-        });
+        self.out.push(Violation::new(rule, field, message()));
     }
 
     /// Runs `f` with the walk one step down, at `segment`: a violation `Here` inside

@@ -12,11 +12,12 @@
 
 use simd_json::{Buffers, ErrorType, Tape};
 
+use crate::collect::Ctx;
 use crate::limits::Limits;
 use crate::node::Value;
-use crate::pointer::Segment;
+use crate::pointer::Child;
 use crate::refusal::{self, DecodeError};
-use crate::report::{Collected, Violation};
+use crate::report::Violation;
 use crate::rules::Rule;
 use crate::tape;
 
@@ -249,13 +250,13 @@ fn byte_offset(text: &[u8], line: usize, column: usize) -> usize {
 }
 
 /// Every key that an object repeats, as `json.duplicate_key` at the repeated key.
-pub fn duplicate_keys(doc: Parsed<'_, '_>, out: &mut Collected) {
+/// Reported through `ctx`, whose walk starts at the root and is back there after.
+pub fn duplicate_keys<'i>(doc: Parsed<'_, 'i>, ctx: &mut Ctx<'i>) {
     if !doc.keys_may_repeat {
         return;
     }
-    let mut path = crate::pointer::Path::new();
     let mut fingerprints = Vec::with_capacity(64);
-    scan_duplicates(doc.root, &mut path, &mut fingerprints, out);
+    scan_duplicates(doc.root, &mut fingerprints, ctx);
 }
 
 /// Whether any object of the document has two keys with the same fingerprint, for a
@@ -278,12 +279,7 @@ fn fingerprint(key: &str) -> u64 {
 
 /// `fingerprints` is one stack shared by every level: each object pushes its keys'
 /// fingerprints and truncates them away when done, so the scan allocates nothing.
-fn scan_duplicates<'t, 'i>(
-    v: Value<'t, 'i>,
-    path: &mut crate::pointer::Path<'i>,
-    fingerprints: &mut Vec<u64>,
-    out: &mut Collected,
-) {
+fn scan_duplicates<'t, 'i>(v: Value<'t, 'i>, fingerprints: &mut Vec<u64>, ctx: &mut Ctx<'i>) {
     match v.ty() {
         crate::node::Type::Object(n) => {
             let base = fingerprints.len();
@@ -303,18 +299,12 @@ fn scan_duplicates<'t, 'i>(
                 let mut sorted = keys.clone();
                 sorted.sort_unstable();
                 for w in sorted.windows(2).filter(|w| w[0] == w[1]) {
-                    if !out.has_room() {
-                        out.skip(Rule::JsonDuplicateKey.severity());
-                        continue;
-                    }
-                    out.push(Violation::new(
-                        Rule::JsonDuplicateKey,
-                        crate::pointer::child(path, Segment::Key(w[1])),
+                    ctx.report(Rule::JsonDuplicateKey, Child(w[1]), || {
                         format!(
                             "the key {} appears more than once in this object; a validator and a consumer could read different values, so keep one",
                             crate::node::quote(w[1])
-                        ),
-                    ));
+                        )
+                    });
                 }
             }
             for (key, value) in v.entries() {
@@ -322,9 +312,7 @@ fn scan_duplicates<'t, 'i>(
                     value.ty(),
                     crate::node::Type::Object(_) | crate::node::Type::Array(_)
                 ) {
-                    path.push(Segment::Key(key));
-                    scan_duplicates(value, path, fingerprints, out);
-                    path.pop();
+                    ctx.within(key, |ctx| scan_duplicates(value, fingerprints, ctx));
                 }
             }
         }
@@ -334,9 +322,7 @@ fn scan_duplicates<'t, 'i>(
                     item.ty(),
                     crate::node::Type::Object(_) | crate::node::Type::Array(_)
                 ) {
-                    path.push(Segment::Index(i));
-                    scan_duplicates(item, path, fingerprints, out);
-                    path.pop();
+                    ctx.within(i, |ctx| scan_duplicates(item, fingerprints, ctx));
                 }
             }
         }
@@ -348,7 +334,7 @@ fn scan_duplicates<'t, 'i>(
 mod tests {
     use super::*;
 
-    use crate::limits::{ReportLimits, DEFAULT_MAX_BYTES};
+    use crate::limits::DEFAULT_MAX_BYTES;
 
     fn rule_of(input: &[u8]) -> Option<Rule> {
         with_document(input, &Limits::default(), |_| ())
@@ -424,14 +410,20 @@ mod tests {
 
     #[test]
     fn finds_duplicate_keys_at_any_depth() {
-        let mut out = Collected::new(ReportLimits::default());
-        with_document(
+        let fields = with_document(
             br#"{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}"#,
             &Limits::default(),
-            |doc| duplicate_keys(doc, &mut out),
+            |doc| {
+                let mut ctx = Ctx::new();
+                duplicate_keys(doc, &mut ctx);
+                ctx.out
+                    .kept
+                    .into_iter()
+                    .map(|v| v.field)
+                    .collect::<Vec<_>>()
+            },
         )
         .unwrap();
-        let fields: Vec<_> = out.kept.iter().map(|v| v.field.as_str()).collect();
         assert_eq!(fields, ["/a/b", "/c/0/d"]);
     }
 }

@@ -234,8 +234,8 @@ pub fn charge(
         gpus,
     };
     if let Some((quota, in_use)) = admission.quota_for(name) {
-        if let Some(v) = claim().judge(in_use, quota) {
-            ctx.out.push(v);
+        if let Some((field, message)) = claim().excess(in_use, quota) {
+            ctx.report(Rule::ForgeQuotaProject, field, || message);
         }
     } else if admission.defer_quota {
         ctx.claim = Some(claim());

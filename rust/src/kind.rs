@@ -5,11 +5,12 @@
 //! quota) is read from this table; the rules and facts of each kind are its module in
 //! `kinds` (`kinds::behaviour`).
 //!
-//! A leaf of the crate: imports only the document view (`node`).
+//! A leaf of the crate: imports only the document view (`node`) and `text`.
 
 use std::sync::OnceLock;
 
 use crate::node::Value;
+use crate::text::const_same;
 
 /// What a document of a kind charges when it is admitted. A kind that charges a
 /// project launches a job (and opens a record); the others describe jobs already run.
@@ -116,15 +117,33 @@ kinds! {
     }
 }
 
-// Ranks and numbers are distinct (a rank is one bit of a `u8`).
+// Names, ranks, numbers and detection keys are distinct, so a row that repeats one
+// does not build (a rank is one bit of a `u8`; 0 is `KIND_UNSPECIFIED`).
 const _: () = {
     let mut i = 0;
     while i < TABLE.len() {
         assert!(TABLE[i].rank < 8, "a rank is a bit of a u8");
+        assert!(TABLE[i].proto > 0, "0 is KIND_UNSPECIFIED");
         let mut j = 0;
         while j < i {
+            assert!(
+                !const_same(TABLE[i].name, TABLE[j].name),
+                "two kinds share a name"
+            );
             assert!(TABLE[i].rank != TABLE[j].rank, "two kinds share a rank");
             assert!(TABLE[i].proto != TABLE[j].proto, "two kinds share a number");
+            let mut a = 0;
+            while a < TABLE[i].detect.len() {
+                let mut b = 0;
+                while b < TABLE[j].detect.len() {
+                    assert!(
+                        !const_same(TABLE[i].detect[a], TABLE[j].detect[b]),
+                        "two kinds share a detection key"
+                    );
+                    b += 1;
+                }
+                a += 1;
+            }
             j += 1;
         }
         i += 1;

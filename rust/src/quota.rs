@@ -27,6 +27,13 @@ impl Claim {
     /// `forge.quota.project` when the project, holding `in_use` GPUs, cannot take this
     /// claim within `quota`.
     pub fn judge(&self, in_use: u64, quota: u64) -> Option<Violation> {
+        let (field, message) = self.excess(in_use, quota)?;
+        Some(Violation::new(Rule::ForgeQuotaProject, field, message))
+    }
+
+    /// Where and why the claim does not fit (`judge`'s violation, for a rule that
+    /// reports it through its `Ctx`).
+    pub fn excess(&self, in_use: u64, quota: u64) -> Option<(String, String)> {
         if in_use.saturating_add(self.gpus) <= quota {
             return None;
         }
@@ -46,11 +53,7 @@ impl Claim {
                 format!("project {} holds {in_use} GPUs in unfinished jobs; {gpus} more would exceed its quota of {quota}", quote(project.unwrap_or_default())),
             ),
         };
-        Some(Violation::new(
-            Rule::ForgeQuotaProject,
-            field.to_string(),
-            message,
-        ))
+        Some((field.to_string(), message))
     }
 }
 

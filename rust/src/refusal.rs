@@ -62,21 +62,32 @@ pub fn package_too_large(package: &str, size: u64, limit: u64) -> Violation {
 }
 
 /// An admission into `project`, which is not among the projects the account may submit
-/// to (`granted`): at a JobSpec's `metadata.project`, and at the document for a kind
-/// that names no project (a spec-bundle goes to its account's).
+/// to (`granted`), refused before its document is read (a retry): worded and placed as
+/// the rule reports it (`forbidden_at`, `forbidden_message`).
 pub fn project_forbidden(kind: Option<Kind>, project: &str, granted: &[String]) -> Violation {
-    let field = match kind.map(Kind::charge) {
-        Some(Charge::OwnProject { project, .. }) => ptr![project].to_string(),
-        Some(Charge::AccountHome { .. } | Charge::Nothing) | None => String::new(),
-    };
     Violation::new(
         Rule::ForgeProjectForbidden,
-        field,
-        format!(
-            "this account may not submit to project {}; it may submit to {}",
-            quote(project),
-            few(granted)
-        ),
+        forbidden_at(kind),
+        forbidden_message(project, granted),
+    )
+}
+
+/// Where `forge.project.forbidden` is placed for a document of `kind`: at a JobSpec's
+/// `metadata.project`, and at the document for a kind that names no project (a
+/// spec-bundle goes to its account's).
+pub fn forbidden_at(kind: Option<Kind>) -> String {
+    match kind.map(Kind::charge) {
+        Some(Charge::OwnProject { project, .. }) => ptr![project].to_string(),
+        Some(Charge::AccountHome { .. } | Charge::Nothing) | None => String::new(),
+    }
+}
+
+/// What `forge.project.forbidden` says of `project`, outside `granted`.
+pub fn forbidden_message(project: &str, granted: &[String]) -> String {
+    format!(
+        "this account may not submit to project {}; it may submit to {}",
+        quote(project),
+        few(granted)
     )
 }
 

@@ -7,7 +7,7 @@
 use crate::kind::Kind;
 use crate::limits::ReportLimits;
 use crate::locate::{self, Location, Target};
-use crate::rules::{Rule, Severity};
+use crate::rules::{Graded, Rule, Severity};
 
 /// One broken rule at one place of the document.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,13 +37,17 @@ impl Violation {
         }
     }
 
-    /// A violation of `rule` at its catalogued severity.
-    pub fn new(rule: Rule, field: String, message: String) -> Violation {
+    /// A violation of `rule` (at its catalogued severity, or the one `rule.with_severity`
+    /// gives) at `field`: the one way a violation is made. A rule walking a document
+    /// reports through `Ctx::report`, which makes its violations here; a refusal before
+    /// any document is read, a file check and a judgement made later call it directly.
+    pub fn new(rule: impl Into<Graded>, field: String, message: String) -> Violation {
+        let Graded { rule, severity } = rule.into();
         Violation {
             rule,
             field,
             message,
-            severity: rule.severity(),
+            severity,
             at: None,
             default: None,
         }
@@ -230,18 +234,16 @@ impl Report {
         } else {
             Severity::Warning
         };
-        // An error when an error was left out, whatever the catalogue's default.
-        self.violations.push(Violation {
-            rule: Rule::LimitsViolations,
-            field: String::new(),
-            message: format!(
+        // An error when an error was left out, whatever the catalogue's default. Never
+        // located: it is about the report, not a place in the document.
+        self.violations.push(Violation::new(
+            Rule::LimitsViolations.with_severity(severity),
+            String::new(),
+            format!(
                 "{} more violations ({} of them errors) are not listed: {why}; fix the ones listed and check again",
                 self.omitted.count, self.omitted.errors
             ),
-            severity,
-            at: None, // about the report, not a place in the document
-            default: None,
-        });
+        ));
         sort(&mut self.violations);
     }
 
@@ -433,13 +435,12 @@ mod tests {
 
     fn report(n: usize, field_len: usize) -> Report {
         let violations = (0..n)
-            .map(|i| Violation {
-                rule: Rule::TaoDottedKey,
-                field: format!("/{i:06}{}", "k".repeat(field_len)),
-                message: "dotted".into(),
-                severity: Severity::Error,
-                at: None,
-                default: None,
+            .map(|i| {
+                Violation::new(
+                    Rule::TaoDottedKey,
+                    format!("/{i:06}{}", "k".repeat(field_len)),
+                    "dotted".into(),
+                )
             })
             .collect();
         Report::new(None, violations)

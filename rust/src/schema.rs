@@ -10,7 +10,7 @@ use crate::collect::Ctx;
 use crate::node::{Type, Value};
 use crate::pointer::{Child, Here, Path, Place, Segment};
 use crate::rules::{Rule, Severity};
-use crate::text::safe_segment;
+use crate::text::{const_same, safe_segment};
 
 /// The largest node or GPU count a document may ask for: beyond it a count is a
 /// violation, never a number the store or the scheduler cannot hold.
@@ -111,7 +111,7 @@ impl ObjectShape {
             let mut j = 0;
             while j < i {
                 assert!(
-                    !same_name(fields[i].name, fields[j].name),
+                    !const_same(fields[i].name, fields[j].name),
                     "an object shape names a field twice"
                 );
                 j += 1;
@@ -125,22 +125,6 @@ impl ObjectShape {
             required,
         }
     }
-}
-
-/// `a == b`, in a constant.
-const fn same_name(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 pub struct Field {

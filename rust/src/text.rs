@@ -4,6 +4,23 @@
 //!
 //! A leaf of the crate: imports nothing from it.
 
+/// `a == b` where the compiler can evaluate it: in the constants that refuse a table
+/// repeating a name (`kind::TABLE`, a schema's fields).
+pub const fn const_same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// String equality for the short names documents are made of (keys, field names):
 /// lengths first, then at most two word compares, with no call for the common case.
 #[inline(always)]

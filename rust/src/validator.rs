@@ -21,6 +21,7 @@ use crate::files::{self, archive, package, root, Declared, Found};
 use crate::kind::{Charge, Kind};
 use crate::kinds;
 use crate::limits::ReportLimits;
+use crate::pointer::ptr;
 use crate::quota::Claim;
 use crate::refusal;
 use crate::report::{Collected, Report, Violation};
@@ -298,12 +299,17 @@ impl Validator {
         admission: &AdmissionContext,
         ctx: &mut Ctx<'i>,
     ) -> Option<Kind> {
-        document::duplicate_keys(doc, &mut ctx.out);
+        document::duplicate_keys(doc, ctx);
         let root = doc.root;
         let kind = kind.or_else(|| Kind::detect(root));
         match kind {
             Some(k) => kinds::check(k, root, &self.config, admission, ctx),
-            None => ctx.out.push(unknown_kind()),
+            None => ctx.report(Rule::KindUnknown, ptr![], || {
+                format!(
+                    "cannot tell which kind of document this is: {}; pass the kind explicitly",
+                    Kind::detection()
+                )
+            }),
         }
         kind
     }
@@ -626,17 +632,6 @@ impl Verified {
             found: Vec::new(),
         }
     }
-}
-
-fn unknown_kind() -> Violation {
-    Violation::new(
-        Rule::KindUnknown,
-        String::new(),
-        format!(
-            "cannot tell which kind of document this is: {}; pass the kind explicitly",
-            Kind::detection()
-        ),
-    )
 }
 
 /// Runs `work` on `helpers` threads of the scope's pool and on the calling thread.

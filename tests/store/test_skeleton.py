@@ -26,3 +26,22 @@ def test_every_operation_of_the_protocol_is_written_once():
 def test_the_lifecycle_is_the_cores():
     assert (STATES, TERMINAL, SOURCES) == (core.RECORD_STATES, core.RECORD_TERMINAL, core.RECORD_SOURCES)
     assert set(TERMINAL) < set(STATES) and STATES[0] == "PENDING"
+
+
+# What a store gives of its own (`SqlStore`'s dialect): its spellings, its connections,
+# its driver's failures and a commit group's round trips. Every other member of the
+# skeleton is a transaction, written once.
+DIALECT = {
+    "__init__", "MARK", "LOCKING", "PRUNE", "MIGRATIONS", "syncs_commits", "close",
+    "_reading", "_writing", "_recalling", "_translate", "_log_fields", "_migrating", "_migrate_one",
+    "_holds", "_loaded", "_message_stored", "_message_read", "_any",
+    "_numbers_unread", "_group_read", "_write_group", "_write_unread", "_wrote",
+}  # fmt: skip
+
+
+def test_a_store_writes_only_its_dialect():
+    skeleton = {name for name in vars(SqlStore) if not name.startswith("__") or name == "__init__"}
+    assert DIALECT <= skeleton
+    assert {"_admit_group", "_open", "_migrate", "_prune", "_export", "mark"} <= skeleton - DIALECT
+    for store in (SqliteStore, PostgresStore):
+        assert skeleton & set(vars(store)) <= DIALECT, (store.__name__, sorted(skeleton & set(vars(store)) - DIALECT))

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 from jobgate import samples
+from jobgate.bench import calls, compare
+from jobgate.bench.plot import PlotUnavailable, draw, require
 from jobgate.cli import connect
 from jobgate.cli.usage import EXIT_FAIL, EXIT_PASS, UsageError
 
@@ -99,8 +101,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from jobgate.bench import compare
-
     try:
         a, b = compare.load(args.a), compare.load(args.b)
     except compare.CompareError as e:
@@ -139,8 +139,6 @@ def _text_of(path: str, option: str) -> str:
 def request_messages(args: argparse.Namespace) -> tuple[list, str, int | None]:
     """The run's request messages, where they came from ("documents" or "data") and,
     from documents, how many were given."""
-    from jobgate.bench import calls
-
     if args.data is None and args.data_file is None:
         documents = read_documents(args.document)
         return calls.from_documents(args.call, documents, args.batch, args.open_records), "documents", len(documents)
@@ -155,8 +153,6 @@ def request_messages(args: argparse.Namespace) -> tuple[list, str, int | None]:
 
 def call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str | bytes], ...]:
     """The token's metadata and what -H, --metadata and --metadata-file add."""
-    from jobgate.bench import calls
-
     try:
         pairs = []
         if args.metadata_file is not None:
@@ -171,7 +167,7 @@ def call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str | bytes], ..
 
 def ramp_of(args: argparse.Namespace):
     """The ramp the options ask for, or None for a constant load; checked."""
-    from jobgate.bench.load import Ramp
+    from jobgate.bench.load import Ramp  # the bench extra's, as in `run`
 
     given = [name for name in ("load_start", "load_step", "load_end", "load_step_duration") if getattr(args, name) is not None]
     if args.load_schedule != "step" and args.load_step is None:
@@ -205,10 +201,8 @@ def probe(args: argparse.Namespace, message, metadata) -> None:
     with the health Check."""
     import grpc
 
-    from jobgate.bench.calls import METHODS, request_class
-
     if args.call == "admit-stream":
-        method, request = METHODS["empty"], request_class("empty")().SerializeToString()
+        method, request = calls.METHODS["empty"], calls.request_class("empty")().SerializeToString()
     else:
         probe_message = type(message)()
         probe_message.CopyFrom(message)
@@ -216,7 +210,7 @@ def probe(args: argparse.Namespace, message, metadata) -> None:
             probe_message.dry_run = True
         if args.call == "admit-batch":
             del probe_message.documents[1:]
-        method, request = METHODS[args.call], probe_message.SerializeToString()
+        method, request = calls.METHODS[args.call], probe_message.SerializeToString()
     with connect.channel_for(args) as channel:
         try:
             channel.unary_unary(method, request_serializer=None, response_deserializer=None)(request, metadata=metadata, timeout=args.timeout)
@@ -226,8 +220,6 @@ def probe(args: argparse.Namespace, message, metadata) -> None:
 
 
 def parameters(args: argparse.Namespace, request: dict, metadata, documents: int | None, connections: int, ramp) -> dict:
-    from jobgate.bench import calls
-
     return {
         "server": args.server,
         "call": args.call,
@@ -251,8 +243,7 @@ def parameters(args: argparse.Namespace, request: dict, metadata, documents: int
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobgate.bench import calls, load, results
-    from jobgate.bench.plot import PlotUnavailable, draw, require
+    from jobgate.bench import load, results  # the bench extra's HdrHistogram
 
     if args.plot:
         try:

@@ -28,12 +28,10 @@ from jobgate.store.base import (
     StoreFull,
     StoreUnavailable,
     key_bytes,
-    new_job_id,
-    now,
     opened_record,
     record_json,
 )
-from jobgate.store.skeleton import NumbersAhead, SqlStore, T
+from jobgate.store.skeleton import CommitGroup, GroupRead, Lookup, NumbersAhead, Slot, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -178,60 +176,44 @@ _READ = (
 _OPEN = "SELECT jobgate_open_group(%s::json, %s::json)"
 
 
-class _Group:
-    """A commit group's admissions as they are decided, and the rows `_OPEN` takes."""
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-        # Per member: None (refused), what its key recalled, ("opened", job id, key),
-        # ("refused", key) when what the key recalls is learnt with the writes, or
-        # ("same", key) for the outcome of the member before it that opened with its key.
-        self.outcomes: list[Any] = []
-        # The keys the group writes, as they will recall their admission.
-        self.opened: dict[tuple[str, bytes], Remembered] = {}
-
-    def open(self, job: NewJob, job_id: str, slot: tuple[str, bytes] | None) -> None:
-        ts = now()
+def _rows(group: CommitGroup) -> str:
+    """A decided group's rows as `_OPEN` takes them, in admission order: each opening
+    with its key, and each key a refused member's lookup sends."""
+    rows: list[dict[str, Any]] = []
+    for entry in group.entries:
+        if isinstance(entry, Lookup):
+            rows.append({"account": entry.slot[0], "key": entry.slot[1].hex(), "since": entry.since})
+            continue
+        job = entry.job
         row: dict[str, Any] = {
-            "id": job_id,
+            "id": entry.job_id,
             "project": job.project,
             "owner": job.owner,
             "gpus": job.gpus,
-            "ts": ts,
-            "record": record_json(opened_record(job, job_id, ts)),
+            "ts": entry.ts,
+            "record": record_json(opened_record(job, entry.job_id, entry.ts)),
             "document": base64.b64encode(job.document).decode("ascii"),
         }
         key = job.idempotency
-        if key is not None and slot is not None:
-            report, created = key.report(), time.time()
-            row.update(account=key.account, key=slot[1].hex(), fingerprint=key.fingerprint.hex(), report=base64.b64encode(report).decode("ascii"), created=created, since=created - key.window)
-            self.opened[slot] = Remembered(job_id, key.fingerprint, report)
-        self.rows.append(row)
-        self.outcomes.append(("opened", job_id, slot))
+        if key is not None and entry.slot is not None:
+            row.update(
+                account=key.account,
+                key=entry.slot[1].hex(),
+                fingerprint=key.fingerprint.hex(),
+                report=base64.b64encode(entry.report).decode("ascii"),
+                created=entry.created,
+                since=entry.created - key.window,
+            )
+        rows.append(row)
+    return orjson.dumps(rows).decode()
 
-    def refuse(self, slot: tuple[str, bytes] | None, window: float = 0.0) -> None:
-        """A member refused: nothing is written for it; with `slot`, the writes still
-        look its key up (a retry of an admission the key recalls is answered with it)."""
-        if slot is None:
-            self.outcomes.append(None)
-        else:
-            self.rows.append({"account": slot[0], "key": slot[1].hex(), "since": time.time() - window})
-            self.outcomes.append(("refused", slot))
 
-    def outcome(self, recalled: dict[tuple[str, bytes], Remembered]) -> list[str | Remembered | None]:
-        """Each member's outcome, `recalled` holding what the keys `_OPEN` did not
-        write recall."""
-        out: list[str | Remembered | None] = []
-        for outcome in self.outcomes:
-            if outcome is None or isinstance(outcome, Remembered):
-                out.append(outcome)
-            elif outcome[0] == "opened":
-                out.append(recalled.get(outcome[2], outcome[1]) if outcome[2] is not None else outcome[1])
-            elif outcome[0] == "refused":
-                out.append(recalled.get(outcome[1]))
-            else:
-                out.append(recalled.get(outcome[1]) or self.opened[outcome[1]])
-        return out
+def _recalled(rows: list[list[str]] | None) -> dict[Slot, Remembered]:
+    """What keys recall, as `_READ` and `_OPEN` return it (parsed JSON, bytes as hex)."""
+    return {
+        (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
+        for account, key, job_id, fingerprint, report in rows or ()
+    }
 
 
 def key_lock(key: IdempotencyKey) -> int:
@@ -388,88 +370,55 @@ class PostgresStore(SqlStore):
     def _any(self, column: str, values: list[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(%s)", [list(values)]
 
-    def _admit_group(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
-        """Admits in order in one transaction (one commit for the group), holding the
-        advisory lock of every project involved, then of every idempotency key, each
-        kind taken in sorted order: every transaction locks in one order (no deadlock).
+    # A commit group (`SqlStore._admit_group`) holds the advisory lock of every project
+    # involved, then of every idempotency key, each kind taken in sorted order: every
+    # transaction locks in one order (no deadlock). A group whose admissions read no
+    # usage (no quota applies) and for which job numbers are at hand costs one
+    # statement, in autocommit: they are decided first, then `jobgate_open_group` takes
+    # the locks and writes every record with its key unless the key recalls an
+    # admission (what it recalls comes back instead), and the statement's transaction
+    # commits. Any other group costs two round trips: the locks, then one read of the
+    # keys recalled, the projects' usage and job numbers (a statement of its own, so
+    # that its snapshot sees every replica that held a lock before this one); then the
+    # decisions, and the writes and the commit.
 
-        A group whose admissions read no usage (no quota applies) and for which job
-        numbers are at hand costs one statement, in autocommit: they are decided here,
-        then `jobgate_open_group` takes the locks and writes every record with its key
-        unless the key recalls an admission (what it recalls comes back instead), and
-        the statement's transaction commits. Any other group costs two round trips: the locks, then one read of the keys
-        recalled, the projects' usage and job numbers (a statement of its own, so that
-        its snapshot sees every replica that held a lock before this one); then the
-        decisions here, and the writes and the commit. Within the group, usage and keys
-        are carried forward as sequential admissions would have seen them."""
-        numbers = None if any(job.reads_usage for job, _ in jobs) else self._numbers.take(len(jobs))
+    @staticmethod
+    def _locks(jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> str:
+        """The group's advisory locks, as `_LOCKS` and `_OPEN` take them."""
         projects = sorted({job.project for job, _ in jobs})
         locks = sorted({key_lock(job.idempotency) for job, _ in jobs if job.idempotency is not None})
-        locked = orjson.dumps([{"p": p} for p in projects] + [{"k": k} for k in locks]).decode()
-        group = _Group()
-        with self._connection() as db:
-            if numbers is not None:
-                for (job, decide), number in zip(jobs, numbers, strict=True):
-                    self._open(job, decide, number, None, {}, group)
-                if not group.rows:
-                    return group.outcome({})  # every one refused, and no key to look up
-                with _autocommitted(db):  # one statement: its own transaction, durable when it returns
-                    written = db.execute(_OPEN, (locked, orjson.dumps(group.rows).decode()), prepare=True)
-            else:
-                keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and self._holds(job.idempotency.account)]
-                since = time.time()
-                recall = orjson.dumps([{"account": k.account, "key": key_bytes(k.key).hex(), "since": since - k.window} for k in keyed]).decode()
-                ahead = self._numbers.wanted()
-                with _pipelined(db) as pipeline:
-                    db.execute("BEGIN", prepare=False)
-                    db.execute(_LOCKS, (locked,), prepare=True)
-                    reading = db.execute(_READ, (len(jobs) + ahead, orjson.dumps(projects).decode(), recall), prepare=True)
-                    pipeline.sync()
-                    read = orjson.loads(_value(reading))
-                    numbers, spare = read["ids"][: len(jobs)], read["ids"][len(jobs) :]
-                    usage = {project: int(gpus) for project, gpus in read["usage"] or ()}
-                    remembered = {
-                        (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
-                        for account, key, job_id, fingerprint, report in read["recalled"] or ()
-                    }
-                    for (job, decide), number in zip(jobs, numbers, strict=True):
-                        self._open(job, decide, number, usage, remembered, group)
-                    # The other round trip: every write, and the commit (durable when it returns).
-                    written = db.execute(_OPEN, ("[]", orjson.dumps(group.rows).decode()), prepare=True) if group.rows else None
-                    db.execute("COMMIT", prepare=False)
-                self._numbers.keep(spare)
-            recalled = {
-                (account, bytes.fromhex(key)): Remembered(job_id, bytes.fromhex(fingerprint), bytes.fromhex(report))
-                for account, key, job_id, fingerprint, report in orjson.loads(_value(written) or "null") or ()
-            }
-        return group.outcome(recalled)
+        return orjson.dumps([{"p": p} for p in projects] + [{"k": k} for k in locks]).decode()
 
-    def _open(
-        self,
-        job: NewJob,
-        decide: Callable[[int], bool],
-        number: int,
-        usage: dict[str, int] | None,
-        remembered: dict[tuple[str, bytes], Remembered],
-        group: _Group,
-    ) -> None:
-        """One admission of a group, decided on `usage` and `remembered` (what the
-        group's read recalled) as the group has left them (`usage` updated here), its
-        rows added to `group`, which writes them once every member is decided.
-        Without `usage` (no member reads it), `decide` gets 0 and what the member's key
-        recalls is learnt with the writes."""
-        key = job.idempotency
-        slot = (key.account, key_bytes(key.key)) if key is not None else None
-        if slot is not None and slot in remembered:
-            group.outcomes.append(remembered[slot])
-        elif slot is not None and slot in group.opened:
-            group.outcomes.append(("same", slot))
-        elif not decide(usage.get(job.project, 0) if usage is not None else 0):
-            group.refuse(slot if usage is None else None, key.window if key is not None else 0.0)
-        else:
-            if usage is not None:
-                usage[job.project] = usage.get(job.project, 0) + job.gpus
-            group.open(job, new_job_id(job.id_prefix, number, self._id_key), slot)
+    def _numbers_unread(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[int] | None:
+        return None if any(job.reads_usage for job, _ in jobs) else self._numbers.take(len(jobs))
+
+    def _write_unread(self, jobs: list[tuple[NewJob, Callable[[int], bool]]], group: CommitGroup) -> dict[Slot, Remembered]:
+        with self._connection() as db, _autocommitted(db):  # one statement: its own transaction, durable when it returns
+            return _recalled(orjson.loads(_value(db.execute(_OPEN, (self._locks(jobs), _rows(group)), prepare=True)) or "null"))
+
+    @contextmanager
+    def _group_read(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> Iterator[tuple[psycopg.Connection, GroupRead]]:
+        projects = sorted({job.project for job, _ in jobs})
+        keyed = [job.idempotency for job, _ in jobs if job.idempotency is not None and self._holds(job.idempotency.account)]
+        since = time.time()
+        recall = orjson.dumps([{"account": k.account, "key": key_bytes(k.key).hex(), "since": since - k.window} for k in keyed]).decode()
+        ahead = self._numbers.wanted()
+        with self._connection() as db, _pipelined(db) as pipeline:
+            db.execute("BEGIN", prepare=False)
+            db.execute(_LOCKS, (self._locks(jobs),), prepare=True)
+            reading = db.execute(_READ, (len(jobs) + ahead, orjson.dumps(projects).decode(), recall), prepare=True)
+            pipeline.sync()
+            read = orjson.loads(_value(reading))
+            numbers, spare = read["ids"][: len(jobs)], read["ids"][len(jobs) :]
+            usage = {project: int(gpus) for project, gpus in read["usage"] or ()}
+            yield db, GroupRead(numbers, usage, _recalled(read["recalled"]))
+            db.execute("COMMIT", prepare=False)  # with the writes: the other round trip, durable when it returns
+        self._numbers.keep(spare)
+
+    def _write_group(self, db: psycopg.Connection, group: CommitGroup) -> Callable[[], dict[Slot, Remembered]]:
+        # Pipelined: its result is read once the commit came back (`_group_read`).
+        written = db.execute(_OPEN, ("[]", _rows(group)), prepare=True) if group.entries else None
+        return lambda: _recalled(orjson.loads(_value(written) or "null"))
 
     def close(self) -> None:
         self._pool.close()

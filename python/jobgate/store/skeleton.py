@@ -1,10 +1,13 @@
 """The transactions every SQL store runs, written once: migrating, admitting a group
-(its members made storable first, expired keys pruned after), reading and listing
-records, appending a transition, recalling keys. A store supplies its dialect: how
-it lends a connection for reading and for writing, how its driver's failures become
-the store's own, the few spellings that differ (placeholders, a locking read, the
-types a message and a record are kept as), and how it writes a commit group
-(`_admit_group`), which is where the two backends' round trips differ.
+(its members made storable first, decided in order as sequential admissions would
+be, expired keys pruned after), reading and listing records, appending a transition,
+recalling keys. A store supplies its dialect: how it lends a connection for reading
+and for writing, how its driver's failures become the store's own, the few spellings
+that differ (placeholders, a locking read, the types a message and a record are kept
+as), and, for a commit group, how it takes its write lock and reads what the group's
+decisions need (`_group_read`), when it may decide with nothing read
+(`_numbers_unread`), and the statements that write a decided group (`_write_group`,
+`_write_unread`): where the two backends' round trips differ.
 
 Must not know a driver: every driver call goes through the connection a dialect
 lends, with SQL that both dialects accept."""
@@ -17,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
@@ -33,6 +37,7 @@ from jobgate.store.base import (
     key_bytes,
     list_filter,
     new_id_key,
+    new_job_id,
     now,
     record_json,
     storable,
@@ -82,6 +87,119 @@ class NumbersAhead:
             self._numbers += numbers
 
 
+# An idempotency key as a store keeps it: its account and its key's bytes.
+Slot = tuple[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """An admission its group opens: what the dialect writes for it (its record, its
+    first transition, its GPUs charged, and its key when it has one)."""
+
+    job: NewJob
+    job_id: str
+    ts: str
+    slot: Slot | None
+    # With a key: the report a retry gets back, and when the key was written.
+    report: bytes = b""
+    created: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """A refused admission whose key is looked up with the writes (nothing was read
+    before its group was decided): a retry of an admission the key recalls within its
+    window (written at `since` or later) is answered with it."""
+
+    slot: Slot
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRead:
+    """What a group's decisions read under its write lock: a job number per member,
+    the usage of the projects charged, and what the members' keys recall within their
+    windows."""
+
+    numbers: list[int]
+    usage: dict[str, int]
+    recalled: dict[Slot, Remembered]
+
+
+class CommitGroup:
+    """A commit group as its admissions are decided in order: each project's usage and
+    the keys recalled, carried forward as sequential admissions would have seen them,
+    and the rows (`entries`, in admission order) the dialect writes at once.
+
+    `usage` None: nothing was read, and each member decides on 0. `recalled` None:
+    nothing was read, and what a key recalls is learnt with the writes (`outcome`)."""
+
+    def __init__(self, usage: dict[str, int] | None, recalled: dict[Slot, Remembered] | None) -> None:
+        self.usage, self.recalled = usage, recalled
+        self.entries: list[Opening | Lookup] = []
+        # The keys the group writes, as they will recall their admission.
+        self.opened: dict[Slot, Remembered] = {}
+        # Per member: None (refused), what its key recalled, ("opened", job id, key),
+        # ("refused", key) when what the key recalls is learnt with the writes, or
+        # ("same", key) for the outcome of the member before it that opened with its key.
+        self._outcomes: list[Any] = []
+
+    def openings(self) -> list[Opening]:
+        return [e for e in self.entries if isinstance(e, Opening)]
+
+    def recall(self, slot: Slot) -> bool:
+        """Whether the member with key `slot` is answered without deciding: its key
+        recalled an admission, or a member before it opened with the same key."""
+        if self.recalled is not None and slot in self.recalled:
+            self._outcomes.append(self.recalled[slot])
+        elif slot in self.opened:
+            self._outcomes.append(("same", slot))
+        else:
+            return False
+        return True
+
+    def in_use(self, job: NewJob) -> int:
+        """The usage `job`'s decision is given."""
+        return self.usage.get(job.project, 0) if self.usage is not None and job.reads_usage else 0
+
+    def open(self, job: NewJob, job_id: str, slot: Slot | None) -> None:
+        ts = now()
+        key = job.idempotency
+        if key is not None and slot is not None:
+            report = key.report()
+            self.entries.append(Opening(job, job_id, ts, slot, report, time.time()))
+            self.opened[slot] = Remembered(job_id, key.fingerprint, report)
+        else:
+            self.entries.append(Opening(job, job_id, ts, None))
+        if self.usage is not None:
+            self.usage[job.project] = self.usage.get(job.project, 0) + job.gpus
+        self._outcomes.append(("opened", job_id, slot))
+
+    def refuse(self, job: NewJob, slot: Slot | None) -> None:
+        """A member refused: nothing is written for it; its key, when nothing was read
+        first, is looked up with the writes."""
+        if slot is None or self.recalled is not None or job.idempotency is None:
+            self._outcomes.append(None)
+        else:
+            self.entries.append(Lookup(slot, time.time() - job.idempotency.window))
+            self._outcomes.append(("refused", slot))
+
+    def outcome(self, learnt: dict[Slot, Remembered]) -> list[str | Remembered | None]:
+        """Each member's outcome, `learnt` holding what the keys the writes did not
+        write recall."""
+        out: list[str | Remembered | None] = []
+        for outcome in self._outcomes:
+            if outcome is None or isinstance(outcome, Remembered):
+                out.append(outcome)
+            elif outcome[0] == "opened":
+                out.append(learnt.get(outcome[2], outcome[1]) if outcome[2] is not None else outcome[1])
+            elif outcome[0] == "refused":
+                out.append(learnt.get(outcome[1]))
+            else:
+                out.append(learnt.get(outcome[1]) or self.opened[outcome[1]])
+        return out
+
+
 def translated(method: Callable[..., T]) -> Callable[..., T]:
     """A store operation whose driver failures leave as the store's own (`_translate`)."""
 
@@ -105,6 +223,8 @@ class SqlStore:
     # Deletes idempotency keys older than its first parameter, at most its second.
     PRUNE = ""
     MIGRATIONS: list[Any] = []
+    # The key that permutes job numbers into ids (`_migrate` returns it).
+    _id_key: bytes
 
     def __init__(self, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, max_transitions: int = DEFAULT_MAX_TRANSITIONS) -> None:
         self.max_message_bytes, self.max_transitions = max_message_bytes, max_transitions
@@ -128,9 +248,28 @@ class SqlStore:
         """`call()`, its driver's failures raised as StoreFull or StoreUnavailable."""
         raise NotImplementedError
 
-    def _admit_group(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
-        """`admit_many` of storable jobs, in one transaction."""
+    def _numbers_unread(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[int] | None:
+        """A job number per member when the group may be decided with nothing read
+        first (then `_write_unread` writes it); None when it reads first (`_group_read`)."""
         raise NotImplementedError
+
+    def _group_read(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> AbstractContextManager[tuple[Any, GroupRead]]:
+        """A connection in the group's write transaction, holding the locks its
+        decisions need, and what they read; committed when the block ends."""
+        raise NotImplementedError
+
+    def _write_group(self, db: Any, group: CommitGroup) -> Callable[[], dict[Slot, Remembered]]:
+        """Writes a group decided on what `_group_read` read, in its transaction; returns
+        what gives, once committed, what the keys not written recall."""
+        raise NotImplementedError
+
+    def _write_unread(self, jobs: list[tuple[NewJob, Callable[[int], bool]]], group: CommitGroup) -> dict[Slot, Remembered]:
+        """Writes a group decided with nothing read (it has entries), committed when it
+        returns; returns what the keys not written recall."""
+        raise NotImplementedError
+
+    def _wrote(self, count: int) -> None:
+        """Called after a group of `count` admissions committed."""
 
     def _log_fields(self) -> dict[str, str]:
         """What names the store in a log line (never a password)."""
@@ -205,6 +344,43 @@ class SqlStore:
         if window is not None:
             self._prune(window)
         return opened
+
+    def _admit_group(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
+        """Admits storable jobs in order in one transaction (one commit for the group):
+        each decision sees the GPUs of the records opened before it, and each key the
+        keys written before it. A group the dialect may decide with nothing read first
+        is decided at once and written by `_write_unread`; any other takes the write
+        lock and reads what its decisions need (`_group_read`), then is decided and
+        written (`_write_group`) in that transaction."""
+        numbers = self._numbers_unread(jobs)
+        if numbers is not None:
+            group = self._decided(jobs, numbers, None)
+            learnt = self._write_unread(jobs, group) if group.entries else {}
+        else:
+            with self._group_read(jobs) as (db, read):
+                group = self._decided(jobs, read.numbers, read)
+                written = self._write_group(db, group)
+            learnt = written()
+        self._wrote(len(jobs))
+        return group.outcome(learnt)
+
+    def _decided(self, jobs: list[tuple[NewJob, Callable[[int], bool]]], numbers: list[int], read: GroupRead | None) -> CommitGroup:
+        group = CommitGroup(read.usage, read.recalled) if read is not None else CommitGroup(None, None)
+        for (job, decide), number in zip(jobs, numbers, strict=True):
+            self._open(job, decide, number, group)
+        return group
+
+    def _open(self, job: NewJob, decide: Callable[[int], bool], number: int, group: CommitGroup) -> None:
+        """One admission of a group, decided on what the group read and opened before
+        it; its rows are written with the group's."""
+        key = job.idempotency
+        slot = (key.account, key_bytes(key.key)) if key is not None else None
+        if slot is not None and group.recall(slot):
+            return
+        if not decide(group.in_use(job)):
+            group.refuse(job, slot)
+        else:
+            group.open(job, new_job_id(job.id_prefix, number, self._id_key), slot)  # a number taken for this store alone: unique
 
     def _prune(self, window: float) -> None:
         """Deletes keys older than `window`, at most PRUNE_BATCH of them; a failure is

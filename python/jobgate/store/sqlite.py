@@ -27,12 +27,10 @@ from jobgate.store.base import (
     StoreFull,
     StoreUnavailable,
     key_bytes,
-    new_job_id,
-    now,
     opened_record,
     record_json,
 )
-from jobgate.store.skeleton import NumbersAhead, SqlStore, T
+from jobgate.store.skeleton import CommitGroup, GroupRead, NumbersAhead, Slot, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -120,49 +118,30 @@ _BACKSTOP_PAGES = 20_000
 _ROWS_PER_STATEMENT = 100
 
 
-class _Group:
-    """A commit group as its admissions are decided in order: each project's usage and
-    the keys recalled, carried forward as sequential admissions would have seen them,
-    and the rows `write` adds at once."""
+class _Rows:
+    """A decided commit group's rows (`CommitGroup`): its records, each with its
+    first transition and its GPUs charged (`admissions`), and its keys."""
 
-    def __init__(self, usage: dict[str, int], recalled: dict[tuple[str, bytes], tuple[Remembered, float]]) -> None:
-        self.usage = usage
-        # What each key recalled when the group began (with the time it was written),
-        # and what the keys the group writes will recall.
-        self._recalled, self._opened = recalled, {}
-        self._admissions: list[tuple[Any, ...]] = []
-        self._keys: list[tuple[Any, ...]] = []
-
-    def recall(self, slot: tuple[str, bytes], window: float) -> Remembered | None:
-        """What a key recalls: an admission this group opened with it, or one within
-        its window before (an expired one is as good as absent)."""
-        if slot in self._opened:
-            return self._opened[slot]
-        earlier = self._recalled.get(slot)
-        return earlier[0] if earlier is not None and earlier[1] >= time.time() - window else None
-
-    def open(self, job: NewJob, job_id: str, slot: tuple[str, bytes] | None) -> None:
-        ts = now()
-        record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
-        self._admissions.append((job_id, job.project, job.owner, job.gpus, ts, record_json(record), job.document))
-        self.usage[job.project] = self.usage.get(job.project, 0) + job.gpus
-        key = job.idempotency
-        if key is not None and slot is not None:
-            report = key.report()
-            self._keys.append((key.account, slot[1], key.fingerprint, job_id, report, time.time()))
-            self._opened[slot] = Remembered(job_id, key.fingerprint, report)
+    def __init__(self, group: CommitGroup) -> None:
+        self.admissions: list[tuple[Any, ...]] = []
+        self.keys: list[tuple[Any, ...]] = []
+        for o in group.openings():
+            job = o.job
+            record = opened_record(job, o.job_id, o.ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
+            self.admissions.append((o.job_id, job.project, job.owner, job.gpus, o.ts, record_json(record), job.document))
+            if o.slot is not None and job.idempotency is not None:
+                self.keys.append((job.idempotency.account, o.slot[1], job.idempotency.fingerprint, o.job_id, o.report, o.created))
 
     def statements(self) -> int:
         """The statements `write` takes."""
-        return -(-len(self._admissions) // _ROWS_PER_STATEMENT) + -(-len(self._keys) // _ROWS_PER_STATEMENT)
+        return -(-len(self.admissions) // _ROWS_PER_STATEMENT) + -(-len(self.keys) // _ROWS_PER_STATEMENT)
 
     def write(self, db: sqlite3.Connection) -> None:
-        """Every row of the group: its records, each with its first transition and its
-        GPUs charged (`admissions`), then its keys; a statement each, whatever its size."""
-        _insert(db, "INSERT INTO admissions VALUES", "(?, ?, ?, ?, ?, ?, ?)", self._admissions)
+        """Every row of the group, a statement each (per hundred rows), whatever its size."""
+        _insert(db, "INSERT INTO admissions VALUES", "(?, ?, ?, ?, ?, ?, ?)", self.admissions)
         # An expired row for a key is replaced: the key starts afresh.
         upsert = "ON CONFLICT (account, key) DO UPDATE SET fingerprint = excluded.fingerprint, job_id = excluded.job_id, report = excluded.report, created = excluded.created"
-        _insert(db, "INSERT INTO idempotency_keys VALUES", "(?, ?, ?, ?, ?, ?)", self._keys, upsert)
+        _insert(db, "INSERT INTO idempotency_keys VALUES", "(?, ?, ?, ?, ?, ?)", self.keys, upsert)
 
 
 def _insert(db: sqlite3.Connection, head: str, row: str, rows: list[tuple[Any, ...]], tail: str = "") -> None:
@@ -360,35 +339,43 @@ class SqliteStore(SqlStore):
     def _loaded(record: str) -> dict[str, Any]:
         return json.loads(record)
 
-    def _admit_group(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[str | Remembered | None]:
-        """Admits in order in one write transaction (one fsync for the group, where
-        commits flush): each decision sees the GPUs of the records opened before it,
-        and each key the keys written before it.
+    # A commit group (`SqlStore._admit_group`) costs a few statements whatever its
+    # size, each of which lets the other threads run Python while it runs and waits its
+    # turn to come back. One whose members read nothing (no quota applies, no
+    # idempotency key) is decided before any, with job numbers taken ahead, and opens
+    # its records in one statement, its own transaction. Any other group: the write
+    # lock (BEGIN IMMEDIATE), one read of its projects' usage and of what its keys
+    # recall, its records, its keys, and the commit.
 
-        A group costs a few statements whatever its size, each of which lets the other
-        threads run Python while it runs and waits its turn to come back. One whose
-        members read nothing (no quota applies, no idempotency key) is decided before
-        any, with job numbers taken ahead, and opens its records in one statement, its
-        own transaction. Any other group: the write lock, one read of its projects'
-        usage and of what its keys recall, its records, its keys, and the commit."""
-        numbers = self._numbers.take(len(jobs), self._more_numbers) or []  # never None: taken from `job_numbers` when short
-        if not any(job.reads_usage or job.idempotency is not None for job, _ in jobs):
-            group = _Group({}, {})
-            opened = [self._open(job, decide, number, group) for (job, decide), number in zip(jobs, numbers, strict=True)]
-            if group.statements() == 1:
-                with self._pool.connection() as db:
-                    group.write(db)  # one statement: a transaction of its own
-                    self._checkpointer.committed(db)
-            elif group.statements():
-                with self._writing() as db:
-                    group.write(db)
-        else:
+    def _numbers_unread(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> list[int] | None:
+        if any(job.reads_usage or job.idempotency is not None for job, _ in jobs):
+            return None
+        return self._numbers.take(len(jobs), self._more_numbers) or []  # never None: taken from `job_numbers` when short
+
+    @contextmanager
+    def _group_read(self, jobs: list[tuple[NewJob, Callable[[int], bool]]]) -> Iterator[tuple[sqlite3.Connection, GroupRead]]:
+        # Taken before the write lock: `_more_numbers` writes on a connection of its own.
+        numbers = self._numbers.take(len(jobs), self._more_numbers) or []
+        with self._writing() as db:
+            yield db, self._read(db, numbers, [job for job, _ in jobs])
+
+    def _write_group(self, db: sqlite3.Connection, group: CommitGroup) -> Callable[[], dict[Slot, Remembered]]:
+        _Rows(group).write(db)
+        return lambda: {}  # every key decided on is written
+
+    def _write_unread(self, jobs: list[tuple[NewJob, Callable[[int], bool]]], group: CommitGroup) -> dict[Slot, Remembered]:
+        rows = _Rows(group)
+        if rows.statements() == 1:
+            with self._pool.connection() as db:
+                rows.write(db)  # one statement: a transaction of its own
+                self._checkpointer.committed(db)
+        elif rows.statements():
             with self._writing() as db:
-                group = self._group(db, [job for job, _ in jobs])
-                opened = [self._open(job, decide, number, group) for (job, decide), number in zip(jobs, numbers, strict=True)]
-                group.write(db)
-        self._checkpointer.wrote(len(jobs))
-        return opened
+                rows.write(db)
+        return {}  # no member has a key
+
+    def _wrote(self, count: int) -> None:
+        self._checkpointer.wrote(count)
 
     def _more_numbers(self, count: int) -> range:
         """`count` job numbers never given, taken from `job_numbers` in a write of their
@@ -397,14 +384,19 @@ class SqliteStore(SqlStore):
             ((following,),) = db.execute("UPDATE job_numbers SET next = next + ? RETURNING next", (count,)).fetchall()
         return range(following - count, following)
 
-    def _group(self, db: sqlite3.Connection, jobs: list[NewJob]) -> _Group:
+    def _read(self, db: sqlite3.Connection, numbers: list[int], jobs: list[NewJob]) -> GroupRead:
         """What a group's decisions read, under the write lock: the usage of the
-        projects of members that read it, and what their keys recall, in one statement
-        (another per hundred keys past the first hundred)."""
+        projects of members that read it, and what their keys recall within their
+        windows, in one statement (another per hundred keys past the first hundred)."""
         projects = sorted({job.project for job in jobs if job.reads_usage})
-        slots = list(dict.fromkeys((job.idempotency.account, key_bytes(job.idempotency.key)) for job in jobs if job.idempotency is not None))
+        read_at = time.time()
+        since: dict[Slot, float] = {}
+        for job in jobs:
+            if job.idempotency is not None:
+                since.setdefault((job.idempotency.account, key_bytes(job.idempotency.key)), read_at - job.idempotency.window)
+        slots = list(since)
         usage: dict[str, int] = {}
-        recalled: dict[tuple[str, bytes], tuple[Remembered, float]] = {}
+        recalled: dict[Slot, Remembered] = {}
         for i in range(0, max(len(slots), 1), _ROWS_PER_STATEMENT):
             chunk = slots[i : i + _ROWS_PER_STATEMENT]
             parts, args = [], []
@@ -424,24 +416,9 @@ class SqliteStore(SqlStore):
             for account, key, job_id, fingerprint, report, created in db.execute(" UNION ALL ".join(parts), args):
                 if key is None:
                     usage[account] = int(job_id)
-                else:
-                    recalled[(account, bytes(key))] = (Remembered(job_id, bytes(fingerprint), bytes(report)), created)
-        return _Group(usage, recalled)
-
-    def _open(self, job: NewJob, decide: Callable[[int], bool], number: int, group: _Group) -> str | Remembered | None:
-        """One admission of a group, decided on what the group read (`_group`) and
-        opened before it; its rows are written with the group's (`_Group.write`)."""
-        key = job.idempotency
-        slot = (key.account, key_bytes(key.key)) if key is not None else None
-        if key is not None and slot is not None:
-            earlier = group.recall(slot, key.window)
-            if earlier is not None:
-                return earlier
-        if not decide(group.usage.get(job.project, 0) if job.reads_usage else 0):
-            return None
-        job_id = new_job_id(job.id_prefix, number, self._id_key)  # a number taken for this store alone: unique
-        group.open(job, job_id, slot)
-        return job_id
+                elif created >= since[(account, bytes(key))]:  # an expired key is as good as absent
+                    recalled[(account, bytes(key))] = Remembered(job_id, bytes(fingerprint), bytes(report))
+        return GroupRead(numbers, usage, recalled)
 
     def close(self) -> None:
         self._checkpointer.close()

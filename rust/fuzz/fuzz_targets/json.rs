@@ -13,9 +13,8 @@
 //!   refuses what serde_json reads as "the last one wins" (docs/strictness.md).
 #![no_main]
 
+use jobgate_core::collect::Ctx;
 use jobgate_core::document::{duplicate_keys, with_document};
-use jobgate_core::limits::ReportLimits;
-use jobgate_core::report::Collected;
 use jobgate_core::tape;
 use jobgate_core::tape::reference::{show, simd_tape};
 use jobgate_fuzz::{limits, Json};
@@ -49,11 +48,11 @@ fuzz_target!(|data: &[u8]| {
 
     // jobgate vs serde_json.
     let jobgate = with_document(data, &limits, |doc| {
-        let mut dups = Collected::new(ReportLimits::default());
+        let mut dups = Ctx::new();
         duplicate_keys(doc, &mut dups);
         (
             Json::of_tape(doc.root),
-            dups.into_report(None).violations.len(),
+            dups.out.into_report(None).violations.len(),
         )
     });
     let serde = serde_json::from_slice::<serde_json::Value>(text);

@@ -10,9 +10,8 @@
 //!   not compared.
 #![no_main]
 
+use jobgate_core::collect::Ctx;
 use jobgate_core::document::{duplicate_keys, reading, with_document};
-use jobgate_core::limits::ReportLimits;
-use jobgate_core::report::Collected;
 use jobgate_fuzz::{limits, python};
 use libfuzzer_sys::fuzz_target;
 
@@ -33,9 +32,9 @@ fn check(data: &[u8]) {
         json.len()
     );
     let repeats = with_document(&json, &limits, |doc| {
-        let mut dups = Collected::new(ReportLimits::default());
+        let mut dups = Ctx::new();
         duplicate_keys(doc, &mut dups);
-        !dups.into_report(None).violations.is_empty()
+        !dups.out.into_report(None).violations.is_empty()
     })
     .unwrap_or_else(|v| {
         panic!(

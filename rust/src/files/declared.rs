@@ -65,18 +65,12 @@ pub struct Found {
     pub size: u64,
 }
 
-/// A violation of a file rule at `field`; the arguments in the order the file checks
-/// know them.
-pub(crate) fn violation(field: String, rule: Rule, message: String) -> Violation {
-    Violation::new(rule, field, message)
-}
-
 /// The comparison every source makes once its bytes are hashed.
 pub(crate) fn compare(d: &Declared, found: &Found, out: &mut Vec<Violation>) {
     if found.sha256 != d.sha256 {
-        out.push(violation(
-            d.field("sha256"),
+        out.push(Violation::new(
             Rule::TaoSupportingFileSha256Mismatch,
+            d.field("sha256"),
             format!(
                 "{} hashes to {} but the bundle declares {}; re-declare it or restore the file",
                 d.source, found.sha256, d.sha256
@@ -97,9 +91,9 @@ pub(crate) fn undeclared_imports(
     out: &mut Vec<Violation>,
 ) {
     if let Some(encoding) = &imports.encoding {
-        out.push(violation(
-            d.field("source"),
+        out.push(Violation::new(
             Rule::TaoSupportingFileUndeclaredImport,
+            d.field("source"),
             format!("{} declares the source encoding {encoding}, which Python decodes differently from the bytes read here, so its imports cannot be proven declared; save it as UTF-8", d.source),
         ));
     }
@@ -111,9 +105,9 @@ pub(crate) fn undeclared_imports(
         ] {
             let rel = normalize(&rel);
             if !declared.contains(&rel) && present(&rel) {
-                out.push(violation(
-                    d.field("source"),
+                out.push(Violation::new(
                     Rule::TaoSupportingFileUndeclaredImport,
+                    d.field("source"),
                     format!("{} imports {}, and {rel} {where_} but is not declared; declare it so the staged set is import-closed", d.source, module.replace('/', ".")),
                 ));
             }

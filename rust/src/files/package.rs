@@ -23,7 +23,7 @@ use super::archive::{
     clipped, head, is_verdict, open_regular, read_error, refused, MemberKind, PackageError, Visitor,
 };
 use super::budget::{Meter, Metered};
-use super::declared::{compare, undeclared_imports, violation, Declared, Found};
+use super::declared::{compare, undeclared_imports, Declared, Found};
 use super::hashing::sha256_reader;
 use super::imports::{ImportScanner, Imports};
 use super::streams::{read_up_to, GzipMembers, ZstdFrames};
@@ -279,17 +279,17 @@ impl Collector<'_> {
             }
         };
         if let Some(first) = self.bundle_name(&name) {
-            self.contents.violations.push(violation(
-                "/execution/supporting_files".into(),
+            self.contents.violations.push(Violation::new(
                 Rule::TaoSupportingFileUndeclared,
+                "/execution/supporting_files".into(),
                 format!("the package holds both {first} and {name}; a package holds exactly one bundle document, and {first} is the one checked"),
             ));
             return Ok(None);
         }
         if self.seen.insert(name.clone(), self.entries).is_some() {
-            self.contents.violations.push(violation(
-                "/execution/supporting_files".into(),
+            self.contents.violations.push(Violation::new(
                 Rule::TaoSupportingFileUndeclared,
+                "/execution/supporting_files".into(),
                 format!(
                     "the package holds {} more than once; a reader could take either copy",
                     clipped(&name)
@@ -314,9 +314,9 @@ impl Collector<'_> {
     }
 
     fn path_violation(&mut self, why: String) {
-        self.contents.violations.push(violation(
-            "/execution/supporting_files".into(),
+        self.contents.violations.push(Violation::new(
             Rule::TaoSupportingFilePath,
+            "/execution/supporting_files".into(),
             why,
         ));
     }
@@ -344,9 +344,9 @@ impl Collector<'_> {
         let mut clashes: Vec<&String> = self.seen.keys().filter(|n| is_directory(n)).collect();
         clashes.sort();
         for name in clashes {
-            self.contents.violations.push(violation(
-                "/execution/supporting_files".into(),
+            self.contents.violations.push(Violation::new(
                 Rule::TaoSupportingFileUndeclared,
+                "/execution/supporting_files".into(),
                 format!("the package holds {} both as a file and as a directory; an extractor would keep only one of them", clipped(name)),
             ));
         }
@@ -416,9 +416,9 @@ pub fn compare_members(
     let mut found = Vec::with_capacity(declared.len());
     for d in declared {
         let Some(m) = by_name.get(normalize(&d.source).as_str()) else {
-            out.push(violation(
-                d.field("source"),
+            out.push(Violation::new(
                 Rule::TaoSupportingFileMissing,
+                d.field("source"),
                 format!("{} is declared but the package does not hold it", d.source),
             ));
             found.push(None);
@@ -435,9 +435,9 @@ pub fn compare_members(
                     MemberKind::Device => "a device or FIFO",
                     _ => "not a regular file",
                 };
-                out.push(violation(
-                    d.field("source"),
+                out.push(Violation::new(
                     Rule::TaoSupportingFileNotRegular,
+                    d.field("source"),
                     format!(
                         "{} is {what} in the package, not a regular file; links are never followed",
                         d.source
@@ -459,9 +459,9 @@ pub fn compare_members(
     }
     for m in &contents.members {
         if !sources.contains(&m.name) {
-            out.push(violation(
-                "/execution/supporting_files".into(),
+            out.push(Violation::new(
                 Rule::TaoSupportingFileUndeclared,
+                "/execution/supporting_files".into(),
                 format!(
                     "the package holds {}, which is neither the bundle nor a declared source",
                     clipped(&m.name)

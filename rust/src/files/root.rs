@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use rustix::fs::{openat2, FileType, Mode, OFlags, ResolveFlags, Stat};
 
 use super::cache::{Digest, DigestCache, Key};
-use super::declared::{compare, undeclared_imports, violation, Declared, Found};
+use super::declared::{compare, undeclared_imports, Declared, Found};
 use super::hashing::sha256_file;
 use super::imports::ImportScanner;
 use crate::paths::normalize;
@@ -124,10 +124,10 @@ pub fn not_regular(stat: &Stat) -> Option<&'static str> {
 /// Why a source cannot be used, as the violation that says so.
 pub fn open_violation(d: &Declared, e: OpenError) -> Violation {
     match e {
-        OpenError::Missing(why) => violation(d.field("source"), Rule::TaoSupportingFileMissing, format!("{} is declared but {why} under the producer root", d.source)),
-        OpenError::Escape => violation(d.field("source"), Rule::TaoSupportingFileEscape, format!("{} resolves, through a symlink, outside the producer root; supporting files must live inside it", d.source)),
-        OpenError::NotRegular(what) => violation(d.field("source"), Rule::TaoSupportingFileNotRegular, format!("{} is {what}, not a regular file", d.source)),
-        OpenError::Io(e) => violation(d.field("source"), Rule::TaoSupportingFileMissing, format!("{} cannot be read under the producer root: {e}", d.source)),
+        OpenError::Missing(why) => Violation::new(Rule::TaoSupportingFileMissing, d.field("source"), format!("{} is declared but {why} under the producer root", d.source)),
+        OpenError::Escape => Violation::new(Rule::TaoSupportingFileEscape, d.field("source"), format!("{} resolves, through a symlink, outside the producer root; supporting files must live inside it", d.source)),
+        OpenError::NotRegular(what) => Violation::new(Rule::TaoSupportingFileNotRegular, d.field("source"), format!("{} is {what}, not a regular file", d.source)),
+        OpenError::Io(e) => Violation::new(Rule::TaoSupportingFileMissing, d.field("source"), format!("{} cannot be read under the producer root: {e}", d.source)),
     }
 }
 
@@ -186,9 +186,9 @@ fn verify_one(
                 Err(e) => {
                     let message = format!("{} cannot be read: {e}", d.source);
                     return (
-                        vec![violation(
-                            d.field("source"),
+                        vec![Violation::new(
                             Rule::TaoSupportingFileMissing,
+                            d.field("source"),
                             message,
                         )],
                         None,
@@ -224,9 +224,9 @@ fn verify_one(
 /// size; the message reads as the one for a file found too large while reading
 /// (`sha256_file`'s "more than N bytes").
 fn too_large(d: &Declared, limit: u64, size: u64) -> Violation {
-    violation(
-        d.field("source"),
+    Violation::new(
         Rule::TaoSupportingFileMissing,
+        d.field("source"),
         format!(
             "{} cannot be read: more than {limit} bytes (it is {size} bytes)",
             d.source

@@ -105,7 +105,7 @@ impl PyReport {
 
 #[pymethods]
 impl PyReport {
-    /// `jobspec`, `spec_bundle`, `job_record`, `best_rec`, or `unknown`.
+    /// A name of `jobgate.KINDS` (the core's kind table), or `unknown`.
     #[getter]
     fn kind(&self) -> &'static str {
         self.inner.kind_name()
@@ -241,12 +241,13 @@ fn core_report(obj: &Bound<'_, PyAny>) -> PyResult<Report> {
             _ => None,
         };
         violations.push(Violation {
-            rule,
-            field: v.getattr("field")?.extract()?,
-            message: v.getattr("message")?.extract()?,
-            severity: Severity::parse(&severity).unwrap_or(Severity::Warning),
             at,
             default,
+            ..Violation::new(
+                rule.with_severity(Severity::parse(&severity).unwrap_or(Severity::Warning)),
+                v.getattr("field")?.extract()?,
+                v.getattr("message")?.extract()?,
+            )
         });
     }
     Ok(Report::new(Kind::parse(&kind), violations))

@@ -3,14 +3,13 @@
 
 use std::io;
 
-use crate::files::declared::violation;
 use crate::report::Violation;
 use crate::rules::Rule;
 
 pub(super) fn conflict(message: String) -> Violation {
-    violation(
-        "/execution/supporting_files".into(),
+    Violation::new(
         Rule::TaoStagingConflict,
+        "/execution/supporting_files".into(),
         message,
     )
 }

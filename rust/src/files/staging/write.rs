@@ -14,7 +14,7 @@ use super::beneath::{create_file, open_dir, DIR_MODE};
 use super::manifest::{manifest_json, ManifestEntry, MANIFEST};
 use super::violations::{conflict, io_violation};
 use crate::files::archive::MemberKind;
-use crate::files::declared::{violation, Declared};
+use crate::files::declared::Declared;
 use crate::files::hashing::sha256_reader;
 use crate::files::package;
 use crate::files::root::{open_violation, RootDir};
@@ -101,9 +101,9 @@ pub(super) fn write_all(
             .map_or(0, |d| d.index)
     };
     let changed = |entry: &ManifestEntry, now: String| {
-        violation(
-            format!("/execution/supporting_files/{}/sha256", index_of(entry)),
+        Violation::new(
             Rule::TaoSupportingFileSha256Mismatch,
+            format!("/execution/supporting_files/{}/sha256", index_of(entry)),
             format!(
                 "{} changed while it was staged: it now {now}; nothing was staged",
                 entry.source

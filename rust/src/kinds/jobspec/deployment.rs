@@ -30,11 +30,11 @@ pub fn project_grant(
     let project = project_of(project);
     if !admission.may_submit_to(project) {
         let granted = admission.projects.as_deref().unwrap_or_default();
-        ctx.out.push(refusal::project_forbidden(
-            Some(Kind::JobSpec),
-            project,
-            granted,
-        ));
+        ctx.report(
+            Rule::ForgeProjectForbidden,
+            refusal::forbidden_at(Some(Kind::JobSpec)),
+            || refusal::forbidden_message(project, granted),
+        );
     }
 }
 
