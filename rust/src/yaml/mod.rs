@@ -91,26 +91,13 @@ pub fn to_json(text: &str, limits: &Limits) -> Result<Vec<u8>, DecodeError> {
             Event::Scalar(value, style, anchor, tag) => {
                 last_block = matches!(style, ScalarStyle::Literal | ScalarStyle::Folded);
                 if let Some(scalars) = scalars.as_mut() {
-                    let start = span.start.index();
-                    // A quoted scalar's span runs on over the blanks after its closing
-                    // quote: it ends at the quote.
-                    let node = cursor.from(start);
-                    let end = quoted_len(node, style).map_or(span.end.index(), |n| start + n);
-                    // A block scalar's content starts on the line after its header,
-                    // which follows the previous event (its span may start at the
-                    // content, at its anchor, or past the end when it has none).
-                    let content = match style {
-                        ScalarStyle::Literal | ScalarStyle::Folded => {
-                            previous_end + block_header_len(cursor.from(previous_end))
-                        }
-                        _ => start,
-                    };
-                    scalars.push(Lying {
-                        start,
-                        end,
+                    scalars.push(Lying::of(
+                        &mut cursor,
+                        span.start.index(),
+                        span.end.index(),
                         style,
-                        content,
-                    });
+                        previous_end,
+                    ));
                 }
                 let is_key = begin(&mut stack, &mut out)?;
                 let start = out.len();
@@ -244,22 +231,15 @@ pub fn comments(text: &str) -> Vec<Comment> {
             return Vec::new();
         };
         if let Event::Scalar(_, style, ..) = event {
-            let start = span.start.index();
-            let end = quoted_len(cursor.from(start), style).map_or(span.end.index(), |n| start + n);
             // A block scalar's header line (`| # note`) may hold a comment; its
             // content lines hold none.
-            let content = match style {
-                ScalarStyle::Literal | ScalarStyle::Folded => {
-                    previous_end + block_header_len(cursor.from(previous_end))
-                }
-                _ => start,
-            };
-            scalars.push(Lying {
-                start,
-                end,
+            scalars.push(Lying::of(
+                &mut cursor,
+                span.start.index(),
+                span.end.index(),
                 style,
-                content,
-            });
+                previous_end,
+            ));
         }
         previous_end = span.end.index();
     }
@@ -330,6 +310,37 @@ struct Lying {
     style: ScalarStyle,
     /// Where a block scalar's content lines start, past its header line.
     content: usize,
+}
+
+impl Lying {
+    /// The scalar whose event spans from `start` to `span_end` (in characters), the
+    /// event before it ending at `previous_end`.
+    fn of(
+        cursor: &mut Cursor<'_>,
+        start: usize,
+        span_end: usize,
+        style: ScalarStyle,
+        previous_end: usize,
+    ) -> Self {
+        // A quoted scalar's span runs on over the blanks after its closing quote: it
+        // ends at the quote.
+        let end = quoted_len(cursor.from(start), style).map_or(span_end, |n| start + n);
+        // A block scalar's content starts on the line after its header, which follows
+        // the previous event (its span may start at the content, at its anchor, or past
+        // the end when it has none).
+        let content = match style {
+            ScalarStyle::Literal | ScalarStyle::Folded => {
+                previous_end + block_header_len(cursor.from(previous_end))
+            }
+            _ => start,
+        };
+        Lying {
+            start,
+            end,
+            style,
+            content,
+        }
+    }
 }
 
 /// The characters from the end of the event before a block scalar through the end of
