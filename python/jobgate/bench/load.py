@@ -380,6 +380,7 @@ class _Unary:
         self.finished = threading.Event()
         self.outstanding = 0  # slots still sending (closed loop), calls unanswered (open loop)
         self.local = threading.local()
+        self.broken: BaseException | None = None  # raised in a completion: the run stops with it
 
     def run(self) -> None:
         client = self.client
@@ -391,6 +392,8 @@ class _Unary:
         else:
             self._open()
         self.finished.wait()
+        if self.broken is not None:
+            raise self.broken
 
     def _send(self, begun: float, done) -> None:
         """One call, due or begun at `begun`; `done(begun, documents, future)` on its end."""
@@ -441,8 +444,12 @@ class _Unary:
             local.sending = False
 
     def _closed_done(self, begun: float, documents: int, future) -> None:
-        self._record(begun, documents, future)
-        self._next()
+        try:
+            self._record(begun, documents, future)
+            if self.broken is None:
+                self._next()
+        except Exception as e:  # noqa: BLE001 - gRPC would log it and drop the slot: the run would never end
+            self._break(e)
 
     # ---- open loop
 
@@ -458,8 +465,16 @@ class _Unary:
         self._open_ended()
 
     def _open_done(self, begun: float, documents: int, future) -> None:
-        self._record(begun, documents, future)
-        self._open_ended()
+        try:
+            self._record(begun, documents, future)
+            self._open_ended()
+        except Exception as e:  # noqa: BLE001 - as in the closed loop
+            self._break(e)
+
+    def _break(self, e: Exception) -> None:
+        if self.broken is None:
+            self.broken = e
+        self.finished.set()
 
     def _open_ended(self) -> None:
         with self.lock:
