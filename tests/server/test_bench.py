@@ -454,3 +454,20 @@ def test_compare_refuses_runs_that_measured_different_calls(served, capsys, tmp_
     capsys.readouterr()
     assert main(["bench", "compare", str(runs["a"]), str(tmp_path / "open.json")]) == 2
     assert "loop: closed (A) vs open (B)" in capsys.readouterr().err
+
+
+def test_a_failure_while_recording_a_call_ends_the_run(served, capsys, monkeypatch):
+    """Calls end on gRPC's own threads, which log an exception and carry on: one raised
+    while a call was recorded stops the run with it, in the closed and the open loop,
+    instead of leaving the run waiting for a call that is never sent."""
+    from jobgate.bench import results
+
+    def broken(*_args) -> None:
+        raise RuntimeError("recorder broke")
+
+    _r, target = served
+    monkeypatch.setattr(results.Recorder, "answered", broken)
+    for loop in (["--requests", "50", "--concurrency", "2"], ["--rps", "200", "--duration", "0.3s"]):
+        capsys.readouterr()
+        assert main(["bench", *target, *loop, "--warmup", "0"]) != 0
+        assert "RuntimeError: recorder broke" in capsys.readouterr().err, loop

@@ -1,5 +1,7 @@
-"""The load: asyncio gRPC clients in one or more processes, each with its share of
-the connections, of the calls in flight (closed loop) or of the schedule (open loop).
+"""The load: gRPC clients in one or more processes, each with its share of the
+connections, of the calls in flight (closed loop) or of the schedule (open loop).
+Unary calls go through gRPC's synchronous API, each call's completion sending the
+next; AdmitStreams through grpc.aio.
 
 Closed loop: each of `concurrency` slots sends a call, waits for it, sends the next;
 latency runs from the send. Open loop: calls are due at a fixed rate, whatever
@@ -25,9 +27,11 @@ begin together at a shared monotonic instant; their recordings are merged after.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import math
 import resource
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -164,7 +168,7 @@ def run_share(plan: Plan, share: Share, start: float) -> dict[str, Any]:
     calls it sent (warm-up included), to tell what a call costs the client."""
     client = _Client(plan, share, start)
     before = _cpu()
-    part = asyncio.run(client.run())
+    part = client.run()
     part["cpu_s"], part["sent"] = _cpu() - before, client.sent
     return part
 
@@ -197,16 +201,28 @@ class _Client:
         response = (admission_pb2.AdmitStreamResponse if call == "admit-stream" else admission_pb2.AdmitResponse).FromString(answer)
         return [response.report]
 
-    def _channels(self):
+    def _channels(self, api):
+        """The share's channels, from `api`: grpc (unary calls) or grpc.aio (streams)."""
         import grpc
 
         # No transparent retries: a call retried inside gRPC would be timed and counted
-        # as one, and the retry machinery costs every call some CPU.
-        options = [("grpc.use_local_subchannel_pool", 1), ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1), ("grpc.enable_retries", 0)]
+        # as one, and the retry machinery costs every call some CPU. gRPC's minimal stack
+        # leaves out the filters a load generator does not use (idle timer, message size
+        # checks), channelz counts nothing, and no BDP pings are sent for the server to
+        # answer: h2load sends none either. Deadlines are kept.
+        options = [
+            ("grpc.use_local_subchannel_pool", 1),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.max_receive_message_length", -1),
+            ("grpc.enable_retries", 0),
+            ("grpc.minimal_stack", 1),
+            ("grpc.enable_channelz", 0),
+            ("grpc.http2.bdp_probe", 0),
+        ]
         if self.plan.ca is None:
-            return [grpc.aio.insecure_channel(self.plan.server, options=options) for _ in range(self.share.connections)]
+            return [api.insecure_channel(self.plan.server, options=options) for _ in range(self.share.connections)]
         credentials = grpc.ssl_channel_credentials(self.plan.ca, self.plan.key, self.plan.cert)
-        return [grpc.aio.secure_channel(self.plan.server, credentials, options=options) for _ in range(self.share.connections)]
+        return [api.secure_channel(self.plan.server, credentials, options=options) for _ in range(self.share.connections)]
 
     # ---- pacing
 
@@ -252,63 +268,45 @@ class _Client:
 
     # ---- the run
 
-    async def run(self) -> dict[str, Any]:
+    def run(self) -> dict[str, Any]:
+        if self.plan.call == "admit-stream":
+            asyncio.run(self._run_streams())
+        else:
+            self._run_unary()
+        return self.recorder.export()
+
+    def _run_unary(self) -> None:
         import grpc
 
-        channels = self._channels()
+        channels = self._channels(grpc)
+        try:
+            for channel in channels:
+                grpc.channel_ready_future(channel).result(CONNECT_TIMEOUT)
+            method = {"admit": ADMIT, "admit-batch": ADMIT_BATCH, "empty": HEALTH_CHECK}[self.plan.call]
+            # Answers stay bytes: the recorder decodes each distinct one once. A
+            # registered method is looked up once per channel, not once per call, as
+            # generated stubs do.
+            calls = [c.unary_unary(method, request_serializer=None, response_deserializer=None, _registered_method=True).future for c in channels]
+            _Unary(self, calls, grpc).run()
+        finally:
+            for channel in channels:
+                channel.close()
+
+    async def _run_streams(self) -> None:
+        import grpc
+
+        channels = self._channels(grpc.aio)
+        # Built once: a metadata tuple given per call is copied into a new Metadata
+        # object by every call.
+        self.metadata = grpc.aio.Metadata.from_tuple(self.plan.metadata)
         try:
             for channel in channels:
                 await asyncio.wait_for(channel.channel_ready(), CONNECT_TIMEOUT)
-            # Answers stay bytes: the recorder decodes each distinct one once.
-            if self.plan.call == "admit-stream":
-                calls = [c.stream_stream(ADMIT_STREAM, request_serializer=None, response_deserializer=None) for c in channels]
-                await self._streams(calls, grpc)
-            else:
-                method = {"admit": ADMIT, "admit-batch": ADMIT_BATCH, "empty": HEALTH_CHECK}[self.plan.call]
-                calls = [c.unary_unary(method, request_serializer=None, response_deserializer=None) for c in channels]
-                await self._unary(calls, grpc)
+            calls = [c.stream_stream(ADMIT_STREAM, request_serializer=None, response_deserializer=None, _registered_method=True) for c in channels]
+            await self._streams(calls, grpc)
         finally:
             for channel in channels:
                 await channel.close()
-        return self.recorder.export()
-
-    async def _one(self, call, begun: float, grpc) -> None:
-        request, documents = next(self.requests)
-        self.sent += 1
-        try:
-            answer = await call(request, metadata=self.plan.metadata, timeout=self.plan.timeout)
-        except grpc.aio.AioRpcError as e:
-            self.recorder.failed(begun, time.monotonic(), e.code().name, e.details() or "")
-            return
-        self.recorder.answered(begun, time.monotonic(), answer, documents)
-
-    async def _unary(self, calls: list, grpc) -> None:
-        await self._until(self.start)
-        if self.plan.rps is None:
-
-            # Each call takes the next connection, so every connection, and every
-            # worker they reached, gets calls whether there are fewer or more of them.
-            turns = itertools.cycle(calls)
-
-            async def slot() -> None:
-                while True:
-                    # One instant decides whether the call is measured and starts its
-                    # latency: a call let through as warm-up is never counted as measured.
-                    now = time.monotonic()
-                    if not self._take(now):
-                        return
-                    await self._one(next(turns), now, grpc)
-
-            await asyncio.gather(*(slot() for _ in range(self.share.concurrency)))
-            return
-        pending: set[asyncio.Task] = set()
-        for n, due in enumerate(self._schedule()):
-            await self._until(due)
-            task = asyncio.create_task(self._one(calls[n % len(calls)], due, grpc))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-        if pending:
-            await asyncio.gather(*pending)
 
     async def _streams(self, calls: list, grpc) -> None:
         """`concurrency` AdmitStreams; each sends a message, reads its answer, and
@@ -316,7 +314,7 @@ class _Client:
         due: asyncio.Queue | None = asyncio.Queue() if self.plan.rps is not None else None
 
         async def slot(call) -> None:
-            stream = call(metadata=self.plan.metadata)
+            stream = call(metadata=self.metadata)
             try:
                 while True:
                     if due is None:
@@ -334,16 +332,16 @@ class _Client:
                         response = await asyncio.wait_for(stream.read(), self.plan.timeout)
                     except grpc.aio.AioRpcError as e:
                         self.recorder.failed(begun, time.monotonic(), e.code().name, e.details() or "")
-                        stream = call(metadata=self.plan.metadata)  # the stream ended: open another
+                        stream = call(metadata=self.metadata)  # the stream ended: open another
                         continue
                     except TimeoutError:
                         self.recorder.failed(begun, time.monotonic(), "DEADLINE_EXCEEDED", "no answer within the deadline")
                         stream.cancel()
-                        stream = call(metadata=self.plan.metadata)
+                        stream = call(metadata=self.metadata)
                         continue
                     if response is grpc.aio.EOF:
                         self.recorder.failed(begun, time.monotonic(), "UNKNOWN", "the stream ended")
-                        stream = call(metadata=self.plan.metadata)
+                        stream = call(metadata=self.metadata)
                         continue
                     self.recorder.answered(begun, time.monotonic(), response, documents)
             finally:
@@ -362,3 +360,130 @@ class _Client:
             for _ in slots:
                 due.put_nowait(None)
         await asyncio.gather(*slots)
+
+
+class _Unary:
+    """Unary calls with gRPC's synchronous API: each call a future whose completion,
+    on the channel's own thread, records it and, in a closed loop, sends the next.
+    No event loop stands between a call's answer and the next call: per call, the
+    client spends less CPU than with grpc.aio, CPU the server it measures would
+    otherwise lose on a busy machine (BENCHMARKS.md, client).
+
+    Completions of one channel come on one thread, of several on several: what they
+    share (the recorder, the requests, the counts) is taken under a lock."""
+
+    def __init__(self, client: _Client, calls: list, grpc) -> None:
+        self.client, self.plan = client, client.plan
+        self.turns = itertools.cycle(calls)  # each call takes the next connection
+        self.error = grpc.RpcError
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
+        self.outstanding = 0  # slots still sending (closed loop), calls unanswered (open loop)
+        self.local = threading.local()
+        self.broken: BaseException | None = None  # raised in a completion: the run stops with it
+
+    def run(self) -> None:
+        client = self.client
+        _sleep_until(client.start)
+        if self.plan.rps is None:
+            self.outstanding = client.share.concurrency
+            for _ in range(client.share.concurrency):
+                self._next()
+        else:
+            self._open()
+        self.finished.wait()
+        if self.broken is not None:
+            raise self.broken
+
+    def _send(self, begun: float, done) -> None:
+        """One call, due or begun at `begun`; `done(begun, documents, future)` on its end."""
+        with self.lock:
+            request, documents = next(self.client.requests)
+            self.client.sent += 1
+            call = next(self.turns)
+        future = call(request, metadata=self.plan.metadata, timeout=self.plan.timeout)
+        future.add_done_callback(functools.partial(done, begun, documents))
+
+    def _record(self, begun: float, documents: int, future) -> None:
+        end = time.monotonic()
+        try:
+            answer = future.result()
+        except self.error as e:
+            with self.lock:
+                self.client.recorder.failed(begun, end, e.code().name, e.details() or "")
+            return
+        with self.lock:
+            self.client.recorder.answered(begun, end, answer, documents)
+
+    # ---- closed loop
+
+    def _next(self) -> None:
+        """A slot's next call, unless the run is over. A call that ends before its
+        callback is added (a refusal, a dead connection) runs the callback at once,
+        on this thread: those are queued and sent from the loop here, not by
+        recursion."""
+        local = self.local
+        local.queued = getattr(local, "queued", 0) + 1
+        if getattr(local, "sending", False):
+            return
+        local.sending = True
+        try:
+            while local.queued:
+                local.queued -= 1
+                with self.lock:
+                    # One instant decides whether the call is measured and starts its
+                    # latency: a call let through as warm-up is never counted as measured.
+                    now = time.monotonic()
+                    if not self.client._take(now):
+                        self.outstanding -= 1
+                        if self.outstanding == 0:
+                            self.finished.set()
+                        continue
+                self._send(now, self._closed_done)
+        finally:
+            local.sending = False
+
+    def _closed_done(self, begun: float, documents: int, future) -> None:
+        try:
+            self._record(begun, documents, future)
+            if self.broken is None:
+                self._next()
+        except Exception as e:  # noqa: BLE001 - gRPC would log it and drop the slot: the run would never end
+            self._break(e)
+
+    # ---- open loop
+
+    def _open(self) -> None:
+        """Calls sent as they fall due, whatever is in flight."""
+        with self.lock:
+            self.outstanding = 1  # the schedule itself, until it ends
+        for due in self.client._schedule():
+            _sleep_until(due)
+            with self.lock:
+                self.outstanding += 1
+            self._send(due, self._open_done)
+        self._open_ended()
+
+    def _open_done(self, begun: float, documents: int, future) -> None:
+        try:
+            self._record(begun, documents, future)
+            self._open_ended()
+        except Exception as e:  # noqa: BLE001 - as in the closed loop
+            self._break(e)
+
+    def _break(self, e: Exception) -> None:
+        if self.broken is None:
+            self.broken = e
+        self.finished.set()
+
+    def _open_ended(self) -> None:
+        with self.lock:
+            self.outstanding -= 1
+            if self.outstanding == 0:
+                self.finished.set()
+
+
+def _sleep_until(when: float) -> None:
+    delay = when - time.monotonic()
+    if delay > 0:
+        threading.Event().wait(delay)

@@ -243,6 +243,7 @@ def summary(parameters: dict[str, Any], merged: dict[str, Any], elapsed: float, 
         "documents_per_s": merged["documents"] / elapsed if elapsed > 0 else 0.0,
         "latency_us": percentiles(merged["latency"]),
         "client_cpu_us_per_call": round(merged["cpu_s"] / merged["sent"] * 1e6, 1) if merged.get("sent") else None,
+        "calls_sent": merged.get("sent", 0),  # warm-up included: what the server answered
         "latency_from": "scheduled send time (open loop): queueing is included" if parameters.get("rps") else "send time (closed loop)",
         "statuses": dict(merged["statuses"].most_common()),
         "verdicts": {"admitted": verdicts.get("pass", 0), "refused": verdicts.get("fail", 0)},
