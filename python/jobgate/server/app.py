@@ -30,7 +30,7 @@ from jobgate.server.auth import Authenticator
 from jobgate.server.calls import REQUEST_LOG, CallObserver
 from jobgate.server.gate import Gate
 from jobgate.server.grants import Denials, FailClosed
-from jobgate.server.handlers import add_servicers
+from jobgate.server.handlers import Registrar, add_servicers
 from jobgate.server.logs import JsonLogFormatter, LineWriter
 from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService
@@ -167,14 +167,14 @@ class Health(health.HealthServicer):
         return health_pb2.HealthListResponse(statuses=statuses)
 
 
-def enable_health(server: grpc.Server, services: list[str]) -> Health:
+def enable_health(server: grpc.Server | Registrar, services: list[str]) -> Health:
     """The health service, reporting the server and each of `services` SERVING."""
     servicer = Health(services)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     return servicer
 
 
-def enable_reflection(server: grpc.Server, services: list[str]) -> None:
+def enable_reflection(server: grpc.Server | Registrar, services: list[str]) -> None:
     """Server reflection of `services` as `grpc.reflection.v1` (what grpcurl and
     current clients ask for) and `v1alpha` (older ones). grpcio-reflection serves only
     v1alpha; v1 is the same protocol, message for message and field for field, under
@@ -187,6 +187,7 @@ def enable_reflection(server: grpc.Server, services: list[str]) -> None:
         response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
     )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(REFLECTION_V1, {"ServerReflectionInfo": v1}),))
+    server.add_registered_method_handlers(REFLECTION_V1, {"ServerReflectionInfo": v1})
 
 
 @dataclass
@@ -260,17 +261,17 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             # Every open stream holds a thread; `threads` more are left for unary calls and
             # health checks, whatever the streams do.
             pool,
-            # The request log and call metrics outermost: they see every call, those the
-            # grants table or the stream limits refuse too. The two within are applied
-            # once per method, not per call.
-            interceptors=[CallObserver(auth.identify, metrics, request_log, within=(FailClosed(auth.denials, auth.identify), streams))],
             # Only the workers of one `serve --workers N` share a port; anything else
             # already listening there makes this start fail.
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
         )
-        services = add_servicers(server, AdmissionService(gate, auth, metrics), JobService(store, auth, watches, limit))
-        health_servicer = enable_health(server, services)
-        enable_reflection(server, services)
+        # Every method handler wrapped once, as it is registered. The request log and
+        # call metrics outermost: they see every call, those the grants table or the
+        # stream limits refuse too.
+        registrar = Registrar(server, (CallObserver(auth.identify, metrics, request_log).wrap, FailClosed(auth.denials, auth.identify).wrap, streams.wrap))
+        services = add_servicers(registrar, AdmissionService(gate, auth, metrics), JobService(store, auth, watches, limit))
+        health_servicer = enable_health(registrar, services)
+        enable_reflection(registrar, services)
         port = listen_on(server, listen, config.server.tls)
         server.start()
         undo.callback(server.stop, None)
