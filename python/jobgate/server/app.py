@@ -105,9 +105,9 @@ class Server:
     only then do unary calls in flight get the grace period to finish."""
 
     def __init__(
-        self, server: grpc.Server, pool: CallPool, streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics
+        self, server: grpc.Server, pools: tuple[CallPool, ...], streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics
     ) -> None:
-        self._server, self._pool, self.streams, self.watches, self._health = server, pool, streams, watches, health
+        self._server, self._pools, self.streams, self.watches, self._health = server, pools, streams, watches, health
         self.config, self.listen, self.gate, self.auth, self.metrics = config, listen, gate, auth, metrics
         self._reloading = threading.Lock()
 
@@ -140,7 +140,7 @@ class Server:
         done = self._server.stop(grace)
         if grace:
             deadline = time.monotonic() + grace
-            while (self._pool.busy() or self.streams.busy()) and time.monotonic() < deadline and not done.is_set():
+            while (any(pool.busy() for pool in self._pools) or self.streams.busy()) and time.monotonic() < deadline and not done.is_set():
                 time.sleep(0.02)
             done = self._server.stop(0)
         return done
@@ -256,11 +256,13 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         watches = Watches(store, settings.watch_poll_seconds)
         undo.callback(watches.close)
         limit = settings.max_message_bytes
-        pool = CallPool(settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc")
+        # Unary calls and health checks have `threads`, whatever the streams do. Every open
+        # stream holds a thread of the streams' pool, which has `threads` more: a stream
+        # beyond the limits finds one to be refused on at once.
+        unary_threads = CallPool(settings.threads, thread_name_prefix="jobgate-rpc")
+        stream_threads = CallPool(settings.max_streams + settings.threads, thread_name_prefix="jobgate-stream")
         server = grpc.server(
-            # Every open stream holds a thread; `threads` more are left for unary calls and
-            # health checks, whatever the streams do.
-            pool,
+            unary_threads,
             # Only the workers of one `serve --workers N` share a port; anything else
             # already listening there makes this start fail.
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
@@ -268,7 +270,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         # Every method handler wrapped once, as it is registered. The request log and
         # call metrics outermost: they see every call, those the grants table or the
         # stream limits refuse too.
-        registrar = Registrar(server, (CallObserver(auth.identify, metrics, request_log).wrap, FailClosed(auth.denials, auth.identify).wrap, streams.wrap))
+        registrar = Registrar(server, (CallObserver(auth.identify, metrics, request_log).wrap, FailClosed(auth.denials, auth.identify).wrap, streams.wrap), stream_threads)
         services = add_servicers(registrar, AdmissionService(gate, auth, metrics), JobService(store, auth, watches, limit))
         health_servicer = enable_health(registrar, services)
         enable_reflection(registrar, services)
@@ -282,7 +284,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             except EndpointUnavailable as e:
                 raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
-    running = Server(server, pool, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
+    running = Server(server, (unary_threads, stream_threads), streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store, request_log=request_log)
 
 

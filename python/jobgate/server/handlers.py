@@ -22,6 +22,7 @@ import errno
 import logging
 import secrets
 from collections.abc import Callable
+from concurrent import futures
 from typing import NoReturn
 
 import grpc
@@ -78,22 +79,45 @@ class Registrar:
     server runs no interceptor: grpcio would run one for every call in its poller
     thread, which every call passes through.
 
+    A stream whose handler holds its thread while open runs on `stream_threads`, unary
+    calls on the server's own pool: each pool is sized for its calls.
+
     A handler only a generic handler finds (one registered without its methods' names)
     is wrapped at its method's first call, and that wrapper serves every later one."""
 
-    def __init__(self, server: grpc.Server, wraps: tuple[Wrap, ...]) -> None:
-        self._server, self._wraps = server, wraps
+    def __init__(self, server: grpc.Server, wraps: tuple[Wrap, ...], stream_threads: futures.ThreadPoolExecutor | None = None) -> None:
+        self._server, self._wraps, self._stream_threads = server, wraps, stream_threads
 
     def wrapped(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         for wrap in reversed(self._wraps):
             handler = wrap(method, handler)
-        return handler
+        return handler if self._stream_threads is None else on_threads(handler, self._stream_threads)
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
         self._server.add_registered_method_handlers(service, {name: self.wrapped(f"/{service}/{name}", handler) for name, handler in handlers.items()})
 
     def add_generic_rpc_handlers(self, generics) -> None:
         self._server.add_generic_rpc_handlers(tuple(_WrappedGeneric(generic, self.wrapped) for generic in generics))
+
+
+def on_threads(handler: grpc.RpcMethodHandler, pool: futures.ThreadPoolExecutor) -> grpc.RpcMethodHandler:
+    """`handler`, when it is a stream's that holds its thread while open, run on `pool`
+    (gRPC's per-method thread pool) rather than the server's."""
+    if not (handler.request_streaming or handler.response_streaming):
+        return handler
+    behavior = handler.stream_stream or handler.unary_stream or handler.stream_unary
+    if getattr(behavior, "experimental_non_blocking", False):
+        return handler  # holds no thread while open (the health service's Watch)
+
+    def run(request, context):
+        return behavior(request, context)
+
+    run.experimental_thread_pool = pool
+    if handler.stream_stream:
+        return grpc.stream_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+    return grpc.stream_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
 
 
 class _WrappedGeneric(grpc.GenericRpcHandler):
