@@ -221,6 +221,21 @@ class Started:
             self.store.close()
 
 
+# Servicer threads for unary calls when server.threads is unset. A call's Python holds
+# the GIL: with fewer threads than calls in flight, a thread that finishes a call takes
+# the next one queued, where each of many threads would be woken for its own call (a
+# wake-up and a GIL hand-over a call). A commit to a database server is a round trip a
+# thread waits through, and a commit group gathers only the calls that hold a thread.
+LOCAL_STORE_THREADS, DATABASE_SERVER_THREADS = 4, 32
+
+
+def unary_threads(config: Config) -> int:
+    """How many servicer threads serve unary calls and health checks."""
+    if config.server.threads is not None:
+        return config.server.threads
+    return DATABASE_SERVER_THREADS if config.store.url else LOCAL_STORE_THREADS
+
+
 def create_server(config: Config, address: str | None = None, *, store: JobStore | None = None, log_stream: BinaryIO | None = None) -> Started:
     """A configured, started server on `address` (port 0 picks a free port), on
     `store` or else the one the configuration names. The request log (when
@@ -259,10 +274,11 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         # Unary calls and health checks have `threads`, whatever the streams do. Every open
         # stream holds a thread of the streams' pool, which has `threads` more: a stream
         # beyond the limits finds one to be refused on at once.
-        unary_threads = CallPool(settings.threads, thread_name_prefix="jobgate-rpc")
-        stream_threads = CallPool(settings.max_streams + settings.threads, thread_name_prefix="jobgate-stream")
+        threads = unary_threads(config)
+        calls = CallPool(threads, thread_name_prefix="jobgate-rpc")
+        stream_threads = CallPool(settings.max_streams + threads, thread_name_prefix="jobgate-stream")
         server = grpc.server(
-            unary_threads,
+            calls,
             # Only the workers of one `serve --workers N` share a port; anything else
             # already listening there makes this start fail.
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
@@ -284,7 +300,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             except EndpointUnavailable as e:
                 raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
-    running = Server(server, (unary_threads, stream_threads), streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
+    running = Server(server, (calls, stream_threads), streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store, request_log=request_log)
 
 
