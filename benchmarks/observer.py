@@ -1,6 +1,6 @@
-"""What jobgate runs in Python around grpcio for one call, in process: the server's
-interceptors, the method's handler (the call observer, the stream guard's count, the
-request decoded, the servicer) and the request log's writer thread, for a health
+"""What jobgate runs in Python around grpcio for one call, in process: the method's
+handler as registered (the call observer, the stream guard's count, the request
+decoded, the servicer; and any server interceptor, of which there is none) and the request log's writer thread, for a health
 `Check` and an `Admit` dry run of the 2 KB JobSpec, with the request log on (as
 deployed) and off. The handlers are the ones `create_server` registers, called as
 grpcio's own thread would call them, with a stand-in for grpcio's context; the

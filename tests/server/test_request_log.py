@@ -19,6 +19,7 @@ from grpc_status import rpc_status
 
 from jobgate.server import logs
 from jobgate.server.calls import CallObserver
+from jobgate.server.handlers import Registrar
 from jobgate.server.logs import ROOMY, LineWriter, bounded, encode
 from jobgate.server.metrics import Metrics
 from jobgate.v1 import admission_pb2
@@ -157,13 +158,13 @@ def test_no_call_labels_a_metric_series_once_its_method_has_been_called(tmp_path
         r.close()
 
 
-class Counting(grpc.ServerInterceptor):
+class Counting:
     def __init__(self) -> None:
         self.calls = 0
 
-    def intercept_service(self, continuation, handler_call_details):
+    def wrap(self, _method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         self.calls += 1
-        return continuation(handler_call_details)
+        return handler
 
 
 class Details(grpc.HandlerCallDetails):
@@ -171,18 +172,41 @@ class Details(grpc.HandlerCallDetails):
         self.method, self.invocation_metadata = method, ()
 
 
+class Served:
+    """A server as the registrar sees it: what was registered on it."""
+
+    def __init__(self) -> None:
+        self.registered: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
+        self.generics: list = []
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        self.registered[service] = handlers
+
+    def add_generic_rpc_handlers(self, generics) -> None:
+        self.generics += generics
+
+
 def test_a_method_is_wrapped_once_with_the_interceptors_within_and_reused_by_every_call():
     inner = Counting()
-    observer = CallObserver(lambda _context: None, Metrics(process=False), None, within=[inner])
+    observer = CallObserver(lambda _context: None, Metrics(process=False), None)
+    served = Served()
+    registrar = Registrar(served, (observer.wrap, inner.wrap))
     handler = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
     other = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
-    served = [observer.intercept_service(lambda _d: handler, Details("/x.Y/Z")) for _ in range(5)]
-    assert all(s is served[0] for s in served) and served[0] is not handler
+    # Registered by name: wrapped once, as it is registered.
+    registrar.add_registered_method_handlers("x.Y", {"Z": handler})
+    assert served.registered["x.Y"]["Z"] is not handler
     assert inner.calls == 1
-    # Another method is wrapped on its own; a method no one serves is not kept.
-    assert observer.intercept_service(lambda _d: other, Details("/x.Y/W")) is not served[0]
-    assert observer.intercept_service(lambda _d: None, Details("/x.Y/None")) is None
+    # Found by a generic handler: wrapped at the method's first call, then reused.
+    registrar.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("x.Y", {"Z": handler, "W": other}),))
+    (generic,) = served.generics
+    found = [generic.service(Details("/x.Y/Z")) for _ in range(5)]
+    assert all(s is found[0] for s in found) and found[0] is not handler
     assert inner.calls == 2
+    # Another method is wrapped on its own; a method no one serves is not kept.
+    assert generic.service(Details("/x.Y/W")) is not found[0]
+    assert generic.service(Details("/x.Y/None")) is None
+    assert inner.calls == 3
 
 
 class Refusing(io.RawIOBase):

@@ -260,3 +260,38 @@ def test_stubs_of_other_channels_count_for_the_same_account(tmp_path):
     finally:
         other.close()
         r.close()
+
+
+def test_unary_threads_follow_the_store_unless_set(tmp_path):
+    """Unset, few threads on SQLite (local commits) and many with a database server,
+    whose commits each admission waits through holding its thread; set, as set."""
+    from jobgate.server.app import unary_threads
+
+    sqlite = config_for(tmp_path)
+    postgres = sqlite.model_copy(update={"store": sqlite.store.model_copy(update={"url": "postgresql://db.example/jobgate"})})
+    assert (unary_threads(sqlite), unary_threads(postgres)) == (4, 32)
+    for config in (sqlite, postgres):
+        assert unary_threads(config.model_copy(update={"server": config.server.model_copy(update={"threads": 7})})) == 7
+
+
+def test_streams_run_beside_the_unary_threads_not_on_them(tmp_path):
+    """With every unary thread's worth of streams open (more streams than `threads`),
+    a health check and an admission are still answered: streams have threads of their own."""
+    r = limited(tmp_path)  # threads = 2, max_streams = 6
+    opened = []
+    try:
+        for token in (TOKEN, BOB):
+            for _ in range(2):
+                requests: queue.Queue = queue.Queue()
+                stream = r.admission.AdmitStream(iter(requests.get, None), metadata=bearer(token), timeout=30)
+                requests.put(admission_pb2.AdmitStreamRequest(document=admission_pb2.Document(raw=JOBSPEC), dry_run=True))
+                next(stream)  # open and served: it holds a thread while it waits for the next
+                opened.append((requests, stream))
+        assert r.server.streams.open_streams() == 4
+        health = health_pb2_grpc.HealthStub(r.channel)
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+        assert r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=JOBSPEC), dry_run=True), metadata=r.auth, timeout=10).report.verdict == "pass"
+    finally:
+        for requests, _stream in opened:
+            requests.put(None)
+        r.close()

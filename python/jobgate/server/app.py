@@ -30,7 +30,7 @@ from jobgate.server.auth import Authenticator
 from jobgate.server.calls import REQUEST_LOG, CallObserver
 from jobgate.server.gate import Gate
 from jobgate.server.grants import Denials, FailClosed
-from jobgate.server.handlers import add_servicers
+from jobgate.server.handlers import Registrar, add_servicers
 from jobgate.server.logs import JsonLogFormatter, LineWriter
 from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService
@@ -105,9 +105,9 @@ class Server:
     only then do unary calls in flight get the grace period to finish."""
 
     def __init__(
-        self, server: grpc.Server, pool: CallPool, streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics
+        self, server: grpc.Server, pools: tuple[CallPool, ...], streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics
     ) -> None:
-        self._server, self._pool, self.streams, self.watches, self._health = server, pool, streams, watches, health
+        self._server, self._pools, self.streams, self.watches, self._health = server, pools, streams, watches, health
         self.config, self.listen, self.gate, self.auth, self.metrics = config, listen, gate, auth, metrics
         self._reloading = threading.Lock()
 
@@ -140,7 +140,7 @@ class Server:
         done = self._server.stop(grace)
         if grace:
             deadline = time.monotonic() + grace
-            while (self._pool.busy() or self.streams.busy()) and time.monotonic() < deadline and not done.is_set():
+            while (any(pool.busy() for pool in self._pools) or self.streams.busy()) and time.monotonic() < deadline and not done.is_set():
                 time.sleep(0.02)
             done = self._server.stop(0)
         return done
@@ -167,14 +167,14 @@ class Health(health.HealthServicer):
         return health_pb2.HealthListResponse(statuses=statuses)
 
 
-def enable_health(server: grpc.Server, services: list[str]) -> Health:
+def enable_health(server: grpc.Server | Registrar, services: list[str]) -> Health:
     """The health service, reporting the server and each of `services` SERVING."""
     servicer = Health(services)
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
     return servicer
 
 
-def enable_reflection(server: grpc.Server, services: list[str]) -> None:
+def enable_reflection(server: grpc.Server | Registrar, services: list[str]) -> None:
     """Server reflection of `services` as `grpc.reflection.v1` (what grpcurl and
     current clients ask for) and `v1alpha` (older ones). grpcio-reflection serves only
     v1alpha; v1 is the same protocol, message for message and field for field, under
@@ -187,6 +187,7 @@ def enable_reflection(server: grpc.Server, services: list[str]) -> None:
         response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
     )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(REFLECTION_V1, {"ServerReflectionInfo": v1}),))
+    server.add_registered_method_handlers(REFLECTION_V1, {"ServerReflectionInfo": v1})
 
 
 @dataclass
@@ -218,6 +219,21 @@ class Started:
         self.metrics.close()
         if self.owns_store:
             self.store.close()
+
+
+# Servicer threads for unary calls when server.threads is unset. A call's Python holds
+# the GIL: with fewer threads than calls in flight, a thread that finishes a call takes
+# the next one queued, where each of many threads would be woken for its own call (a
+# wake-up and a GIL hand-over a call). A commit to a database server is a round trip a
+# thread waits through, and a commit group gathers only the calls that hold a thread.
+LOCAL_STORE_THREADS, DATABASE_SERVER_THREADS = 4, 32
+
+
+def unary_threads(config: Config) -> int:
+    """How many servicer threads serve unary calls and health checks."""
+    if config.server.threads is not None:
+        return config.server.threads
+    return DATABASE_SERVER_THREADS if config.store.url else LOCAL_STORE_THREADS
 
 
 def create_server(config: Config, address: str | None = None, *, store: JobStore | None = None, log_stream: BinaryIO | None = None) -> Started:
@@ -255,22 +271,25 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         watches = Watches(store, settings.watch_poll_seconds)
         undo.callback(watches.close)
         limit = settings.max_message_bytes
-        pool = CallPool(settings.threads + settings.max_streams, thread_name_prefix="jobgate-rpc")
+        # Unary calls and health checks have `threads`, whatever the streams do. Every open
+        # stream holds a thread of the streams' pool, which has `threads` more: a stream
+        # beyond the limits finds one to be refused on at once.
+        threads = unary_threads(config)
+        calls = CallPool(threads, thread_name_prefix="jobgate-rpc")
+        stream_threads = CallPool(settings.max_streams + threads, thread_name_prefix="jobgate-stream")
         server = grpc.server(
-            # Every open stream holds a thread; `threads` more are left for unary calls and
-            # health checks, whatever the streams do.
-            pool,
-            # The request log and call metrics outermost: they see every call, those the
-            # grants table or the stream limits refuse too. The two within are applied
-            # once per method, not per call.
-            interceptors=[CallObserver(auth.identify, metrics, request_log, within=(FailClosed(auth.denials, auth.identify), streams))],
+            calls,
             # Only the workers of one `serve --workers N` share a port; anything else
             # already listening there makes this start fail.
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
         )
-        services = add_servicers(server, AdmissionService(gate, auth, metrics), JobService(store, auth, watches, limit))
-        health_servicer = enable_health(server, services)
-        enable_reflection(server, services)
+        # Every method handler wrapped once, as it is registered. The request log and
+        # call metrics outermost: they see every call, those the grants table or the
+        # stream limits refuse too.
+        registrar = Registrar(server, (CallObserver(auth.identify, metrics, request_log).wrap, FailClosed(auth.denials, auth.identify).wrap, streams.wrap), stream_threads)
+        services = add_servicers(registrar, AdmissionService(gate, auth, metrics), JobService(store, auth, watches, limit))
+        health_servicer = enable_health(registrar, services)
+        enable_reflection(registrar, services)
         port = listen_on(server, listen, config.server.tls)
         server.start()
         undo.callback(server.stop, None)
@@ -281,7 +300,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             except EndpointUnavailable as e:
                 raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
-    running = Server(server, pool, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
+    running = Server(server, (calls, stream_threads), streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store, request_log=request_log)
 
 

@@ -15,11 +15,12 @@ counts for as long as it is open. The health service's `Watch` runs without a th
 of its own and is passed through unwatched.
 
 Watching costs a call little: the wrapper of each method, with its metric series
-already labelled, is built at the method's first call and reused by every later one
-(with the interceptors it runs inside it, which decide from the method and its
-handler alone); a series is counted into through its value's own increment, past the
-checks of prometheus-client's `inc` and `observe` that a known-good amount never
-fails (`adder`, `timing`); the log line is handed to a writer thread
+already labelled, is built once, as the method is registered (`wrap`), and no server
+interceptor runs: grpcio runs interceptors for every call in its one poller thread,
+the thread every call passes through, while a wrapper runs in the call's own thread;
+a series is counted into through its value's own increment, past the checks of
+prometheus-client's `inc` and `observe` that a known-good amount never fails
+(`adder`, `timing`); the log line is handed to a writer thread
 (`logs.LineWriter`), which encodes and writes it. `python -m benchmarks.observer`
 measures what a call costs in Python around grpcio.
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 import random
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
 import grpc
@@ -132,42 +133,19 @@ class Watched:
         return add
 
 
-class CallObserver(grpc.ServerInterceptor):
-    """Watches every call, outermost: `within` (interceptors) run inside it, so the
-    calls they refuse are watched too. With `request_log` None there is no request log
-    and no request id is made or returned."""
+class CallObserver:
+    """Watches every call, outermost: `wrap` gives each method's handler, once, at
+    registration (`handlers.Registrar`), watching the handlers the grants and the
+    stream limits wrapped within it, so the calls they refuse are watched too. With
+    `request_log` None there is no request log and no request id is made or returned."""
 
-    def __init__(self, identify: Callable[[grpc.ServicerContext], str | None], metrics: Metrics, request_log: LineWriter | None, within: Sequence[grpc.ServerInterceptor] = ()) -> None:
+    def __init__(self, identify: Callable[[grpc.ServicerContext], str | None], metrics: Metrics, request_log: LineWriter | None) -> None:
         self._identify = identify
         self._metrics = metrics
         self._log = request_log
-        self._within = tuple(within)
-        # method -> (the handler gRPC found for it, the one that serves it watched).
-        self._methods: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None  # no such method: gRPC answers UNIMPLEMENTED, nothing is kept for it
-        method = handler_call_details.method
-        known = self._methods.get(method)
-        if known is not None and known[0] is handler:
-            return known[1]
-        watched = self._watch(self._inner(handler, handler_call_details), method)
-        self._methods[method] = (handler, watched)
-        return watched
-
-    def _inner(self, handler: grpc.RpcMethodHandler, handler_call_details) -> grpc.RpcMethodHandler | None:
-        """`handler` as the interceptors within wrap it, innermost last."""
-        for interceptor in reversed(self._within):
-            handler = interceptor.intercept_service(lambda _details, h=handler: h, handler_call_details)
-            if handler is None:
-                return None
-        return handler
-
-    def _watch(self, handler: grpc.RpcMethodHandler | None, method: str) -> grpc.RpcMethodHandler | None:
-        if handler is None:
-            return None
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """`handler` of `method` ("/package.Service/Method"), every call of it watched."""
         service, _, name = method.lstrip("/").rpartition("/")
         behavior = handler.unary_unary or handler.stream_stream or handler.unary_stream or handler.stream_unary
         if getattr(behavior, "experimental_non_blocking", False):

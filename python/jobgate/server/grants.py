@@ -168,25 +168,26 @@ class Denials:
         errors.job_not_found(context, job_id)
 
 
-class FailClosed(grpc.ServerInterceptor):
+class FailClosed:
     """Every call to an RPC the grants table does not name is PERMISSION_DENIED before
     its servicer runs, whatever the caller's roles or credentials: an RPC added to the
     protos, or a handler registered by a library, is closed until the table names it.
-    The RPCs it names pass on to their servicers, which check the caller's roles."""
+    The RPCs it names pass on to their servicers, which check the caller's roles.
+    `wrap` decides once per method, as it is registered (`handlers.Registrar`)."""
 
     def __init__(self, denials: Denials, identify: Callable[[grpc.ServicerContext], str | None]) -> None:
         self._denials, self._identify = denials, identify
 
-    def intercept_service(self, continuation, handler_call_details):
-        method = handler_call_details.method.removeprefix("/")
-        handler = continuation(handler_call_details)
-        if handler is None or method in NEEDS:
-            return handler  # an RPC no one serves stays UNIMPLEMENTED, as gRPC answers it
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """`handler` of `method` ("/package.Service/Method") when the table names it;
+        else one of the same shape refusing every call, its request left unread."""
+        method = method.removeprefix("/")
+        if method in NEEDS:
+            return handler
 
         def refuse(_request, context):
             self._denials.unnamed(context, method, self._identify(context))
 
-        # Of the handler's own shape, its request left unread and undecoded.
         if handler.request_streaming and handler.response_streaming:
             return grpc.stream_stream_rpc_method_handler(refuse)
         if handler.request_streaming:

@@ -9,6 +9,10 @@ down is UNAVAILABLE, a full disk RESOURCE_EXHAUSTED, and anything unforeseen INT
 with a reference to the log (`failure_mapped`): no caller ever sees an address, SQL or
 a Python traceback.
 
+Every service is registered through one `Registrar`, which wraps each method's handler
+once, as it is registered, with what watches and guards every call (`calls`, `grants`,
+`streams`): nothing runs per call to decide how a call is served.
+
 Must not serve a call itself (the servicers, `service`) nor watch one (`calls`).
 """
 
@@ -18,6 +22,7 @@ import errno
 import logging
 import secrets
 from collections.abc import Callable
+from concurrent import futures
 from typing import NoReturn
 
 import grpc
@@ -61,6 +66,77 @@ class Captured:
 
     def add_generic_rpc_handlers(self, _generic) -> None:
         pass  # the same handlers, given by name to add_registered_method_handlers
+
+
+Wrap = Callable[[str, grpc.RpcMethodHandler], grpc.RpcMethodHandler]
+
+
+class Registrar:
+    """Stands in for the server while every service registers on it (the generated
+    `add_…Servicer_to_server`, health, reflection): each method handler is wrapped by
+    `wraps` (outermost first, each given the method's full name and the handler the
+    next one made) once, as it is registered, and the wrapped one is served. The
+    server runs no interceptor: grpcio would run one for every call in its poller
+    thread, which every call passes through.
+
+    A stream whose handler holds its thread while open runs on `stream_threads`, unary
+    calls on the server's own pool: each pool is sized for its calls.
+
+    A handler only a generic handler finds (one registered without its methods' names)
+    is wrapped at its method's first call, and that wrapper serves every later one."""
+
+    def __init__(self, server: grpc.Server, wraps: tuple[Wrap, ...], stream_threads: futures.ThreadPoolExecutor | None = None) -> None:
+        self._server, self._wraps, self._stream_threads = server, wraps, stream_threads
+
+    def wrapped(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        for wrap in reversed(self._wraps):
+            handler = wrap(method, handler)
+        return handler if self._stream_threads is None else on_threads(handler, self._stream_threads)
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        self._server.add_registered_method_handlers(service, {name: self.wrapped(f"/{service}/{name}", handler) for name, handler in handlers.items()})
+
+    def add_generic_rpc_handlers(self, generics) -> None:
+        self._server.add_generic_rpc_handlers(tuple(_WrappedGeneric(generic, self.wrapped) for generic in generics))
+
+
+def on_threads(handler: grpc.RpcMethodHandler, pool: futures.ThreadPoolExecutor) -> grpc.RpcMethodHandler:
+    """`handler`, when it is a stream's that holds its thread while open, run on `pool`
+    (gRPC's per-method thread pool) rather than the server's."""
+    if not (handler.request_streaming or handler.response_streaming):
+        return handler
+    behavior = handler.stream_stream or handler.unary_stream or handler.stream_unary
+    if getattr(behavior, "experimental_non_blocking", False):
+        return handler  # holds no thread while open (the health service's Watch)
+
+    def run(request, context):
+        return behavior(request, context)
+
+    run.experimental_thread_pool = pool
+    if handler.stream_stream:
+        return grpc.stream_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+    return grpc.stream_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+
+
+class _WrappedGeneric(grpc.GenericRpcHandler):
+    """A generic handler whose every handler found is wrapped, once per method."""
+
+    def __init__(self, generic: grpc.GenericRpcHandler, wrapped: Wrap) -> None:
+        self._generic, self._wrapped = generic, wrapped
+        # method -> (the handler the generic found for it, the one that serves it wrapped)
+        self._methods: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        handler = self._generic.service(handler_call_details)
+        if handler is None:
+            return None  # not its method: gRPC asks the next, or answers UNIMPLEMENTED
+        method = handler_call_details.method
+        known = self._methods.get(method)
+        if known is None or known[0] is not handler:
+            known = self._methods[method] = (handler, self._wrapped(method, handler))
+        return known[1]
 
 
 def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: bool) -> grpc.RpcMethodHandler:
@@ -127,7 +203,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
     return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=None, response_serializer=serialize)
 
 
-def register(add_to_server: Callable[[object, grpc.Server], None], servicer, server: grpc.Server) -> list[str]:
+def register(add_to_server: Callable[[object, grpc.Server], None], servicer, server: grpc.Server | Registrar) -> list[str]:
     """Registers `servicer` through `add_to_server`, the generated
     `add_…Servicer_to_server` of its service, so that the generated code is the one
     list of the service's methods: a servicer without one of them fails here, at
@@ -154,7 +230,7 @@ SERVICERS = {
 }
 
 
-def add_servicers(server: grpc.Server, *servicers) -> list[str]:
+def add_servicers(server: grpc.Server | Registrar, *servicers) -> list[str]:
     """Registers `servicers`, one for each service of SERVICERS (a service left
     without one fails here, at start). Returns the full names of the services."""
     given = {type(s): s for s in servicers}

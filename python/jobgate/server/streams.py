@@ -82,8 +82,9 @@ class _Stream:
         self.released = False
 
 
-class StreamGuard(grpc.ServerInterceptor):
-    """The stream limits, applied to every stream whose handler blocks a thread."""
+class StreamGuard:
+    """The stream limits, applied to every stream whose handler blocks a thread; each
+    method's handler wrapped once, as it is registered (`wrap`, `handlers.Registrar`)."""
 
     def __init__(self, max_streams: int, per_account: int, identify: Callable[[grpc.ServicerContext], str | None]) -> None:
         self.max_streams, self.per_account, self._identify = max_streams, per_account, identify
@@ -93,12 +94,9 @@ class StreamGuard(grpc.ServerInterceptor):
         self._closing = False
         self._unary_calls: set[grpc.ServicerContext] = set()  # the unary calls running
 
-    # ---- the interceptor
-
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return handler
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """`handler` of `method` ("/package.Service/Method"), counted: a unary call until
+        its answer is sent, a stream that holds a thread against the limits."""
         if not (handler.request_streaming or handler.response_streaming):
             # Counted by the pool it runs on (`CallPool`) from the moment gRPC accepts it,
             # and here until its answer is sent, which gRPC does after the pool's task ends.
@@ -106,7 +104,7 @@ class StreamGuard(grpc.ServerInterceptor):
         behavior = handler.stream_stream or handler.unary_stream or handler.stream_unary
         if getattr(behavior, "experimental_non_blocking", False):
             return handler  # holds no thread while open (the health service's Watch)
-        method = handler_call_details.method.rsplit("/", 1)[-1]
+        method = method.rsplit("/", 1)[-1]
         if handler.stream_stream:
             return grpc.stream_stream_rpc_method_handler(self._streaming(behavior, method, reads=True), handler.request_deserializer, handler.response_serializer)
         if handler.unary_stream:
