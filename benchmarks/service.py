@@ -45,7 +45,8 @@ The servers run as deployed: the request log on (one JSON line per call, stderr 
 file, as to a collector) and the metrics endpoint on. At the end every call must
 have been answered OK (h2load sees only the HTTP status, gRPC's is in the trailers),
 and the last group of the table counts the log lines written against the calls
-handled.
+handled. Beside each rate: the server's CPU time and context switches per call (the
+thread hand-offs a call costs it).
 
     python -m benchmarks service [--quick]
 """
@@ -216,11 +217,27 @@ class Run:
     latencies_us: list[int] = field(default_factory=list)  # with a log file: each call's time
     sent_over_s: float = 0.0  # with a log file: from the first call sent to the last
     offered: int = 0  # with a rate: calls/s offered
+    switches: float = 0.0  # the server's context switches per call (`context_switches`)
 
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def context_switches(pid: int) -> int:
+    """Context switches of `pid`'s threads so far, voluntary or not: each time one of
+    its threads hands the GIL or a call to another and waits to be woken, the kernel
+    counts one or two. A thread that ended takes its count with it (the servers' pool
+    threads live as long as they do)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        total += sum(int(line.split()[1]) for line in status.splitlines() if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+    return total
 
 
 def h2load(port: int, path: str, body: Path, n: int, pid: int, inflight: int = INFLIGHT, rps: int | None = None, log: Path | None = None) -> Run:
@@ -232,17 +249,17 @@ def h2load(port: int, path: str, body: Path, n: int, pid: int, inflight: int = I
     if log:
         log.unlink(missing_ok=True)  # h2load appends
         command += ["--log-file", str(log)]
-    before = cpu_seconds(pid)
+    before, switched = cpu_seconds(pid), context_switches(pid)
     done = subprocess.run([*command, f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, check=True)
-    cpu = cpu_seconds(pid) - before
+    cpu, switches = cpu_seconds(pid) - before, (context_switches(pid) - switched) / n
     if not re.search(rf"\b{n} succeeded, 0 failed", done.stdout):
         raise RuntimeError(f"h2load had failures on {path}:\n{done.stdout}")
     rate = float(re.search(r"finished in [0-9.]+m?s, ([0-9.]+) req/s", done.stdout).group(1))
     if not log:
-        return Run(rate, cpu / n * 1e6)
+        return Run(rate, cpu / n * 1e6, switches=switches)
     calls = [line.split("\t") for line in log.read_text().splitlines()]
     sent = [int(c[0]) for c in calls]
-    return Run(rate, cpu / n * 1e6, [int(c[2]) for c in calls], (max(sent) - min(sent)) / 1e6, rps or 0)
+    return Run(rate, cpu / n * 1e6, [int(c[2]) for c in calls], (max(sent) - min(sent)) / 1e6, rps or 0, switches)
 
 
 def answer(port: int, path: str, request: bytes) -> bytes:
@@ -420,7 +437,7 @@ def run(quick: bool) -> dict:
 
     def throughput_rows(bench: str, g: str, labels: dict[str, str]) -> None:
         for k, label in labels.items():
-            rows.append({"bench": bench, "impl": label, "value": statistics.median(rates(g, k)), "unit": "calls/s", "x": per_round(rates(g, k), rates(g, "echo")), "cpu_us": statistics.median(run.cpu_us for run in runs[g][k]), "rounds": rates(g, k)})
+            rows.append({"bench": bench, "impl": label, "value": statistics.median(rates(g, k)), "unit": "calls/s", "x": per_round(rates(g, k), rates(g, "echo")), "cpu_us": statistics.median(run.cpu_us for run in runs[g][k]), "switches": statistics.median(run.switches for run in runs[g][k]), "rounds": rates(g, k)})
 
     how = f"h2load 1 connection, {INFLIGHT} in flight; median per-round jobgate / echo calls/s"
     setting = f"h2load, 1 connection, {INFLIGHT} in flight, median of {rounds} rounds"
@@ -489,6 +506,8 @@ def print_table(result: dict) -> None:
             out += f" {r['x']:6.2f}x"
         if r.get("cpu_us"):
             out += f"   CPU {r['cpu_us']:5.0f} µs/call"
+        if r.get("switches"):
+            out += f", {r['switches']:4.1f} switches/call"
         if "note" in r:
             out += f"   {r['note']}"
         return out
