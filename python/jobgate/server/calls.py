@@ -39,6 +39,7 @@ import grpc
 
 from jobgate.server.logs import LineWriter
 from jobgate.server.metrics import Metrics
+from jobgate.server.shapes import behavior_of, shaped_as
 
 REQUEST_LOG = "jobgate.requests"  # the logger its lines name
 REQUEST_ID = "x-request-id"
@@ -147,20 +148,14 @@ class CallObserver:
     def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         """`handler` of `method` ("/package.Service/Method"), every call of it watched."""
         service, _, name = method.lstrip("/").rpartition("/")
-        behavior = handler.unary_unary or handler.stream_stream or handler.unary_stream or handler.stream_unary
+        behavior = behavior_of(handler)
         if getattr(behavior, "experimental_non_blocking", False):
             return handler  # the health service's Watch: no thread of its own to watch from
-        if handler.unary_unary:
-            run = self._unary(behavior, Watched(self._metrics, ("unary", service, name)), streamed_in=False)
-            return grpc.unary_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
-        if handler.stream_unary:
-            run = self._unary(behavior, Watched(self._metrics, ("client_stream", service, name)), streamed_in=True)
-            return grpc.stream_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
-        if handler.stream_stream:
-            run = self._streaming(behavior, Watched(self._metrics, ("bidi_stream", service, name)), streamed_in=True)
-            return grpc.stream_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
-        run = self._streaming(behavior, Watched(self._metrics, ("server_stream", service, name)), streamed_in=False)
-        return grpc.unary_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+        streamed_in, streamed_out = bool(handler.request_streaming), bool(handler.response_streaming)
+        kind = {(False, False): "unary", (True, False): "client_stream", (False, True): "server_stream", (True, True): "bidi_stream"}[(streamed_in, streamed_out)]
+        watched = Watched(self._metrics, (kind, service, name))
+        run = self._streaming(behavior, watched, streamed_in=streamed_in) if streamed_out else self._unary(behavior, watched, streamed_in=streamed_in)
+        return shaped_as(handler, run)
 
     # ---- around every call
 

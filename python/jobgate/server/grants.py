@@ -35,6 +35,7 @@ from jobgate.server import errors
 from jobgate.server.calls import current_request_id
 from jobgate.server.gate import Grant
 from jobgate.server.metrics import Metrics
+from jobgate.server.shapes import shaped_as
 
 log = logging.getLogger("jobgate.server")
 
@@ -188,10 +189,4 @@ class FailClosed:
         def refuse(_request, context):
             self._denials.unnamed(context, method, self._identify(context))
 
-        if handler.request_streaming and handler.response_streaming:
-            return grpc.stream_stream_rpc_method_handler(refuse)
-        if handler.request_streaming:
-            return grpc.stream_unary_rpc_method_handler(refuse)
-        if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(refuse)
-        return grpc.unary_unary_rpc_method_handler(refuse)
+        return shaped_as(handler, refuse, request_deserializer=None, response_serializer=None)

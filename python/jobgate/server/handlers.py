@@ -30,6 +30,7 @@ from google.protobuf import descriptor_pool, message_factory
 
 from jobgate.server import errors
 from jobgate.server.service import AdmissionService, JobService
+from jobgate.server.shapes import behavior_of, shaped_as
 from jobgate.server.wire import decode
 from jobgate.store import StoreFull, StoreUnavailable
 from jobgate.v1 import admission_pb2_grpc, jobs_pb2_grpc
@@ -105,7 +106,7 @@ def on_threads(handler: grpc.RpcMethodHandler, pool: futures.ThreadPoolExecutor)
     (gRPC's per-method thread pool) rather than the server's."""
     if not (handler.request_streaming or handler.response_streaming):
         return handler
-    behavior = handler.stream_stream or handler.unary_stream or handler.stream_unary
+    behavior = behavior_of(handler)
     if getattr(behavior, "experimental_non_blocking", False):
         return handler  # holds no thread while open (the health service's Watch)
 
@@ -113,11 +114,7 @@ def on_threads(handler: grpc.RpcMethodHandler, pool: futures.ThreadPoolExecutor)
         return behavior(request, context)
 
     run.experimental_thread_pool = pool
-    if handler.stream_stream:
-        return grpc.stream_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
-    if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
-    return grpc.stream_unary_rpc_method_handler(run, handler.request_deserializer, handler.response_serializer)
+    return shaped_as(handler, run)
 
 
 class _WrappedGeneric(grpc.GenericRpcHandler):
@@ -160,7 +157,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
                 except Exception as e:
                     failure_mapped(context, method, e)
 
-            return grpc.unary_unary_rpc_method_handler(unary_raw, request_deserializer=None, response_serializer=serialize)
+            return shaped_as(handler, unary_raw, request_deserializer=None, response_serializer=serialize)
 
         def unary(data, context):
             try:
@@ -168,7 +165,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
             except Exception as e:
                 failure_mapped(context, method, e)
 
-        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=None, response_serializer=serialize)
+        return shaped_as(handler, unary, request_deserializer=None, response_serializer=serialize)
 
     if handler.unary_stream:
         rpc = handler.unary_stream
@@ -179,7 +176,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
             except Exception as e:
                 failure_mapped(context, method, e)
 
-        return grpc.unary_stream_rpc_method_handler(unary_stream, request_deserializer=None, response_serializer=serialize)
+        return shaped_as(handler, unary_stream, request_deserializer=None, response_serializer=serialize)
 
     if handler.stream_stream:
         rpc = handler.stream_stream
@@ -190,7 +187,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
             except Exception as e:
                 failure_mapped(context, method, e)
 
-        return grpc.stream_stream_rpc_method_handler(stream_stream, request_deserializer=None, response_serializer=serialize)
+        return shaped_as(handler, stream_stream, request_deserializer=None, response_serializer=serialize)
 
     rpc = handler.stream_unary
 
@@ -200,7 +197,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
         except Exception as e:
             failure_mapped(context, method, e)
 
-    return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer=None, response_serializer=serialize)
+    return shaped_as(handler, stream_unary, request_deserializer=None, response_serializer=serialize)
 
 
 def register(add_to_server: Callable[[object, grpc.Server], None], servicer, server: grpc.Server | Registrar) -> list[str]:

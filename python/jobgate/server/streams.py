@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 from jobgate.server import errors
+from jobgate.server.shapes import behavior_of, shaped_as
 from jobgate.store import JobStore
 from jobgate.store.base import StoreFull, StoreUnavailable
 
@@ -100,16 +101,14 @@ class StreamGuard:
         if not (handler.request_streaming or handler.response_streaming):
             # Counted by the pool it runs on (`CallPool`) from the moment gRPC accepts it,
             # and here until its answer is sent, which gRPC does after the pool's task ends.
-            return grpc.unary_unary_rpc_method_handler(self._counted(handler.unary_unary), handler.request_deserializer, handler.response_serializer)
-        behavior = handler.stream_stream or handler.unary_stream or handler.stream_unary
+            return shaped_as(handler, self._counted(handler.unary_unary))
+        behavior = behavior_of(handler)
         if getattr(behavior, "experimental_non_blocking", False):
             return handler  # holds no thread while open (the health service's Watch)
         method = method.rsplit("/", 1)[-1]
-        if handler.stream_stream:
-            return grpc.stream_stream_rpc_method_handler(self._streaming(behavior, method, reads=True), handler.request_deserializer, handler.response_serializer)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(self._streaming(behavior, method, reads=False), handler.request_deserializer, handler.response_serializer)
-        return grpc.stream_unary_rpc_method_handler(self._unary(behavior, method), handler.request_deserializer, handler.response_serializer)
+        if handler.response_streaming:
+            return shaped_as(handler, self._streaming(behavior, method, reads=bool(handler.request_streaming)))
+        return shaped_as(handler, self._unary(behavior, method))
 
     def busy(self) -> bool:
         """Whether a unary call has not yet sent its answer, or a stream that holds a
