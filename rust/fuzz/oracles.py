@@ -45,6 +45,20 @@ def safe_load(text: bytes) -> str:
     return json.dumps(typed(yaml.safe_load(text)), sort_keys=True)
 
 
+def token_spans(text: bytes) -> str:
+    """Where PyYAML's scanner reads a token, as [start, end) character indices: what no
+    comment may overlap. A block scalar's token starts at its indicator, and its header
+    line may end in a comment: its span starts on the next line."""
+    decoded = text.decode()
+    spans = []
+    for token in yaml.scan(decoded):
+        start, end = token.start_mark.index, token.end_mark.index
+        if isinstance(token, yaml.ScalarToken) and token.style in ("|", ">"):
+            start = decoded.find("\n", start) + 1 or end
+        spans.append([start, end])
+    return json.dumps(spans)
+
+
 def json_typed(text: bytes) -> str:
     """jobgate's reading (JSON text) in the same typed form, for comparison."""
     return json.dumps(typed(json.loads(text)), sort_keys=True)

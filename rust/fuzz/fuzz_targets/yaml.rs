@@ -7,11 +7,14 @@
 //!   the budget: the JSON jobgate writes is at most 4 times the size limit);
 //! - what jobgate writes is JSON that its own JSON path reads;
 //! - a document whose mappings repeat a key is refused (`json.duplicate_key`), so it is
-//!   not compared.
+//!   not compared;
+//! - every comment `yaml::comments` finds (what suppressions read) is a `#` outside
+//!   every token PyYAML's scanner reads from the same text.
 #![no_main]
 
 use jobgate_core::collect::Ctx;
 use jobgate_core::document::{duplicate_keys, reading, with_document};
+use jobgate_core::yaml::comments;
 use jobgate_fuzz::{limits, python};
 use libfuzzer_sys::fuzz_target;
 
@@ -61,4 +64,44 @@ fn check(data: &[u8]) {
         String::from_utf8_lossy(data),
         String::from_utf8_lossy(&json)
     );
+    comments_outside_tokens(text);
+}
+
+/// The comments jobgate finds in a text PyYAML reads lie outside PyYAML's tokens.
+fn comments_outside_tokens(text: &[u8]) {
+    let Ok(t) = std::str::from_utf8(text) else {
+        return;
+    };
+    if t.contains(['\r', '\u{85}', '\u{2028}', '\u{2029}']) {
+        return; // other line breaks: lines are counted by `\n` alone below
+    }
+    let found = comments(t);
+    if found.is_empty() {
+        return;
+    }
+    let spans: Vec<(usize, usize)> = serde_json::from_str(
+        &python::ask("token_spans", text, &[]).expect("PyYAML scans what it loads"),
+    )
+    .expect("the oracle answers JSON");
+    let chars: Vec<char> = t.chars().collect();
+    let mut line_starts = vec![0usize];
+    line_starts.extend(
+        chars
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c == '\n')
+            .map(|(i, _)| i + 1),
+    );
+    for c in found {
+        let at = line_starts[c.line as usize - 1] + c.column as usize - 1;
+        assert_eq!(
+            chars.get(at),
+            Some(&'#'),
+            "comment {c:?} of {t:?} is not at a #"
+        );
+        assert!(
+            !spans.iter().any(|&(s, e)| s <= at && at < e),
+            "comment {c:?} of {t:?} lies inside a token PyYAML reads ({spans:?})"
+        );
+    }
 }
