@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import jsonschema
 import pytest
+import yaml
 from google.protobuf import json_format
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -428,3 +429,23 @@ def test_generated_code_matches_the_protos():
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run([sys.executable, str(root / "scripts" / "protos.py"), "--check"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_service_honours_no_suppression_a_document_or_the_configuration_names(tmp_path):
+    """Suppressions are for `check` and `revalidate` in a repository: a document sent to
+    the gate cannot silence its own findings with a comment, nor does a
+    [rules.paths] table reach admission (it names paths, and a request has none)."""
+    config = config_for(tmp_path)
+    config = config.model_copy(update={"rules": {**config.rules, "paths": {"**": {"ignore": ["forge.name"]}}}})
+    r = Running(config)
+    try:
+        bad = mutate(JOBSPEC, {"/metadata/name": "../x"})
+        text = yaml.safe_dump(bad, sort_keys=False).replace("name: ../x", "name: ../x  # jobgate: ignore[forge.name]")
+        assert "# jobgate: ignore[forge.name]" in text
+        yaml_text = "# jobgate: ignore[forge.name]\n" + text
+        got = r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=yaml_text.encode())), metadata=r.auth)
+        assert got.report.verdict == "fail" and got.job_id == ""
+        assert pairs(got.report) == [("forge.name", "/metadata/name")]
+        assert r.store.list() == []
+    finally:
+        r.close()
