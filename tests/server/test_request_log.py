@@ -5,6 +5,7 @@ each method's wrapper (its metric series labelled) built once, not per call."""
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import threading
@@ -273,3 +274,40 @@ def test_a_series_counted_past_prometheus_clients_checks_exposes_what_inc_and_ob
 
     assert samples(fast) == samples(checked)
     assert fast.registry.get_sample_value("grpc_server_handling_seconds_bucket", {**dict(zip(("grpc_type", "grpc_service", "grpc_method"), labels, strict=True)), "le": "5e-05"}) == 2
+
+
+def test_a_call_leaves_no_reference_cycle_behind(tmp_path):
+    """Each call's state is freed as its call ends, by reference counting: a cycle
+    through grpcio's call state keeps the call (and its C call) until the garbage
+    collector runs, and that collector's pauses stall every call in flight (~8% of a
+    busy server's time and 16 ms pauses before the request log's caller cache held
+    its call weakly)."""
+    r = Running(config_for(tmp_path), log_stream=Collected())
+    admit = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=JOBSPEC))
+    dry = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=JOBSPEC), dry_run=True)
+    try:
+        gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds unreachable is kept in gc.garbage
+        try:
+            for _ in range(3):
+                r.admission.Admit(dry, metadata=r.auth, timeout=10)
+                r.admission.Admit(admit, metadata=r.auth, timeout=10)
+                r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=[admit.document] * 2, dry_run=True), metadata=r.auth, timeout=10)
+                health_pb2_grpc.HealthStub(r.channel).Check(CHECK, timeout=10)
+                streamed = r.admission.AdmitStream(iter([admission_pb2.AdmitStreamRequest(request_id="d1", document=admit.document, dry_run=True)]), metadata=r.auth, timeout=10)
+                assert [x.request_id for x in streamed] == ["d1"]
+                with pytest.raises(grpc.RpcError) as refused:
+                    r.admission.Admit(dry, metadata=bearer("stolen"), timeout=10)
+                assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                with pytest.raises(grpc.RpcError) as malformed:
+                    r.admission.Admit(admission_pb2.AdmitRequest(), metadata=r.auth, timeout=10)
+                assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            time.sleep(0.2)  # the last calls' done-callbacks run after their answers
+            gc.collect()
+            cycles = sorted({f"{type(o).__module__}.{type(o).__qualname__}" for o in gc.garbage if type(o).__module__.startswith(("grpc._server", "jobgate"))})
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+    finally:
+        r.close()
+    assert cycles == []

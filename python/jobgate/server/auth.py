@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import weakref
 from contextvars import ContextVar
 
 import grpc
@@ -47,8 +48,12 @@ class Directory:
         return self._by_certificate.get(name)
 
 
-# The last call resolved on this thread, its directory and what it resolved to.
-_resolved: ContextVar[tuple[grpc.ServicerContext, Directory, tuple[Caller | None, str]] | None] = ContextVar("jobgate_resolved", default=None)
+# The last call resolved in this context (gRPC gives each call a context of its own),
+# its directory and what it resolved to. The call is held weakly: grpcio's call state
+# holds the context the variable lives in, and a strong reference back would make
+# every call a reference cycle, kept (with its C call) until the garbage collector
+# runs, whose pauses then stall every call in flight.
+_resolved: ContextVar[tuple[weakref.ref, Directory, tuple[Caller | None, str]] | None] = ContextVar("jobgate_resolved", default=None)
 
 
 class Authenticator:
@@ -78,10 +83,10 @@ class Authenticator:
         # A call is resolved once per configuration: its servicer, its log line and
         # the stream limits ask alike. A reload (another directory) resolves it anew.
         known = _resolved.get()
-        if known is not None and known[0] is context and known[1] is directory:
+        if known is not None and known[0]() is context and known[1] is directory:
             return known[2]
         found = self._lookup(context, directory)
-        _resolved.set((context, directory, found))
+        _resolved.set((weakref.ref(context), directory, found))
         return found
 
     def _lookup(self, context: grpc.ServicerContext, directory: Directory) -> tuple[Caller | None, str]:

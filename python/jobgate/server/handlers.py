@@ -23,7 +23,6 @@ import logging
 import secrets
 from collections.abc import Callable
 from concurrent import futures
-from typing import NoReturn
 
 import grpc
 from google.protobuf import descriptor_pool, message_factory
@@ -38,15 +37,17 @@ from jobgate.v1 import admission_pb2_grpc, jobs_pb2_grpc
 log = logging.getLogger("jobgate.server")
 
 
-def failure_mapped(context: grpc.ServicerContext, rpc: str, error: Exception) -> NoReturn:
+def failure_mapped(context: grpc.ServicerContext, rpc: str, error: Exception) -> None:
     """Ends the call with the status code a client can act on for `error`, a failure of
-    the store or the machine; re-raises an abort or a cancellation as it is."""
+    the store or the machine; returns for an abort or a cancellation, which its caller
+    re-raises as it is (raised here, the exception's traceback would hold this frame,
+    which holds the exception: a reference cycle per refused call)."""
     if isinstance(error, StoreUnavailable):
         errors.abort(context, grpc.StatusCode.UNAVAILABLE, str(error), errors.STORE_UNAVAILABLE)
     if isinstance(error, StoreFull):
         errors.abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(error), errors.STORE_FULL)
     if isinstance(error, grpc.RpcError) or context.code() is not None:
-        raise error  # the call was aborted or cancelled: its status is already set
+        return  # the call was aborted or cancelled: its status is already set
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
         log.error("disk full", extra={"fields": {"rpc": rpc, "error": str(error)}})
         errors.abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "the server's disk is full (temporary files); retry later", errors.DISK_FULL)
@@ -156,6 +157,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
                     return rpc(data, context)
                 except Exception as e:
                     failure_mapped(context, method, e)
+                    raise
 
             return shaped_as(handler, unary_raw, request_deserializer=None, response_serializer=serialize)
 
@@ -164,6 +166,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
                 return rpc(decode(request_type, data, context), context)
             except Exception as e:
                 failure_mapped(context, method, e)
+                raise
 
         return shaped_as(handler, unary, request_deserializer=None, response_serializer=serialize)
 
@@ -175,6 +178,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
                 yield from rpc(data if request_type is None else decode(request_type, data, context), context)
             except Exception as e:
                 failure_mapped(context, method, e)
+                raise
 
         return shaped_as(handler, unary_stream, request_deserializer=None, response_serializer=serialize)
 
@@ -186,6 +190,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
                 yield from rpc(parsed_stream(datas, context), context)
             except Exception as e:
                 failure_mapped(context, method, e)
+                raise
 
         return shaped_as(handler, stream_stream, request_deserializer=None, response_serializer=serialize)
 
@@ -196,6 +201,7 @@ def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: 
             return rpc(parsed_stream(datas, context), context)
         except Exception as e:
             failure_mapped(context, method, e)
+            raise
 
     return shaped_as(handler, stream_unary, request_deserializer=None, response_serializer=serialize)
 
