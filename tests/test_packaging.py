@@ -54,6 +54,16 @@ def test_the_sdist_builds_an_abi3_wheel_that_installs_and_runs(tmp_path):
     unconditional = sorted(r.split(">")[0].split("=")[0].strip().lower() for r in metadata.get_all("Requires-Dist") if "extra ==" not in r)
     assert unconditional == ["blake3", "orjson", "pydantic", "shtab", "tqdm"]
     assert {"server", "postgres", "ray", "bench", "plot", "test"} <= set(metadata.get_all("Provides-Extra"))
+    urls = dict(entry.split(", ", 1) for entry in metadata.get_all("Project-URL"))
+    assert {"Homepage", "Documentation", "Source", "Issues"} <= set(urls), urls
+    # One home: the one the protos' go_package names, and documents that exist in it.
+    home = urls["Homepage"]
+    for proto in (ROOT / "proto" / "jobgate" / "v1").glob("*.proto"):
+        assert f'option go_package = "{home.removeprefix("https://")}/gen/go/' in proto.read_text(), proto.name
+    for name, url in urls.items():
+        assert url.startswith(home), (name, url)
+        if "/blob/main/" in url:
+            assert (ROOT / url.split("/blob/main/", 1)[1]).is_file(), (name, url)
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", str(venv))
