@@ -8,6 +8,7 @@ release` builds the manylinux2014 wheel with zig and shows its platform with aud
 from __future__ import annotations
 
 import email
+import json
 import os
 import subprocess
 import sys
@@ -81,6 +82,10 @@ def test_the_sdist_builds_an_abi3_wheel_that_installs_and_runs(tmp_path):
     assert ok.returncode == 0, ok.stderr
     refused = jobgate("check", str(samples.path("jobspec.rejected.json")), "--format", "json")
     assert refused.returncode == 1 and '"verdict": "fail"' in refused.stdout
+    # SARIF links every rule to its entry on the rules page at the project's home.
+    sarif = jobgate("check", str(samples.path("jobspec.rejected.json")), "--format", "sarif")
+    described = json.loads(sarif.stdout)["runs"][0]["tool"]["driver"]["rules"]
+    assert described and all(r["helpUri"] == f"{urls['Rules']}#{r['id']}" for r in described), described[:2]
     revalidated = jobgate("revalidate", str(samples.path("jobspec.valid.json")), str(samples.path("spec_bundle.valid.yaml")))
     assert revalidated.returncode == 0 and "2 passed" in revalidated.stdout, revalidated.stderr
     completion = jobgate("completion", "bash")

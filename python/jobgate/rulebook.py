@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib.metadata
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -142,10 +143,18 @@ def _cell(text: str) -> str:
 @functools.cache
 def page() -> str | None:
     """The absolute URI of the rules page `helpUri` points at: `docs/rules.md` beside
-    the source this jobgate runs from (a clone, an editable install), else none (an
-    installed wheel has no docs; the SARIF `help` text names the page)."""
+    the source this jobgate runs from (a clone, an editable install), else the page at
+    the project's home, its `Rules` URL in the installed metadata (a wheel carries no
+    docs); none when neither is known."""
     path = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
-    return path.as_uri() if path.is_file() else None
+    if path.is_file():
+        return path.as_uri()
+    try:
+        urls = importlib.metadata.metadata("jobgate").get_all("Project-URL") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    named = dict(entry.split(", ", 1) for entry in urls if ", " in entry)
+    return named.get("Rules")
 
 
 def help_uri(rule: str) -> str | None:
