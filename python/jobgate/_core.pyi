@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from os import PathLike
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 __version__: str
 RUSTC_VERSION: str
@@ -306,6 +306,23 @@ class BatchOutcome:
     verdicts: dict[str, int]
     rules: dict[tuple[str, str], int]
     """Violations per ``(rule, severity)``."""
+
+class LineSink:
+    """The request log's writer: a thread of the core that stamps, joins and writes
+    the lines handed over, without taking the GIL (but to write to a Python stream)."""
+
+    def __init__(self, *, fd: int | None = None, stream: BinaryIO | None = None, capacity: int, write_bytes: int, gather_seconds: float) -> None:
+        """Writes to ``fd`` (a descriptor it owns from now on) or to ``stream``, at most
+        ``write_bytes`` a write, lines gathered ``gather_seconds`` from the first."""
+    def line(self, created: float, head: bytes, fields: bytes) -> int:
+        """Hands over ``{"ts":"<created>",<head>,`` and the members of the JSON object
+        ``fields``; returns the lines to count as dropped (this one when ``capacity``
+        wait already, and those the stream refused since the last handover)."""
+    def whole(self, line: bytes) -> int:
+        """Hands over a line encoded whole; returns as ``line`` does."""
+    def close(self, timeout: float) -> int:
+        """Writes every line handed over and ends the writer, waiting at most
+        ``timeout`` seconds; returns the refused lines not yet reported."""
 
 class Staging:
     """What ``Validator.stage`` did."""

@@ -234,6 +234,33 @@ def test_lines_stderr_refuses_are_counted_and_the_writer_goes_on():
     assert dropped.value == 4
 
 
+@pytest.mark.parametrize("target", ["file", "buffer"])
+def test_the_core_writes_each_line_byte_for_byte_as_encode_would(tmp_path, target):
+    """The core's writer stamps and joins a plain line exactly as `encode` writes the
+    whole entry (the timestamp as `logs.timestamp`), to a file it writes itself and to
+    a buffer through its write(); a line that needs bounding is bounded alike."""
+    created = [1764641859.3204, 1764641859.9999996, 1764641859.0005, 1764641860.0, 1764641860.001, *(1764641860 + i * 0.000337 for i in range(400))]
+    lines = [
+        {"request_id": f"{i:016x}", "account": None if i % 3 else "alice", "rpc": "Admit", "status": "OK", "latency_ms": i / 7, "verdict": "pass", "rules": ["forge.kind"] * (i % 4), "job_id": f"grpo-{i}"}
+        for i in range(len(created))
+    ]
+    lines[7] = {"rpc": "Admit", "account": "a" * 5000}  # past ROOMY.chars: bounded whole
+    lines[8] = {"rpc": "Admit", "rules": [f"rule.{i}" for i in range(40)]}  # a long list: bounded whole
+    lines[9] = {"surrogate": "\udcff"}  # not UTF-8: escaped whole
+    dropped = Count()
+    path = tmp_path / "requests.log"
+    with path.open("wb") as file:
+        stream = file if target == "file" else Collected()
+        writer = LineWriter(stream, "jobgate.requests", dropped)
+        for at, fields in zip(created, lines, strict=True):
+            writer.write(at, "call", fields)
+        writer.close()
+    written = path.read_bytes() if target == "file" else stream.getvalue()
+    expected = [encode({"ts": logs.timestamp(at), "level": "info", "logger": "jobgate.requests", "message": "call", **fields}) for at, fields in zip(created, lines, strict=True)]
+    assert written.split(b"\n") == [*expected, b""]
+    assert dropped.value == 0
+
+
 @pytest.mark.parametrize(
     "fields",
     [

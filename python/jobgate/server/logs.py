@@ -9,9 +9,10 @@ level, logger and the start of its message. The log stays one bounded line per e
 however large the request was.
 
 A log with a line per call (the request log) is written by a thread of its own
-(`LineWriter`): the call hands over its fields and goes on, and the thread encodes
-and writes them, many lines to a write. A call never waits for the log: when the
-writer falls behind and its queue is full, the line is dropped and counted.
+(`LineWriter`, over the core's `LineSink`): the call encodes its fields and goes on,
+and the thread stamps and writes them, many lines to a write, without taking the GIL.
+A call never waits for the log: when the writer falls behind and its queue is full,
+the line is dropped and counted.
 
 Must not decide what is logged: the modules that log do; this only writes it.
 """
@@ -20,15 +21,16 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
+import os
 import select
-import threading
 import time
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, BinaryIO, Protocol
 
 import orjson
+
+from jobgate._core import LineSink
 
 # Bytes in one log line, at most (its newline aside).
 MAX_LINE = 16 * 1024
@@ -181,92 +183,69 @@ WRITE_BYTES = select.PIPE_BUF
 # How long the writer lets lines gather after the first one arrives: one wake-up and a
 # few writes for a busy server's many lines.
 GATHER_SECONDS = 0.005
-_CLOSE = object()
 # The fields every line begins with, in this order.
 _HEAD = frozenset({"ts", "level", "logger", "message"})
 
 
 class LineWriter:
     """The lines of one logger (`logger`, at info), written to `stream` by a thread of
-    their own. `write` hands a line's fields over and returns: the thread stamps,
-    bounds (`encode`) and writes them. When `capacity` lines are already waiting the
-    line is dropped and counted in `dropped`, as is a line the stream refuses; `close`
-    writes every line handed over before it."""
+    the core (`_core.LineSink`) that never takes the GIL to write a file. `write`
+    encodes a line's fields (orjson) and hands them over; the thread stamps and joins
+    them and writes many lines to a write. When `capacity` lines are already waiting
+    the line is dropped and counted in `dropped`, as is a line the stream refuses;
+    `close` writes every line handed over before it."""
 
     def __init__(self, stream: BinaryIO, logger: str, dropped: Counts, capacity: int | None = None) -> None:
-        self._stream, self._logger, self._dropped = stream, logger, dropped
-        self._capacity = QUEUED_LINES if capacity is None else capacity
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._logger, self._dropped = logger, dropped
+        target: dict[str, Any]
+        try:
+            target = {"fd": os.dup(stream.fileno())}  # a file: written by the core, its own descriptor
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+            target = {"stream": stream}  # a stream with no file (a buffer): through its write()
+        self._sink = LineSink(**target, capacity=QUEUED_LINES if capacity is None else capacity, write_bytes=WRITE_BYTES, gather_seconds=GATHER_SECONDS)
         self._heads: dict[str, bytes] = {}  # by message: its line's fields after the timestamp
-        self._thread = threading.Thread(target=self._run, name=f"{logger}-writer", daemon=True)
-        self._thread.start()
+        self._closed = False
 
     def write(self, created: float, message: str, fields: dict[str, Any]) -> None:
-        """Queues a line (`created` is its time.time()); never waits."""
-        if self._queue.qsize() >= self._capacity:
-            self._dropped.inc()
-            return
-        self._queue.put((created, message, fields))
+        """Hands a line over (`created` is its time.time()); never waits. A line of
+        scalars (and short lists of them), as the request log's are, is spliced by the
+        core from its fields; any other is bounded (`encode`) here, whole."""
+        try:
+            dropped = self._spliced(created, message, fields)
+            if dropped is None:
+                dropped = self._sink.whole(encode({"ts": timestamp(created), "level": "info", "logger": self._logger, "message": message, **fields}))
+        except Exception:  # noqa: BLE001 - a line that cannot be encoded is lost alone, counted
+            dropped = 1
+        if dropped:
+            self._dropped.inc(dropped)
 
     def close(self, timeout: float = 30) -> None:
-        """Writes the lines queued so far and ends the thread (within `timeout` seconds:
-        a stream that takes nothing cannot hold a stopping server)."""
-        if self._thread.is_alive():
-            self._queue.put(_CLOSE)
-            self._thread.join(timeout)
+        """Writes the lines handed over so far and ends the thread (within `timeout`
+        seconds: a stream that takes nothing cannot hold a stopping server)."""
+        if not self._closed:
+            self._closed = True
+            lost = self._sink.close(timeout)
+            if lost:
+                self._dropped.inc(lost)
 
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            time.sleep(GATHER_SECONDS)
-            while len(batch) < self._capacity:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            closing = any(item is _CLOSE for item in batch)
-            self._write_lines([item for item in batch if item is not _CLOSE])
-            if closing:
-                return
-
-    def _line(self, created: float, message: str, fields: dict[str, Any]) -> bytes:
-        """The line `encode` makes of the entry, byte for byte; a line of scalars (and
-        short lists of them), as the request log's are, without building the entry."""
-        ts = timestamp(created)
-        if fields and _plain(fields) and _HEAD.isdisjoint(fields):
-            head = self._heads.get(message)
-            if head is None:
-                head = self._heads[message] = orjson.dumps({"level": "info", "logger": self._logger, "message": message})[1:-1]
-            try:
-                body = orjson.dumps(fields)
-            except orjson.JSONEncodeError:
-                body = b""
-            if body:
-                line = b'{"ts":"' + ts.encode() + b'",' + head + b"," + body[1:]
-                if len(line) <= ROOMY.chars:
-                    return line
-        return encode({"ts": ts, "level": "info", "logger": self._logger, "message": message, **fields})
-
-    def _write_lines(self, items: list) -> None:
-        chunk: list[bytes] = []
-        size = 0
-        for created, message, fields in items:
-            try:
-                line = self._line(created, message, fields) + b"\n"
-            except Exception:  # noqa: BLE001 - a line that cannot be encoded is lost alone, counted
-                self._dropped.inc()
-                continue
-            if chunk and size + len(line) > WRITE_BYTES:
-                self._flush(chunk)
-                chunk, size = [], 0
-            chunk.append(line)
-            size += len(line)
-        if chunk:
-            self._flush(chunk)
-
-    def _flush(self, lines: list[bytes]) -> None:
+    def _spliced(self, created: float, message: str, fields: dict[str, Any]) -> int | None:
+        """What `LineSink.line` answers for a line the core can splice, byte for byte
+        the line `encode` makes of it; None for one that needs bounding."""
+        if not (fields and _plain(fields) and _HEAD.isdisjoint(fields)):
+            return None
+        head = self._heads.get(message)
+        if head is None:
+            head = self._heads[message] = orjson.dumps({"level": "info", "logger": self._logger, "message": message})[1:-1]
         try:
-            self._stream.write(b"".join(lines))
-            self._stream.flush()
-        except (OSError, ValueError):  # stderr closed or gone: the lines are lost, and counted
-            self._dropped.inc(len(lines))
+            body = orjson.dumps(fields)
+        except orjson.JSONEncodeError:  # a string that is not UTF-8: escaped by encode
+            return None
+        if _SPLICED + len(head) + len(body) > ROOMY.chars:
+            return None
+        return self._sink.line(created, head, body)
+
+
+# A spliced line's characters beside its head and its fields: `{"ts":"` and the
+# 24-character timestamp, `",` and the comma after the head (which replaces the
+# fields' opening brace).
+_SPLICED = len('{"ts":"') + len("2026-12-02T22:31:00.123Z") + len('",') + 1 - 1

@@ -6,6 +6,7 @@
 //! - `report`: reports and violations as Python sees them, the rule catalogue, and
 //!   the reports of inputs refused before they are read;
 //! - `lock`: how a recipe lock stands against the catalog (`RecipeStatus`);
+//! - `lines`: the request log's writer (`LineSink`), a thread that never takes the GIL;
 //! - `guard`: no panic crosses into Python.
 //!
 //! A class Python sees is a `Py*` struct named for Python (`PyReport` is
@@ -19,6 +20,7 @@
 mod config;
 mod guard;
 mod input;
+mod lines;
 mod lock;
 mod report;
 mod validator;
@@ -174,6 +176,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::Settings>()?;
     m.add_class::<config::CatalogEntry>()?;
     m.add_class::<lock::RecipeStatus>()?;
+    m.add_class::<lines::LineSink>()?;
     m.add_function(wrap_pyfunction!(report::rules, m)?)?;
     m.add_function(wrap_pyfunction!(kind_table, m)?)?;
     m.add_function(wrap_pyfunction!(report::fit_reports, m)?)?;
