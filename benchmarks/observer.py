@@ -84,7 +84,7 @@ def per_call(started, method: str, body: bytes, n: int, repeats: int) -> float:
             if handler.response_serializer:
                 handler.response_serializer(response)
         if started.request_log is not None:
-            while started.request_log._queue.qsize():
+            while started.request_log.pending():
                 time.sleep(0.001)
             time.sleep(0.02)  # the last batch written
         best = min(best, (time.process_time() - began) / n * 1e6)

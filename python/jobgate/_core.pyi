@@ -320,6 +320,8 @@ class LineSink:
         wait already, and those the stream refused since the last handover)."""
     def whole(self, line: bytes) -> int:
         """Hands over a line encoded whole; returns as ``line`` does."""
+    def pending(self) -> int:
+        """Lines handed over and not yet taken by the writer."""
     def close(self, timeout: float) -> int:
         """Writes every line handed over and ends the writer, waiting at most
         ``timeout`` seconds; returns the refused lines not yet reported."""

@@ -170,7 +170,7 @@ class Server(_Model):
     max_streams_per_account: int = Field(64, ge=1, description="streams one account may hold open at once")
     # Unset, by the store (`server.app.unary_threads`): few threads serve more calls a
     # second than many, unless the calls wait on a database server's commits.
-    threads: int | None = Field(None, ge=1, description="servicer threads for unary calls and health checks; unset: 4 with SQLite, 32 with a database server (store.url)")
+    threads: int | None = Field(None, ge=1, description="servicer threads for unary calls and health checks; unset: 2 with SQLite, 32 with a database server (store.url)")
     # WatchJob wakes at once for marks made through this server; one shared poll of the
     # store finds those made elsewhere (other replicas, `jobgate jobs mark`).
     watch_poll_seconds: float = Field(0.5, gt=0, le=60, description="how often WatchJob looks for marks made elsewhere")

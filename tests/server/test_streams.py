@@ -269,7 +269,7 @@ def test_unary_threads_follow_the_store_unless_set(tmp_path):
 
     sqlite = config_for(tmp_path)
     postgres = sqlite.model_copy(update={"store": sqlite.store.model_copy(update={"url": "postgresql://db.example/jobgate"})})
-    assert (unary_threads(sqlite), unary_threads(postgres)) == (4, 32)
+    assert (unary_threads(sqlite), unary_threads(postgres)) == (2, 32)
     for config in (sqlite, postgres):
         assert unary_threads(config.model_copy(update={"server": config.server.model_copy(update={"threads": 7})})) == 7
 

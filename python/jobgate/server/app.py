@@ -226,7 +226,10 @@ class Started:
 # the next one queued, where each of many threads would be woken for its own call (a
 # wake-up and a GIL hand-over a call). A commit to a database server is a round trip a
 # thread waits through, and a commit group gathers only the calls that hold a thread.
-LOCAL_STORE_THREADS, DATABASE_SERVER_THREADS = 4, 32
+# With SQLite, 2 threads served dry runs, health checks and records alike faster than 4
+# (BENCHMARKS.md, "Two servicer threads"); a deployment whose calls wait long (large
+# packages checked at once) sets server.threads higher.
+LOCAL_STORE_THREADS, DATABASE_SERVER_THREADS = 2, 32
 
 
 def unary_threads(config: Config) -> int:

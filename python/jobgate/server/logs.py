@@ -219,6 +219,10 @@ class LineWriter:
         if dropped:
             self._dropped.inc(dropped)
 
+    def pending(self) -> int:
+        """Lines handed over that the writer has not taken yet."""
+        return self._sink.pending()
+
     def close(self, timeout: float = 30) -> None:
         """Writes the lines handed over so far and ends the thread (within `timeout`
         seconds: a stream that takes nothing cannot hold a stopping server)."""

@@ -133,6 +133,11 @@ impl LineSink {
         refused + self.shared.lost.swap(0, Ordering::Relaxed)
     }
 
+    /// Lines handed over and not yet taken by the writer.
+    fn pending(&self) -> usize {
+        self.shared.lock().lines.len()
+    }
+
     /// Writes every line handed over so far and ends the writer, waiting at most
     /// `timeout` seconds (a stream that takes nothing cannot hold a stopping server);
     /// returns the lines the stream refused that no handover has reported yet.
