@@ -4,6 +4,7 @@ quota atomicity under parallel clients, health, reflection, graceful shutdown.""
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,6 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import jobgate
-from jobgate.server.streams import CallPool
 from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
 from tests.files.helpers import packaged, tar_package
 from tests.helpers import EXAMPLES, UPSTREAM, error_detail, example, mutate, pairs, require_shared, sample, schema
@@ -372,28 +372,36 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     r.channel.close()
 
 
-def test_a_draining_server_counts_a_call_from_when_it_is_accepted():
-    """The servicer threads count every call handed to them until it finishes: one
-    waiting for a thread (or whose handler has not begun) keeps a draining server
-    waiting as much as one running, so a graceful stop never cancels it."""
-    pool = CallPool(1)
-    started, release = threading.Event(), threading.Event()
+def test_a_draining_server_answers_every_call_accepted_ends_health_watches_and_is_down_at_once(tmp_path):
+    """A graceful stop answers every call accepted, those still waiting for a thread
+    too, tells each health watch NOT_SERVING and then ends it, and the server is down
+    as soon as the last call has answered, long before the grace period."""
+    r = Running(config_for(tmp_path, threads=1))
+    held = sqlite3.connect(r.store.path, isolation_level=None)
     try:
-        assert not pool.busy()
-        running = pool.submit(lambda: (started.set(), release.wait(30)))
-        assert started.wait(30)
-        queued = pool.submit(lambda: "answered")
-        time.sleep(0.05)  # the queued call is still waiting for the thread
-        assert pool.busy() and not queued.done()
-        release.set()
-        assert running.result(30) == (None, True) and queued.result(30) == "answered"
+        watch = health_pb2_grpc.HealthStub(r.channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=60)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        # The store held: the first admission waits in its commit on the one servicer
+        # thread, and the next two wait for that thread.
+        held.execute("BEGIN IMMEDIATE")
+        request = admission_pb2.AdmitRequest(document=raw(JOBSPEC))
+        calls = [r.admission.Admit.future(request, metadata=r.auth, timeout=60) for _ in range(3)]
+        in_flight = r.metrics.in_flight.labels("Admit")
         deadline = time.monotonic() + 30
-        while pool.busy() and time.monotonic() < deadline:
+        while in_flight._value.get() < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert not pool.busy()
+        assert in_flight._value.get() == 1 and not any(c.done() for c in calls)
+        began = time.monotonic()
+        done = r.server.stop(60)
+        assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert list(watch) == [] and watch.code() == grpc.StatusCode.OK  # ended, not cancelled
+        assert not done.is_set()  # three calls still to answer
+        held.execute("COMMIT")
+        assert [bool(c.result(60).job_id) for c in calls] == [True] * 3
+        assert done.wait(30) and time.monotonic() - began < 30
     finally:
-        release.set()
-        pool.shutdown()
+        held.close()
+        r.close()
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("spec_bundle.*valid.json")))

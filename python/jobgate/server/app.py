@@ -15,10 +15,12 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent import futures
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -35,7 +37,7 @@ from jobgate.server.logs import JsonLogFormatter, LineWriter
 from jobgate.server.metrics import EndpointUnavailable, Metrics, TimedStore
 from jobgate.server.service import AdmissionService, JobService
 from jobgate.server.shadow import Shadow, load_candidate
-from jobgate.server.streams import CallPool, StreamGuard, Watches
+from jobgate.server.streams import StreamGuard, Watches
 from jobgate.store import JobStore, StoreFull, StoreUnavailable, location, open_configured_store
 
 log = logging.getLogger("jobgate.server")
@@ -104,10 +106,8 @@ class Server:
     streams waiting on their client at once, the others after the message in hand;
     only then do unary calls in flight get the grace period to finish."""
 
-    def __init__(
-        self, server: grpc.Server, pools: tuple[CallPool, ...], streams: StreamGuard, watches: Watches, health: health.HealthServicer, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics
-    ) -> None:
-        self._server, self._pools, self.streams, self.watches, self._health = server, pools, streams, watches, health
+    def __init__(self, server: grpc.Server, streams: StreamGuard, watches: Watches, health: Health, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics) -> None:
+        self._server, self.streams, self.watches, self._health = server, streams, watches, health
         self.config, self.listen, self.gate, self.auth, self.metrics = config, listen, gate, auth, metrics
         self._reloading = threading.Lock()
 
@@ -132,17 +132,15 @@ class Server:
 
     def stop(self, grace: float | None) -> threading.Event:
         """Drains: health reports NOT_SERVING, streams end, no new call is taken, and
-        the unary calls in flight get up to `grace` seconds to answer; as soon as the
-        last has, what is left (health watches) is cancelled and the server is down."""
+        the unary calls in flight get up to `grace` seconds to answer. Health watches,
+        which never end by themselves, are ended too, so the server is down as soon as
+        the last call has answered: grpcio's own graceful stop waits for exactly that,
+        each call's answer sent, and nothing needs counting calls on their way."""
         self._health.enter_graceful_shutdown()
         self.streams.close()
         self.watches.close()
-        done = self._server.stop(grace)
-        if grace:
-            deadline = time.monotonic() + grace
-            while (any(pool.busy() for pool in self._pools) or self.streams.busy()) and time.monotonic() < deadline and not done.is_set():
-                time.sleep(0.02)
-            done = self._server.stop(0)
+        done = self._server.stop(grace)  # no new call from here on
+        self._health.end_watches()
         return done
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
@@ -154,7 +152,8 @@ REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
 class Health(health.HealthServicer):
     """grpcio-health-checking's servicer, answering `List` too (every service this
-    server reports, with its status), which the library leaves UNIMPLEMENTED."""
+    server reports, with its status), which the library leaves UNIMPLEMENTED, and
+    ending its watches when the server stops (`end_watches`)."""
 
     def __init__(self, services: list[str]) -> None:
         super().__init__()
@@ -162,9 +161,37 @@ class Health(health.HealthServicer):
         for name in self._services:
             self.set(name, health_pb2.HealthCheckResponse.SERVING)
 
+    def Watch(self, request, context, send_response_callback=None):  # noqa: N802 - gRPC method names
+        # The library ends a watch by sending None, and does again as the call closes:
+        # a watch this server ended first must not be ended twice.
+        return super().Watch(request, context, _EndsOnce(send_response_callback) if send_response_callback is not None else None)
+
+    def end_watches(self) -> None:
+        """Ends every open watch (each has been told NOT_SERVING by
+        `enter_graceful_shutdown`): a watch never ends by itself, and a server stopping
+        gracefully waits for every call."""
+        with self._lock:
+            open_watches = [send for sends in self._send_response_callbacks.values() for send in sends]
+        for send in open_watches:
+            send(None)
+
     def List(self, request, context):  # noqa: N802 - gRPC method names
         statuses = {name: self.Check(health_pb2.HealthCheckRequest(service=name), context) for name in self._services}
         return health_pb2.HealthListResponse(statuses=statuses)
+
+
+class _EndsOnce:
+    """A watch's `send_response_callback` that sends nothing once it has ended it."""
+
+    def __init__(self, send: Callable[[Any], None]) -> None:
+        self._send, self._lock, self._ended = send, threading.Lock(), False
+
+    def __call__(self, response) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = response is None
+            self._send(response)
 
 
 def enable_health(server: grpc.Server | Registrar, services: list[str]) -> Health:
@@ -278,8 +305,8 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         # stream holds a thread of the streams' pool, which has `threads` more: a stream
         # beyond the limits finds one to be refused on at once.
         threads = unary_threads(config)
-        calls = CallPool(threads, thread_name_prefix="jobgate-rpc")
-        stream_threads = CallPool(settings.max_streams + threads, thread_name_prefix="jobgate-stream")
+        calls = futures.ThreadPoolExecutor(threads, thread_name_prefix="jobgate-rpc")
+        stream_threads = futures.ThreadPoolExecutor(settings.max_streams + threads, thread_name_prefix="jobgate-stream")
         server = grpc.server(
             calls,
             # Only the workers of one `serve --workers N` share a port; anything else
@@ -303,7 +330,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             except EndpointUnavailable as e:
                 raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
-    running = Server(server, (calls, stream_threads), streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
+    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store, request_log=request_log)
 
 

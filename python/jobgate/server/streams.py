@@ -17,8 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from concurrent import futures
-from functools import partial
 from typing import Any
 
 import grpc
@@ -32,45 +30,6 @@ log = logging.getLogger("jobgate.server")
 
 UNAUTHENTICATED = "<unauthenticated>"  # the bucket of streams that carry no known identity
 SHUTTING_DOWN = "the server is shutting down; reconnect (to another replica) and retry"
-
-
-class CallPool(futures.ThreadPoolExecutor):
-    """The servicer threads, counting the calls given to them and not yet finished:
-    gRPC hands a call to the pool as it accepts it, so a call waiting for a thread, or
-    whose handler has not begun, is counted as much as one running. A draining server
-    waits on `busy`: a count kept inside the handler would miss the calls accepted and
-    not yet there, and cancel them at once."""
-
-    def __init__(self, max_workers: int, thread_name_prefix: str = "") -> None:
-        super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
-        self._count_lock = threading.Lock()
-        self._unfinished = 0
-
-    def submit(self, fn, /, *args, **kwargs):
-        with self._count_lock:
-            self._unfinished += 1
-
-        def counted():
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self._finished()
-
-        try:
-            return super().submit(counted)
-        except BaseException:
-            self._finished()
-            raise
-
-    def _finished(self) -> None:
-        with self._count_lock:
-            self._unfinished -= 1
-
-    def busy(self) -> bool:
-        """Whether a call given to the pool (a unary call, a stream that holds a
-        thread) has not finished."""
-        with self._count_lock:
-            return self._unfinished > 0
 
 
 class _Stream:
@@ -93,15 +52,12 @@ class StreamGuard:
         self._open: set[_Stream] = set()
         self._per_account: dict[str, int] = {}
         self._closing = False
-        self._unary_calls: set[grpc.ServicerContext] = set()  # the unary calls running
 
     def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        """`handler` of `method` ("/package.Service/Method"), counted: a unary call until
-        its answer is sent, a stream that holds a thread against the limits."""
+        """`handler` of `method` ("/package.Service/Method"): a stream that holds a
+        thread counted against the limits; a unary call as it is."""
         if not (handler.request_streaming or handler.response_streaming):
-            # Counted by the pool it runs on (`CallPool`) from the moment gRPC accepts it,
-            # and here until its answer is sent, which gRPC does after the pool's task ends.
-            return shaped_as(handler, self._counted(handler.unary_unary))
+            return handler
         behavior = behavior_of(handler)
         if getattr(behavior, "experimental_non_blocking", False):
             return handler  # holds no thread while open (the health service's Watch)
@@ -109,27 +65,6 @@ class StreamGuard:
         if handler.response_streaming:
             return shaped_as(handler, self._streaming(behavior, method, reads=bool(handler.request_streaming)))
         return shaped_as(handler, self._unary(behavior, method))
-
-    def busy(self) -> bool:
-        """Whether a unary call has not yet sent its answer, or a stream that holds a
-        thread is still open."""
-        with self._lock:
-            return bool(self._unary_calls or self._open)
-
-    def _counted(self, behavior):
-        """A unary call, counted until its answer is sent, so a draining server knows
-        when the last one has answered."""
-        unary = self._unary_calls
-
-        def run(request, context):
-            # A call counts until gRPC has sent its answer, which it does after the
-            # handler returns. A set's add and discard are atomic: no lock on its way.
-            unary.add(context)
-            if not context.add_callback(partial(unary.discard, context)):
-                unary.discard(context)  # over already: cancelled
-            return behavior(request, context)
-
-        return run
 
     def _streaming(self, behavior, method: str, *, reads: bool):
         def run(request, context):
