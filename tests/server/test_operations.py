@@ -392,6 +392,32 @@ def test_sigterm_drains_and_exits_as_soon_as_drained(tmp_path):
             proc.kill()
 
 
+def test_a_second_signal_while_draining_changes_nothing(tmp_path):
+    """SIGTERM twice in a row (a worker's supervisor passes one on, then dies and the
+    kernel sends another): the drain started by the first goes on, the call in flight
+    is answered, and the process exits, rather than a second drain inside the first
+    waiting on it forever."""
+    cfg = tmp_path / "jobgate.toml"
+    write_config(cfg, tmp_path, catalog=True, server=("shutdown_grace_s = 60",))
+    port = free_port()
+    proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}")
+    try:
+        channel = wait_serving(port)
+        batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())] * 3000)
+        in_flight = admission_pb2_grpc.AdmissionServiceStub(channel).AdmitBatch.future(batch, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=120)
+        time.sleep(0.05)
+        for _ in range(3):
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.01)
+        assert len(in_flight.result().results) == 3000  # answered, not cancelled
+        assert proc.wait(30) == 0
+        assert proc.stderr.read().count('"message":"stopping: finishing in-flight calls"') == 1
+        channel.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_the_request_log_has_a_line_per_call(tmp_path):
     """One JSON line per call: RFC 3339 UTC time, the request id (the caller's, or one
     made and sent back), account, RPC, status, verdict, job id, rule ids, latency."""

@@ -364,14 +364,14 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     log.info("serving", extra={"fields": serving})
     if plaintext_tokens(config, address or config.server.listen):
         log.warning("bearer tokens are accepted in plaintext off loopback (server.allow_insecure): TLS must be terminated in front of the service", extra={"fields": {"address": f"{host}:{port}"}})
-    stopped = threading.Event()
-
     grace = config.server.shutdown_grace_s if grace is None else grace
+    # The stop signals received. A handler only notes one: the drain runs on the main
+    # thread below, where a second signal (a worker's supervisor passing SIGTERM on, then
+    # dying) cannot start a second drain inside the first and wait on it forever.
+    signals: list[int] = []
 
     def stop(signum, _frame) -> None:
-        log.info("stopping: finishing in-flight calls", extra={"fields": {"signal": signal.Signals(signum).name, "grace_s": grace}})
-        server.stop(grace).wait()
-        stopped.set()
+        signals.append(signum)
 
     def reload(_signum, _frame) -> None:
         if config_path is None:
@@ -391,8 +391,10 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     # Python runs signal handlers on the main thread, when it runs Python: a signal
     # delivered while it sleeps in an untimed wait could go unhandled until the next
     # one, so it wakes to look.
-    while not stopped.wait(0.2):
-        pass
+    while not signals:
+        time.sleep(0.2)
+    log.info("stopping: finishing in-flight calls", extra={"fields": {"signal": signal.Signals(signals[0]).name, "grace_s": grace}})
+    server.stop(grace).wait()
     started.close()
     log.info("stopped")
     return 0
