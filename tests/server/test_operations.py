@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -364,32 +365,46 @@ def test_calls_on_several_connections_reach_every_worker(tmp_path, capsys):
         assert proc.wait(30) == 0
 
 
-def test_sigterm_drains_and_exits_as_soon_as_drained(tmp_path):
-    """Health goes NOT_SERVING first, a call in flight is answered, an open health
-    Watch ends, and the process exits at once rather than after the grace period."""
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
+@contextmanager
+def served_for_a_drain(tmp_path):
+    """`jobgate serve` with a 60 s grace period, and a channel to it; killed if a test
+    leaves it running."""
     cfg = tmp_path / "jobgate.toml"
     write_config(cfg, tmp_path, catalog=True, server=("shutdown_grace_s = 60",))
     port = free_port()
     proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}")
     try:
         channel = wait_serving(port)
+        yield proc, channel
+        channel.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def batch_in_flight(channel, *, dry_run: bool):
+    """A 3,000-document AdmitBatch sent and, a moment later, being handled."""
+    batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())] * 3000, dry_run=dry_run)
+    in_flight = admission_pb2_grpc.AdmissionServiceStub(channel).AdmitBatch.future(batch, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=120)
+    time.sleep(0.05)
+    return in_flight
+
+
+def test_sigterm_drains_and_exits_as_soon_as_drained(tmp_path):
+    """Health goes NOT_SERVING first, a call in flight is answered, an open health
+    Watch ends, and the process exits at once rather than after the grace period."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with served_for_a_drain(tmp_path) as (proc, channel):
         watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=120)
         assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
-        batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())] * 3000, dry_run=True)
-        in_flight = admission_pb2_grpc.AdmissionServiceStub(channel).AdmitBatch.future(batch, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=120)
-        time.sleep(0.05)
+        in_flight = batch_in_flight(channel, dry_run=True)
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
         assert len(in_flight.result().results) == 3000  # answered, not cancelled
         assert proc.wait(30) == 0
         assert time.monotonic() - started < 30  # drained long before the 60 s grace
-        channel.close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def test_a_second_signal_while_draining_changes_nothing(tmp_path):
@@ -397,25 +412,14 @@ def test_a_second_signal_while_draining_changes_nothing(tmp_path):
     kernel sends another): the drain started by the first goes on, the call in flight
     is answered, and the process exits, rather than a second drain inside the first
     waiting on it forever."""
-    cfg = tmp_path / "jobgate.toml"
-    write_config(cfg, tmp_path, catalog=True, server=("shutdown_grace_s = 60",))
-    port = free_port()
-    proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}")
-    try:
-        channel = wait_serving(port)
-        batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())] * 3000)
-        in_flight = admission_pb2_grpc.AdmissionServiceStub(channel).AdmitBatch.future(batch, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=120)
-        time.sleep(0.05)
+    with served_for_a_drain(tmp_path) as (proc, channel):
+        in_flight = batch_in_flight(channel, dry_run=False)
         for _ in range(3):
             proc.send_signal(signal.SIGTERM)
             time.sleep(0.01)
         assert len(in_flight.result().results) == 3000  # answered, not cancelled
         assert proc.wait(30) == 0
         assert proc.stderr.read().count('"message":"stopping: finishing in-flight calls"') == 1
-        channel.close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def test_the_request_log_has_a_line_per_call(tmp_path):

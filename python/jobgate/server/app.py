@@ -170,6 +170,8 @@ class Health(health.HealthServicer):
         """Ends every open watch (each has been told NOT_SERVING by
         `enter_graceful_shutdown`): a watch never ends by itself, and a server stopping
         gracefully waits for every call."""
+        # The library keeps each watch's callback by service, under its lock, and has no
+        # way to end them: read where it keeps them (grpcio-health-checking is pinned < 2).
         with self._lock:
             open_watches = [send for sends in self._send_response_callbacks.values() for send in sends]
         for send in open_watches:

@@ -249,7 +249,7 @@ class LineWriter:
         return self._sink.line(created, head, body)
 
 
-# A spliced line's characters beside its head and its fields: `{"ts":"` and the
-# 24-character timestamp, `",` and the comma after the head (which replaces the
+# A spliced line's characters beside its head and its fields: `{"ts":"`, the
+# 24-character timestamp and `",` (the comma after the head takes the place of the
 # fields' opening brace).
-_SPLICED = len('{"ts":"') + len("2026-12-02T22:31:00.123Z") + len('",') + 1 - 1
+_SPLICED = len('{"ts":"') + len("2026-12-02T22:31:00.123Z") + len('",')
