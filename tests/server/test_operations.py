@@ -422,6 +422,45 @@ def test_a_second_signal_while_draining_changes_nothing(tmp_path):
         assert proc.stderr.read().count('"message":"stopping: finishing in-flight calls"') == 1
 
 
+def test_a_call_stuck_on_the_store_does_not_hold_the_stop_past_its_grace(tmp_path):
+    """The store stops answering (its write lock held elsewhere, as a hung database
+    server would): an admission waits in its commit. SIGTERM with a 1 s grace: grpcio
+    cancels the call when the grace ends, and the process exits soon after with status
+    1 and an error naming the calls it left behind, rather than waiting for the store;
+    nothing was committed for the cancelled call."""
+    import sqlite3
+
+    cfg = tmp_path / "jobgate.toml"
+    write_config(cfg, tmp_path, catalog=True, server=("shutdown_grace_s = 1",))
+    port = free_port()
+    proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}")
+    held = None
+    try:
+        channel = wait_serving(port)
+        held = sqlite3.connect(tmp_path / "store" / "jobs.sqlite3", isolation_level=None)
+        held.execute("BEGIN IMMEDIATE")  # the store's busy timeout is 30 s
+        request = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(JOBSPEC).encode()))
+        call = admission_pb2_grpc.AdmissionServiceStub(channel).Admit.future(request, metadata=[("authorization", f"Bearer {TOKEN}")], timeout=60)
+        time.sleep(0.5)  # in its commit, waiting for the lock
+        assert not call.done()
+        stopping = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 1
+        assert time.monotonic() - stopping < 15  # 1 s grace, 2 s for the threads: not the store's 30 s
+        with pytest.raises(grpc.RpcError):
+            call.result(timeout=10)
+        errors = [json.loads(line) for line in proc.stderr.read().splitlines() if '"level":"error"' in line]
+        assert [(e["message"], e["calls"], e["grace_s"]) for e in errors] == [("stopped with calls still waiting on the job store after the grace period; exiting without them", 1, 1.0)]
+        held.execute("ROLLBACK")
+        assert held.execute("SELECT COUNT(*) FROM jobs").fetchone() == (0,)
+        channel.close()
+    finally:
+        if held is not None:
+            held.close()
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_the_request_log_has_a_line_per_call(tmp_path):
     """One JSON line per call: RFC 3339 UTC time, the request id (the caller's, or one
     made and sent back), account, RPC, status, verdict, job id, rule ids, latency."""

@@ -39,6 +39,7 @@ from jobgate.server.service import AdmissionService, JobService
 from jobgate.server.shadow import Shadow, load_candidate
 from jobgate.server.streams import StreamGuard, Watches
 from jobgate.store import JobStore, StoreFull, StoreUnavailable, location, open_configured_store
+from jobgate.store.committer import COMMITTER_CLOSE_WAIT_S
 
 log = logging.getLogger("jobgate.server")
 
@@ -106,8 +107,21 @@ class Server:
     streams waiting on their client at once, the others after the message in hand;
     only then do unary calls in flight get the grace period to finish."""
 
-    def __init__(self, server: grpc.Server, streams: StreamGuard, watches: Watches, health: Health, *, config: Config, listen: str, gate: Gate, auth: Authenticator, metrics: Metrics) -> None:
-        self._server, self.streams, self.watches, self._health = server, streams, watches, health
+    def __init__(
+        self,
+        server: grpc.Server,
+        streams: StreamGuard,
+        watches: Watches,
+        health: Health,
+        *,
+        config: Config,
+        listen: str,
+        gate: Gate,
+        auth: Authenticator,
+        metrics: Metrics,
+        pools: tuple[futures.ThreadPoolExecutor, ...] = (),
+    ) -> None:
+        self._server, self.streams, self.watches, self._health, self._pools = server, streams, watches, health, pools
         self.config, self.listen, self.gate, self.auth, self.metrics = config, listen, gate, auth, metrics
         self._reloading = threading.Lock()
 
@@ -145,6 +159,19 @@ class Server:
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:
         return self._server.wait_for_termination(timeout)
+
+    def still_running(self, wait: float) -> int:
+        """Once stopped: how many servicer threads are still inside a call after `wait`
+        seconds more. grpcio has cancelled their calls at the end of the grace period,
+        but a thread waiting on a store that no longer answers (a PostgreSQL that hangs)
+        stays there; the process must not wait for it to exit."""
+        for pool in self._pools:
+            pool.shutdown(wait=False, cancel_futures=True)  # idle threads end
+        busy = [t for t in threading.enumerate() if t.name.startswith(SERVICER_THREADS)]
+        deadline = time.monotonic() + wait
+        for thread in busy:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return sum(thread.is_alive() for thread in busy)
 
 
 REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
@@ -237,12 +264,13 @@ class Started:
     owns_store: bool = False
     request_log: LineWriter | None = None
 
-    def close(self) -> None:
+    def close(self, wait: float = COMMITTER_CLOSE_WAIT_S) -> None:
         """Once the server has stopped: writes the request log's last lines, stops the
-        gate and the metrics endpoint, and closes the store when create_server opened it."""
+        gate (waiting at most `wait` seconds for a commit group under way) and the
+        metrics endpoint, and closes the store when create_server opened it."""
         if self.request_log is not None:
             self.request_log.close()
-        self.gate.close()
+        self.gate.close(wait)
         if self.gate.shadow is not None:
             self.gate.shadow.close()
         self.metrics.close()
@@ -259,6 +287,11 @@ class Started:
 # (BENCHMARKS.md, "Two servicer threads"); a deployment whose calls wait long (large
 # packages checked at once) sets server.threads higher.
 LOCAL_STORE_THREADS, DATABASE_SERVER_THREADS = 2, 32
+# The names of the servicer threads: unary calls and health checks, and streams.
+SERVICER_THREADS = ("jobgate-rpc", "jobgate-stream")
+# How long a stopped server waits for its servicer threads to leave the calls grpcio
+# cancelled at the end of the grace period, before the process exits without them.
+CANCELLED_CALLS_WAIT_S = 2.0
 
 
 def unary_threads(config: Config) -> int:
@@ -307,8 +340,8 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         # stream holds a thread of the streams' pool, which has `threads` more: a stream
         # beyond the limits finds one to be refused on at once.
         threads = unary_threads(config)
-        calls = futures.ThreadPoolExecutor(threads, thread_name_prefix="jobgate-rpc")
-        stream_threads = futures.ThreadPoolExecutor(settings.max_streams + threads, thread_name_prefix="jobgate-stream")
+        calls = futures.ThreadPoolExecutor(threads, thread_name_prefix=SERVICER_THREADS[0])
+        stream_threads = futures.ThreadPoolExecutor(settings.max_streams + threads, thread_name_prefix=SERVICER_THREADS[1])
         server = grpc.server(
             calls,
             # Only the workers of one `serve --workers N` share a port; anything else
@@ -332,7 +365,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             except EndpointUnavailable as e:
                 raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
-    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics)
+    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics, pools=(calls, stream_threads))
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store, request_log=request_log)
 
 
@@ -397,6 +430,17 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
         time.sleep(0.2)
     log.info("stopping: finishing in-flight calls", extra={"fields": {"signal": signal.Signals(signals[0]).name, "grace_s": grace}})
     server.stop(grace).wait()
-    started.close()
+    stuck = server.still_running(CANCELLED_CALLS_WAIT_S)
+    started.close(wait=0.0 if stuck else COMMITTER_CLOSE_WAIT_S)
+    if stuck:
+        # Their callers were answered CANCELLED when the grace period ended. Waiting for
+        # the threads would hold the process until the store answers, perhaps never; a
+        # commit one of them sent may still land, as after SIGKILL.
+        log.error(
+            "stopped with calls still waiting on the job store after the grace period; exiting without them",
+            extra={"fields": {"calls": stuck, "grace_s": grace, "store": location(config.store.path, config.store.url)}},
+        )
+        logging.shutdown()
+        os._exit(1)
     log.info("stopped")
     return 0

@@ -32,7 +32,7 @@ from jobgate import sources
 from jobgate.config import Config
 from jobgate.reports import ReportView, renamed
 from jobgate.store import IdempotencyKey, JobStore, NewJob, Remembered, StoreFull, StoreUnavailable
-from jobgate.store.committer import GroupCommitter
+from jobgate.store.committer import COMMITTER_CLOSE_WAIT_S, GroupCommitter
 
 log = logging.getLogger("jobgate.server")
 
@@ -216,11 +216,12 @@ class Gate:
         validator = jobgate.Validator(config)
         self.config, self.validator = config, validator
 
-    def close(self) -> None:
-        """Stops the committer once the admissions it holds are committed; an admission
-        after that fails with StoreUnavailable."""
+    def close(self, wait: float = COMMITTER_CLOSE_WAIT_S) -> None:
+        """Stops the committer once the admissions it holds are committed (waiting at
+        most `wait` seconds for a group under way); an admission after that fails with
+        StoreUnavailable."""
         if self.committer is not None:
-            self.committer.close()
+            self.committer.close(wait)
 
     def quota(self, project: str) -> int | None:
         return jobgate._core.project_quota(project, default=self.config.quota.default, projects=self.config.quota.projects)

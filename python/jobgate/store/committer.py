@@ -16,6 +16,9 @@ log = logging.getLogger("jobgate.store")
 
 # The longest a commit group waits for admissions expected to join it (seconds).
 MAX_PATIENCE = 0.01
+# The longest `close` waits for a commit group under way (seconds): a commit stuck on an
+# unreachable store does not hold the process.
+COMMITTER_CLOSE_WAIT_S = 30.0
 
 
 class _Waiting:
@@ -175,9 +178,9 @@ class GroupCommitter:
         """Admissions waiting for the next group."""
         return len(self._queued)
 
-    def close(self) -> None:
+    def close(self, wait: float = COMMITTER_CLOSE_WAIT_S) -> None:
         """Commits the admissions already queued (a patient leader stops waiting), then
-        refuses any more."""
+        refuses any more; waits at most `wait` seconds for a group under way."""
         with self._lock:
             self._closed = True
             if self._awaited:
@@ -185,4 +188,4 @@ class GroupCommitter:
                 self._doorbell.release()
             if not self._leading:
                 return
-        self._idle.wait(30)  # a commit stuck on an unreachable store does not hold the process
+        self._idle.wait(wait)
