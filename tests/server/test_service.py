@@ -18,10 +18,10 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import jobgate
-from jobgate.v1 import admission_pb2, jobs_pb2, jobspec_pb2, tao_pb2
+from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobspec_pb2, tao_pb2
 from tests.files.helpers import packaged, tar_package
 from tests.helpers import EXAMPLES, UPSTREAM, error_detail, example, mutate, pairs, require_shared, sample, schema
-from tests.server.helpers import Running, config_for, raw
+from tests.server.helpers import READS_WHOLE_ANSWERS, Running, config_for, raw
 
 require_shared()
 
@@ -350,10 +350,11 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     r = Running(config_for(tmp_path))
     docs = [raw(JOBSPEC)] * 2000
     outcome = {}
+    channel = grpc.insecure_channel(f"127.0.0.1:{r.port}", options=READS_WHOLE_ANSWERS)
 
     def call():
         try:
-            outcome["response"] = r.admission.AdmitBatch(admission_pb2.AdmitBatchRequest(documents=docs), metadata=r.auth, timeout=60)
+            outcome["response"] = admission_pb2_grpc.AdmissionServiceStub(channel).AdmitBatch(admission_pb2.AdmitBatchRequest(documents=docs), metadata=r.auth, timeout=60)
         except grpc.RpcError as e:
             outcome["error"] = f"{e.code()}: {e.details()}"
 
@@ -369,6 +370,7 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     t.join(60)
     assert "error" not in outcome, outcome["error"]
     assert len(outcome["response"].results) == 2000
+    channel.close()
     r.channel.close()
 
 
