@@ -279,3 +279,32 @@ def test_a_mixed_load_with_refusals_sees_no_internal_error_and_loses_no_admissio
         assert r.store.gpus_in_use("my-lab") == 8 * len(still_open)
     finally:
         r.close()
+
+
+@pytest.mark.parametrize("query", ["", "?tcp_user_timeout=5000&keepalives_idle=7&connect_timeout=3"])
+def test_a_postgresql_connection_gives_up_on_a_server_that_stops_answering_unless_its_url_says_otherwise(fresh_postgres, query):
+    """Every connection of the store is opened with a bound on how long unacknowledged
+    bytes may wait (the kernel's TCP_USER_TIMEOUT on its socket: 30 s), keepalives, and
+    a connect timeout, so a server whose host is gone fails the call instead of holding
+    its thread for the quarter hour of TCP's retransmissions; what the URL sets wins."""
+    import socket
+
+    from jobgate.store.postgres import PostgresStore
+
+    store = PostgresStore(fresh_postgres + query)
+    try:
+        with store._pool.connection() as db:
+            params = db.info.get_parameters()
+            sock = socket.socket(fileno=db.pgconn.socket)  # the connection's own socket: detached, not closed
+            try:
+                user_timeout = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+                keepalive = sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
+                idle = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
+            finally:
+                sock.detach()
+    finally:
+        store.close()
+    expected = {"tcp_user_timeout": "30000", "keepalives_idle": "30", "connect_timeout": "10"} if not query else {"tcp_user_timeout": "5000", "keepalives_idle": "7", "connect_timeout": "3"}
+    assert {name: params.get(name) for name in expected} == expected
+    assert (params.get("keepalives"), params.get("keepalives_interval"), params.get("keepalives_count")) == ("1", "10", "3")
+    assert (user_timeout, keepalive, idle) == (int(expected["tcp_user_timeout"]), 1, int(expected["keepalives_idle"]))

@@ -265,6 +265,16 @@ def _value(cursor: psycopg.Cursor | None) -> Any:
     return row[0] if row else None
 
 
+# What every connection of the store is opened with unless its URL says otherwise: a
+# server that stops answering must not hold a caller, or a stopping server, for long.
+# `connect_timeout` bounds opening a connection; `tcp_user_timeout` (ms) a statement
+# whose bytes the server no longer acknowledges (its host gone, the network cut): the
+# kernel gives up after 30 s, where its retransmissions would go on for about 15
+# minutes, and the call fails UNAVAILABLE. Keepalives find a pooled connection whose
+# server went away while it was idle.
+CONNECTION_DEFAULTS = {"connect_timeout": 10, "tcp_user_timeout": 30_000, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+
 class PostgresStore(SqlStore):
     """The PostgreSQL dialect of the store's transactions (`SqlStore`)."""
 
@@ -292,8 +302,8 @@ class PostgresStore(SqlStore):
         self._id_key = self._migrate()
 
     def _connect(self) -> psycopg.Connection:
-        # A server that does not answer must not hold a caller forever.
-        options = {} if "connect_timeout" in self.url else {"connect_timeout": 10}
+        given = psycopg.conninfo.conninfo_to_dict(self.url)
+        options = {name: value for name, value in CONNECTION_DEFAULTS.items() if name not in given}  # the URL's own win
         return psycopg.connect(self.url, autocommit=False, **options)
 
     @contextmanager
