@@ -31,7 +31,7 @@ ACCOUNTS = {
 # its last call has answered; a frame the client sends after that makes the server's
 # kernel reset the connection, and the end of the answer still unsent is lost (the
 # client sees UNAVAILABLE "Connection reset by peer"). A drain test asserts that the
-# server lets the call finish, not that race of the transport (README, "On SIGTERM").
+# server lets the call finish, not that race of the transport (README, "The service").
 READS_WHOLE_ANSWERS = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
 
 
