@@ -297,6 +297,8 @@ def test_a_postgresql_connection_gives_up_on_a_server_that_stops_answering_unles
             params = db.info.get_parameters()
             sock = socket.socket(fileno=db.pgconn.socket)  # the connection's own socket: detached, not closed
             try:
+                if sock.family == socket.AF_UNIX:
+                    pytest.skip("JOBGATE_TEST_POSTGRES_URL names a Unix socket: TCP's timeouts do not apply")
                 user_timeout = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
                 keepalive = sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
                 idle = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE)
@@ -304,7 +306,21 @@ def test_a_postgresql_connection_gives_up_on_a_server_that_stops_answering_unles
                 sock.detach()
     finally:
         store.close()
-    expected = {"tcp_user_timeout": "30000", "keepalives_idle": "30", "connect_timeout": "10"} if not query else {"tcp_user_timeout": "5000", "keepalives_idle": "7", "connect_timeout": "3"}
+    expected = {"tcp_user_timeout": "30000", "keepalives_idle": "10", "connect_timeout": "10"} if not query else {"tcp_user_timeout": "5000", "keepalives_idle": "7", "connect_timeout": "3"}
     assert {name: params.get(name) for name in expected} == expected
-    assert (params.get("keepalives"), params.get("keepalives_interval"), params.get("keepalives_count")) == ("1", "10", "3")
+    assert (params.get("keepalives"), params.get("keepalives_interval"), params.get("keepalives_count")) == ("1", "5", "3")
     assert (user_timeout, keepalive, idle) == (int(expected["tcp_user_timeout"]), 1, int(expected["keepalives_idle"]))
+
+
+def test_a_postgresql_url_naming_a_libpq_service_gets_no_connection_defaults_of_the_store(monkeypatch):
+    """The service file, which libpq reads after the store's options, would lose to
+    them: a URL that names a service (or PGSERVICE) is given none."""
+    from jobgate.store.postgres import CONNECTION_DEFAULTS, connection_options
+
+    monkeypatch.delenv("PGSERVICE", raising=False)
+    assert connection_options("postgresql://db/jobgate") == CONNECTION_DEFAULTS
+    assert connection_options("postgresql://db/jobgate?connect_timeout=3&keepalives=0") == {k: v for k, v in CONNECTION_DEFAULTS.items() if k not in ("connect_timeout", "keepalives")}
+    assert connection_options("service=jobgate") == {}
+    assert connection_options("postgresql:///?service=jobgate") == {}
+    monkeypatch.setenv("PGSERVICE", "jobgate")
+    assert connection_options("postgresql://db/jobgate") == {}

@@ -102,6 +102,34 @@ def check_startable(config: Config, listen: str) -> None:
     check_store_location(config)
 
 
+class ServicerPools:
+    """The servicer threads: `calls` for unary calls and health checks, `streams` for
+    streams; each pool's threads are recorded as they start, so that a stopped server
+    can tell which of its own are still inside a call."""
+
+    def __init__(self, calls: int, streams: int) -> None:
+        self._threads: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+        self.calls = futures.ThreadPoolExecutor(calls, thread_name_prefix="jobgate-rpc", initializer=self._started)
+        self.streams = futures.ThreadPoolExecutor(streams, thread_name_prefix="jobgate-stream", initializer=self._started)
+
+    def _started(self) -> None:
+        with self._lock:
+            self._threads.add(threading.current_thread())
+
+    def still_running(self, wait: float) -> int:
+        """Shuts both pools down (idle threads end) and returns how many of their
+        threads are still alive `wait` seconds later: inside a call."""
+        for pool in (self.calls, self.streams):
+            pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            threads = list(self._threads)
+        deadline = time.monotonic() + wait
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return sum(thread.is_alive() for thread in threads)
+
+
 class Server:
     """The running service. Stopping it ends its streams first: WatchJob streams and
     streams waiting on their client at once, the others after the message in hand;
@@ -119,7 +147,7 @@ class Server:
         gate: Gate,
         auth: Authenticator,
         metrics: Metrics,
-        pools: tuple[futures.ThreadPoolExecutor, ...] = (),
+        pools: ServicerPools,
     ) -> None:
         self._server, self.streams, self.watches, self._health, self._pools = server, streams, watches, health, pools
         self.config, self.listen, self.gate, self.auth, self.metrics = config, listen, gate, auth, metrics
@@ -165,13 +193,7 @@ class Server:
         seconds more. grpcio has cancelled their calls at the end of the grace period,
         but a thread waiting on a store that no longer answers (a PostgreSQL that hangs)
         stays there; the process must not wait for it to exit."""
-        for pool in self._pools:
-            pool.shutdown(wait=False, cancel_futures=True)  # idle threads end
-        busy = [t for t in threading.enumerate() if t.name.startswith(SERVICER_THREADS)]
-        deadline = time.monotonic() + wait
-        for thread in busy:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return sum(thread.is_alive() for thread in busy)
+        return self._pools.still_running(wait)
 
 
 REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
@@ -266,13 +288,14 @@ class Started:
 
     def close(self, wait: float = COMMITTER_CLOSE_WAIT_S) -> None:
         """Once the server has stopped: writes the request log's last lines, stops the
-        gate (waiting at most `wait` seconds for a commit group under way) and the
-        metrics endpoint, and closes the store when create_server opened it."""
+        gate and its shadow (waiting at most `wait` seconds for each: a commit group under
+        way, the candidate's judgements queued) and the metrics endpoint, and closes the
+        store when create_server opened it."""
         if self.request_log is not None:
             self.request_log.close()
         self.gate.close(wait)
         if self.gate.shadow is not None:
-            self.gate.shadow.close()
+            self.gate.shadow.close(wait)
         self.metrics.close()
         if self.owns_store:
             self.store.close()
@@ -287,8 +310,6 @@ class Started:
 # (BENCHMARKS.md, "Two servicer threads"); a deployment whose calls wait long (large
 # packages checked at once) sets server.threads higher.
 LOCAL_STORE_THREADS, DATABASE_SERVER_THREADS = 2, 32
-# The names of the servicer threads: unary calls and health checks, and streams.
-SERVICER_THREADS = ("jobgate-rpc", "jobgate-stream")
 # How long a stopped server waits for its servicer threads to leave the calls grpcio
 # cancelled at the end of the grace period, before the process exits without them.
 CANCELLED_CALLS_WAIT_S = 2.0
@@ -340,10 +361,9 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         # stream holds a thread of the streams' pool, which has `threads` more: a stream
         # beyond the limits finds one to be refused on at once.
         threads = unary_threads(config)
-        calls = futures.ThreadPoolExecutor(threads, thread_name_prefix=SERVICER_THREADS[0])
-        stream_threads = futures.ThreadPoolExecutor(settings.max_streams + threads, thread_name_prefix=SERVICER_THREADS[1])
+        pools = ServicerPools(threads, settings.max_streams + threads)
         server = grpc.server(
-            calls,
+            pools.calls,
             # Only the workers of one `serve --workers N` share a port; anything else
             # already listening there makes this start fail.
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", int(bool(os.environ.get("JOBGATE_WORKER"))))],
@@ -351,7 +371,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
         # Every method handler wrapped once, as it is registered. The request log and
         # call metrics outermost: they see every call, those the grants table or the
         # stream limits refuse too.
-        registrar = Registrar(server, (CallObserver(auth.identify, metrics, request_log).wrap, FailClosed(auth.denials, auth.identify).wrap, streams.wrap), stream_threads)
+        registrar = Registrar(server, (CallObserver(auth.identify, metrics, request_log).wrap, FailClosed(auth.denials, auth.identify).wrap, streams.wrap), pools.streams)
         services = add_servicers(registrar, AdmissionService(gate, auth, metrics), JobService(store, auth, watches, limit))
         health_servicer = enable_health(registrar, services)
         enable_reflection(registrar, services)
@@ -365,7 +385,7 @@ def create_server(config: Config, address: str | None = None, *, store: JobStore
             except EndpointUnavailable as e:
                 raise StartupError(str(e)) from None
         undo.pop_all()  # started: from here on, closing is Started.close's
-    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics, pools=(calls, stream_threads))
+    running = Server(server, streams, watches, health_servicer, config=config, listen=listen, gate=gate, auth=auth, metrics=metrics, pools=pools)
     return Started(running, port, gate, store, auth, metrics, metrics_port, owns_store=owns_store, request_log=request_log)
 
 
@@ -431,16 +451,15 @@ def serve(config: Config, address: str | None = None, grace: float | None = None
     log.info("stopping: finishing in-flight calls", extra={"fields": {"signal": signal.Signals(signals[0]).name, "grace_s": grace}})
     server.stop(grace).wait()
     stuck = server.still_running(CANCELLED_CALLS_WAIT_S)
-    started.close(wait=0.0 if stuck else COMMITTER_CLOSE_WAIT_S)
     if stuck:
         # Their callers were answered CANCELLED when the grace period ended. Waiting for
-        # the threads would hold the process until the store answers, perhaps never; a
-        # commit one of them sent may still land, as after SIGKILL.
-        log.error(
-            "stopped with calls still waiting on the job store after the grace period; exiting without them",
-            extra={"fields": {"calls": stuck, "grace_s": grace, "store": location(config.store.path, config.store.url)}},
-        )
+        # the threads would hold the process as long as they take (until a hung store
+        # answers, perhaps never); a commit one of them sent may still land, as after
+        # SIGKILL. Said before closing the rest, which waits for nothing now.
+        log.error("stopped with calls still running after the grace period; exiting without them", extra={"fields": {"calls": stuck, "grace_s": grace}})
+        started.close(wait=0.0)
         logging.shutdown()
         os._exit(1)
+    started.close()
     log.info("stopped")
     return 0

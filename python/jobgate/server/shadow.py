@@ -230,10 +230,11 @@ class Shadow:
         threading.Thread(target=lambda: (self._queue.join(), done.set()), daemon=True).start()
         return done.wait(timeout)
 
-    def close(self) -> None:
-        """Stops the thread after what is queued; what is offered after is dropped."""
+    def close(self, wait: float = 30.0) -> None:
+        """Stops the thread after what is queued, waiting at most `wait` seconds for it
+        (its judgements read the store's usage); what is offered after is dropped."""
         try:
-            self._queue.put(None, timeout=5)
+            self._queue.put(None, timeout=min(wait, 5))
         except queue.Full:
             pass
-        self._thread.join(30)
+        self._thread.join(wait)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -270,9 +271,19 @@ def _value(cursor: psycopg.Cursor | None) -> Any:
 # `connect_timeout` bounds opening a connection; `tcp_user_timeout` (ms) a statement
 # whose bytes the server no longer acknowledges (its host gone, the network cut): the
 # kernel gives up after 30 s, where its retransmissions would go on for about 15
-# minutes, and the call fails UNAVAILABLE. Keepalives find a pooled connection whose
-# server went away while it was idle.
-CONNECTION_DEFAULTS = {"connect_timeout": 10, "tcp_user_timeout": 30_000, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+# minutes, and the call fails UNAVAILABLE. Keepalives (after 10 s idle, every 5 s) find
+# a connection whose server went away while it waited for an answer or sat in the pool.
+CONNECTION_DEFAULTS = {"connect_timeout": 10, "tcp_user_timeout": 30_000, "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+
+
+def connection_options(url: str) -> dict[str, Any]:
+    """The CONNECTION_DEFAULTS the URL does not set itself; none when it names a libpq
+    service (`service=`, or PGSERVICE), whose file the driver reads after us and whose
+    settings would otherwise lose to ours."""
+    given = psycopg.conninfo.conninfo_to_dict(url)
+    if "service" in given or os.environ.get("PGSERVICE"):
+        return {}
+    return {name: value for name, value in CONNECTION_DEFAULTS.items() if name not in given}
 
 
 class PostgresStore(SqlStore):
@@ -295,6 +306,7 @@ class PostgresStore(SqlStore):
         max_transitions: int = DEFAULT_MAX_TRANSITIONS,
     ) -> None:
         self.url = url
+        self._options = connection_options(url)
         super().__init__(max_message_bytes=max_message_bytes, max_transitions=max_transitions)
         self._pool: ConnectionPool[psycopg.Connection] = ConnectionPool(self._connect, connections, usable=lambda db: not db.closed, close=psycopg.Connection.close)
         # Job numbers taken ahead from the sequence (by groups that read), not given yet.
@@ -302,9 +314,7 @@ class PostgresStore(SqlStore):
         self._id_key = self._migrate()
 
     def _connect(self) -> psycopg.Connection:
-        given = psycopg.conninfo.conninfo_to_dict(self.url)
-        options = {name: value for name, value in CONNECTION_DEFAULTS.items() if name not in given}  # the URL's own win
-        return psycopg.connect(self.url, autocommit=False, **options)
+        return psycopg.connect(self.url, autocommit=False, **self._options)
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:
