@@ -65,7 +65,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,6 +138,19 @@ def start(workers: int, tmp: Path, limits: str = "", name: str = "", extra: str 
         proc.wait()
         raise
     return proc, port
+
+
+def stop_all(procs: Iterable[subprocess.Popen], wait: float) -> None:
+    """SIGTERM to every server at once, then each given `wait` seconds to drain before
+    it is killed: a benchmark never leaves one serving."""
+    procs = list(procs)
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def calls_in_flight(calls: list, request: bytes, total: int, inflight: int) -> None:
@@ -416,13 +429,7 @@ def run(quick: bool) -> dict:
                             runs[g][k].append(fns[k]())
             deployed = {name: scrape(metrics_ports[name]) for name in metrics_ports}
         finally:
-            for proc in procs.values():
-                proc.send_signal(signal.SIGTERM)
-            for proc in procs.values():
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop_all(procs.values(), 60)
             if commits is not None:
                 commits.close()
             if url:

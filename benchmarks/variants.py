@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,19 @@ from pathlib import Path
 from grpc_health.v1 import health_pb2
 
 from benchmarks import documents
-from benchmarks.service import ADMIT, CHECK, H2LOAD_MISSING, Run, answer, frame, h2load, per_round, start, start_echo
+from benchmarks.service import (
+    ADMIT,
+    CHECK,
+    H2LOAD_MISSING,
+    Run,
+    answer,
+    frame,
+    h2load,
+    per_round,
+    start,
+    start_echo,
+    stop_all,
+)
 from jobgate.v1 import admission_pb2
 
 WARM_CALLS = 300
@@ -117,13 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                         runs[m][side].append(measure(side, m, args.calls))
         finally:
             os.environ["PYTHONPATH"] = inherited
-            for proc in procs.values():
-                proc.send_signal(signal.SIGTERM)
-            for proc in procs.values():
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            stop_all(procs.values(), 30)
     for m in args.methods:
         rates = {side: [run.rate for run in runs[m][side]] for side in ["echo", *names]}
         print(f"{m} ({args.rounds} rounds of {args.calls:,} calls, h2load 1 connection, 8 in flight)")
