@@ -176,7 +176,7 @@ class Server(_Model):
     watch_poll_seconds: float = Field(0.5, gt=0, le=60, description="how often WatchJob looks for marks made elsewhere")
     # On SIGTERM: health NOT_SERVING, streams ended, then unary calls in flight get
     # this long to answer; the process exits as soon as the last has.
-    shutdown_grace_s: float = Field(10.0, ge=0, le=600, description="on SIGTERM, how long calls in flight may take to answer")
+    shutdown_grace_s: float = Field(10.0, ge=0, le=600, description="on SIGTERM, how long calls in flight may take to answer; a call still running 2 s after that is left behind and the process exits 1")
     request_log: Literal["info", "warning", "off"] = Field("info", description="info: one JSON line per call on stderr (request id, account, RPC, status, verdict, job id, rule ids, latency); off or warning: none")
 
     @field_validator("tokens")
@@ -219,7 +219,7 @@ class Store(_Model):
     """Where job records live: SQLite by default, PostgreSQL by URL."""
 
     path: str = Field("./.jobgate", description="the SQLite store's directory")
-    url: str | None = Field(None, description="a PostgreSQL URL (postgresql://…): the store for several replicas; path is then unused")
+    url: str | None = Field(None, description="a PostgreSQL URL (postgresql://…): the store for several replicas; path is then unused. Unless it sets them (or names a libpq service), connections get connect_timeout=10, tcp_user_timeout=30000 and keepalives")
     # SQLite in WAL mode: "normal" survives any process crash (records stay whole or
     # absent) and syncs at checkpoints; "full" also survives power loss, one fsync per commit.
     sqlite_synchronous: Literal["normal", "full"] = Field("normal", description="normal survives any process crash; full also power loss, one fsync per commit")
