@@ -140,6 +140,16 @@ def start(workers: int, tmp: Path, limits: str = "", name: str = "", extra: str 
     return proc, port
 
 
+def unary_requests(doc: bytes) -> tuple[bytes, bytes, bytes]:
+    """The encoded requests of the unary rows: `Admit` of `doc` as a dry run and as an
+    admission that opens a record, and the health `Check`."""
+    return (
+        admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=doc), dry_run=True).SerializeToString(),
+        admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=doc)).SerializeToString(),
+        health_pb2.HealthCheckRequest().SerializeToString(),
+    )
+
+
 def stop_all(procs: Iterable[subprocess.Popen], wait: float) -> None:
     """SIGTERM to every server at once, then each given `wait` seconds to drain before
     it is killed: a benchmark never leaves one serving."""
@@ -346,11 +356,9 @@ def run(quick: bool) -> dict:
     n_batch = 100 if quick else 200  # a few hundred ms a side: the CPU clock ticks every 10 ms
     n_commits = 100  # durable one-row commits per round, beside the records
     doc = documents.jobspec()
-    dry = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=doc), dry_run=True).SerializeToString()
+    dry, real, health = unary_requests(doc)
     typed = admission_pb2.AdmitRequest(document=admission_pb2.Document(jobspec=json_format.Parse(doc, jobspec_pb2.JobSpec())), dry_run=True).SerializeToString()
-    real = admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=doc)).SerializeToString()
     batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=doc)] * BATCH, dry_run=True).SerializeToString()
-    health = health_pb2.HealthCheckRequest().SerializeToString()
     validator = jobgate.Validator()
     batch_docs = [doc] * BATCH
     rows: list[dict] = []

@@ -29,8 +29,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grpc_health.v1 import health_pb2
-
 from benchmarks import documents
 from benchmarks.service import (
     ADMIT,
@@ -44,20 +42,16 @@ from benchmarks.service import (
     start,
     start_echo,
     stop_all,
+    unary_requests,
 )
-from jobgate.v1 import admission_pb2
 
 WARM_CALLS = 300
 PATHS = {"Admit": ADMIT, "Record": ADMIT, "Check": CHECK}
 
 
 def requests() -> dict[str, bytes]:
-    doc = documents.jobspec()
-    return {
-        "Admit": admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=doc), dry_run=True).SerializeToString(),
-        "Record": admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=doc)).SerializeToString(),
-        "Check": health_pb2.HealthCheckRequest().SerializeToString(),
-    }
+    dry, real, health = unary_requests(documents.jobspec())
+    return {"Admit": dry, "Record": real, "Check": health}
 
 
 def methods(text: str) -> list[str]:

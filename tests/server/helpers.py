@@ -25,14 +25,17 @@ ACCOUNTS = {
 }
 
 
-# A client of a draining server that reads a large answer whole without telling the
-# server anything meanwhile: a receive window larger than any answer, announced at once
-# (no flow-control updates, no bandwidth probes). grpcio closes a connection as soon as
-# its last call has answered; a frame the client sends after that makes the server's
-# kernel reset the connection, and the end of the answer still unsent is lost (the
-# client sees UNAVAILABLE "Connection reset by peer"). A drain test asserts that the
-# server lets the call finish, not that race of the transport (README, "The service").
-READS_WHOLE_ANSWERS = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+def reads_whole_answers(port: int) -> grpc.Channel:
+    """A channel to the loopback `port` that reads a large answer whole without telling
+    the server anything meanwhile: a receive window larger than any answer, announced at
+    once (no flow-control updates, no bandwidth probes). grpcio closes a connection as
+    soon as its last call has answered; a frame the client sends after that makes the
+    server's kernel reset the connection, and the end of the answer still unsent is lost
+    (the client sees UNAVAILABLE "Connection reset by peer"). A drain test asserts that
+    the server lets the call finish, not that race of the transport (README, "The
+    service")."""
+    options = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
+    return grpc.insecure_channel(f"127.0.0.1:{port}", options=options)
 
 
 def raw(doc) -> admission_pb2.Document:

@@ -16,7 +16,7 @@ import pytest
 
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2
 from tests.helpers import free_port, promtool, sample
-from tests.server.helpers import READS_WHOLE_ANSWERS, TOKEN, Running, config_for, wait_serving, write_config
+from tests.server.helpers import TOKEN, Running, config_for, reads_whole_answers, wait_serving, write_config
 
 JOBSPEC = sample("jobspec.valid.json")
 AUTH = [("authorization", f"Bearer {TOKEN}")]
@@ -368,14 +368,14 @@ def test_calls_on_several_connections_reach_every_worker(tmp_path, capsys):
 @contextmanager
 def served_for_a_drain(tmp_path):
     """`jobgate serve` with a 60 s grace period, and a channel to it that reads large
-    answers whole (READS_WHOLE_ANSWERS); killed if a test leaves it running."""
+    answers whole (`reads_whole_answers`); killed if a test leaves it running."""
     cfg = tmp_path / "jobgate.toml"
     write_config(cfg, tmp_path, catalog=True, server=("shutdown_grace_s = 60",))
     port = free_port()
     proc = serve("--config", str(cfg), "--listen", f"127.0.0.1:{port}")
     try:
         wait_serving(port).close()
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=READS_WHOLE_ANSWERS)
+        channel = reads_whole_answers(port)
         yield proc, channel
         channel.close()
     finally:

@@ -21,7 +21,7 @@ import jobgate
 from jobgate.v1 import admission_pb2, admission_pb2_grpc, jobs_pb2, jobspec_pb2, tao_pb2
 from tests.files.helpers import packaged, tar_package
 from tests.helpers import EXAMPLES, UPSTREAM, error_detail, example, mutate, pairs, require_shared, sample, schema
-from tests.server.helpers import READS_WHOLE_ANSWERS, Running, config_for, raw
+from tests.server.helpers import Running, config_for, raw, reads_whole_answers
 
 require_shared()
 
@@ -350,7 +350,7 @@ def test_graceful_shutdown_finishes_calls_in_flight(tmp_path):
     r = Running(config_for(tmp_path))
     docs = [raw(JOBSPEC)] * 2000
     outcome = {}
-    channel = grpc.insecure_channel(f"127.0.0.1:{r.port}", options=READS_WHOLE_ANSWERS)
+    channel = reads_whole_answers(r.port)
 
     def call():
         try:
