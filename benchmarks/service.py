@@ -241,11 +241,47 @@ class Run:
     sent_over_s: float = 0.0  # with a log file: from the first call sent to the last
     offered: int = 0  # with a rate: calls/s offered
     switches: float = 0.0  # the server's context switches per call (`context_switches`)
+    peer_cpu_us: float | None = None  # the CPU time per call of a process beside the server (its PostgreSQL)
 
 
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_cpu(url: str) -> Callable[[], float] | None:
+    """The CPU seconds so far of the PostgreSQL cluster behind `url`, when it runs on
+    this machine (None otherwise): its postmaster's, with what its ended children used
+    (reaped into the postmaster's own count), and each live child's. It shares the
+    cores with the servers and h2load, so what it spends per record is part of what a
+    record costs here."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as db:
+            backend = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+        postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        Path(f"/proc/{postmaster}/stat").read_text()
+    except (OSError, psycopg.Error):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def seconds() -> float:
+        total = 0
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # ended meanwhile: reaped into the postmaster's count
+                continue
+            if proc.name == str(postmaster):
+                total += sum(int(f) for f in fields[11:15])
+            elif fields[1] == str(postmaster):
+                total += int(fields[11]) + int(fields[12])
+        return total / ticks
+
+    return seconds
 
 
 def context_switches(pid: int) -> int:
@@ -263,23 +299,25 @@ def context_switches(pid: int) -> int:
     return total
 
 
-def h2load(port: int, path: str, body: Path, n: int, pid: int, inflight: int = INFLIGHT, rps: int | None = None, log: Path | None = None) -> Run:
+def h2load(port: int, path: str, body: Path, n: int, pid: int, inflight: int = INFLIGHT, rps: int | None = None, log: Path | None = None, peer: Callable[[], float] | None = None) -> Run:
     """`n` calls of `path` with `body` over one connection, `inflight` at a time; with
-    `rps`, offered at that rate, and with `log`, each call's time kept."""
+    `rps`, offered at that rate, with `log`, each call's time kept, and with `peer`
+    (CPU seconds so far), what it spent per call beside the server."""
     command = ["h2load", "-n", str(n), "-c", "1", "-m", str(inflight), "-d", str(body), "-H", "content-type: application/grpc", "-H", "te: trailers"]
     if rps:
         command += ["--rps", str(rps)]
     if log:
         log.unlink(missing_ok=True)  # h2load appends
         command += ["--log-file", str(log)]
-    before, switched = cpu_seconds(pid), context_switches(pid)
+    before, switched, beside = cpu_seconds(pid), context_switches(pid), peer() if peer else 0.0
     done = subprocess.run([*command, f"http://127.0.0.1:{port}{path}"], capture_output=True, text=True, check=True)
     cpu, switches = cpu_seconds(pid) - before, (context_switches(pid) - switched) / n
+    peer_cpu_us = (peer() - beside) / n * 1e6 if peer else None
     if not re.search(rf"\b{n} succeeded, 0 failed", done.stdout):
         raise RuntimeError(f"h2load had failures on {path}:\n{done.stdout}")
     rate = float(re.search(r"finished in [0-9.]+m?s, ([0-9.]+) req/s", done.stdout).group(1))
     if not log:
-        return Run(rate, cpu / n * 1e6, switches=switches)
+        return Run(rate, cpu / n * 1e6, switches=switches, peer_cpu_us=peer_cpu_us)
     calls = [line.split("\t") for line in log.read_text().splitlines()]
     sent = [int(c[0]) for c in calls]
     return Run(rate, cpu / n * 1e6, [int(c[2]) for c in calls], (max(sent) - min(sent)) / 1e6, rps or 0, switches)
@@ -403,6 +441,7 @@ def run(quick: bool) -> dict:
             for name in ("SQLite", "PostgreSQL"):
                 if name in ports:
                     measure(ports[name], ADMIT, "real", 200, name)()
+            postgres_cpu = cluster_cpu(url) if url else None
             if url:
                 commits = DurableCommits(url, n_commits)
             measure(echo, "/echo.Echo/AdmitBatch", "batch", 5, "echo", inflight=1)()
@@ -424,7 +463,10 @@ def run(quick: bool) -> dict:
             groups: dict[str, dict[str, Callable[[], Run]]] = {
                 "Admit": {"echo": echo_admit, "bytes": measure(sqlite, ADMIT, "dry", n, "SQLite"), "typed": measure(sqlite, ADMIT, "typed", n, "SQLite")},
                 "Check": {"echo": measure(echo, "/echo.Echo/Check", "health", n, "echo"), "jobgate": measure(sqlite, CHECK, "health", n, "SQLite")},
-                "records": {"echo": measure(echo, "/echo.Echo/AdmitRecord", "real", n_records, "echo"), **{name: measure(ports[name], ADMIT, "real", n_records, name) for name in ("SQLite", "PostgreSQL") if name in ports}},
+                "records": {
+                    "echo": measure(echo, "/echo.Echo/AdmitRecord", "real", n_records, "echo"),
+                    **{name: measure(ports[name], ADMIT, "real", n_records, name, peer=postgres_cpu if name == "PostgreSQL" else None) for name in ("SQLite", "PostgreSQL") if name in ports},
+                },
                 **({"commits": {"commit": commits}} if commits is not None else {}),
                 "latency": {"echo": at_offered_rate(echo, "/echo.Echo/Admit", "echo"), "jobgate": at_offered_rate(sqlite, ADMIT, "SQLite")},
                 "AdmitBatch": {"echo": measure(echo, "/echo.Echo/AdmitBatch", "batch", n_batch, "echo", inflight=1), "jobgate": measure(sqlite, ADMIT_BATCH, "batch", n_batch, "SQLite", inflight=1), "core": core},
@@ -452,7 +494,11 @@ def run(quick: bool) -> dict:
 
     def throughput_rows(bench: str, g: str, labels: dict[str, str]) -> None:
         for k, label in labels.items():
-            rows.append({"bench": bench, "impl": label, "value": statistics.median(rates(g, k)), "unit": "calls/s", "x": per_round(rates(g, k), rates(g, "echo")), "cpu_us": statistics.median(run.cpu_us for run in runs[g][k]), "switches": statistics.median(run.switches for run in runs[g][k]), "rounds": rates(g, k)})
+            row = {"bench": bench, "impl": label, "value": statistics.median(rates(g, k)), "unit": "calls/s", "x": per_round(rates(g, k), rates(g, "echo")), "cpu_us": statistics.median(run.cpu_us for run in runs[g][k]), "switches": statistics.median(run.switches for run in runs[g][k]), "rounds": rates(g, k)}
+            beside = [run.peer_cpu_us for run in runs[g][k] if run.peer_cpu_us is not None]
+            if beside:
+                row["note"] = f"PostgreSQL's own processes {statistics.median(beside):,.0f} µs/call beside it, on the same cores"
+            rows.append(row)
 
     how = f"h2load 1 connection, {INFLIGHT} in flight; median per-round jobgate / echo calls/s"
     setting = f"h2load, 1 connection, {INFLIGHT} in flight, median of {rounds} rounds"
