@@ -326,6 +326,32 @@ class LineSink:
         """Writes every line handed over and ends the writer, waiting at most
         ``timeout`` seconds; returns the refused lines not yet reported."""
 
+class SqliteWriter:
+    """The SQLite store's record writer: a thread of the core that opens the rows
+    submitted meanwhile in one transaction, with the libsqlite3 this process loaded."""
+
+    def __init__(self, path: str, insert: str, pragmas: list[str]) -> None:
+        """A writer on the SQLite file ``path`` running ``insert`` for each row, with
+        ``pragmas`` run first on its connection. RuntimeError when the process has no
+        ``libsqlite3.so.0`` loaded to share; ValueError when the file cannot be opened
+        or a statement prepared."""
+    def submit(self, rows: list[tuple[None | int | str | bytes, ...]]) -> Opening:
+        """Queues ``rows`` to be opened together; returns at once."""
+    def checkpoint_soon(self) -> None:
+        """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` after the next commit."""
+    def close(self, wait: float) -> bool:
+        """Writes what is queued, then stops, waiting at most ``wait`` seconds;
+        whether it finished. Later submissions fail with SQLITE_ABORT."""
+
+class Opening:
+    """One submission's commit."""
+
+    def wait(self) -> tuple[int, str] | None:
+        """None once committed, else SQLite's extended result code and message; lets
+        the GIL go only while the commit is not in."""
+    def done(self) -> bool:
+        """Whether the commit is in (or failed) already."""
+
 class Staging:
     """What ``Validator.stage`` did."""
 

@@ -19,6 +19,17 @@ from jobgate.server.app import create_server
 from jobgate.store import JobStore, open_configured_store
 
 
+class _Counted:
+    """A record being opened (`Pending`) whose commit `CrashingStore` counts."""
+
+    def __init__(self, pending, store: CrashingStore) -> None:
+        self._pending, self._store = pending, store
+
+    def wait(self) -> None:
+        self._pending.wait()
+        self._store._committed(1)
+
+
 class CrashingStore:
     """`store`, whose process dies once its commits have opened `after` records: after
     the commit, before the caller learns of it."""
@@ -29,11 +40,20 @@ class CrashingStore:
 
     def admit_many(self, items):
         outcomes = self._store.admit_many(items)
+        self._committed(sum(isinstance(outcome, str) for outcome in outcomes))
+        return outcomes
+
+    def open_later(self, job):
+        """A record the store's writer opens beside the call: counted once its commit
+        is in, when the call would answer."""
+        job_id, pending = self._store.open_later(job)
+        return job_id, _Counted(pending, self)
+
+    def _committed(self, records: int) -> None:
         with self._lock:
-            self._opened += sum(isinstance(outcome, str) for outcome in outcomes)
+            self._opened += records
             if self._opened >= self._after:
                 os.kill(os.getpid(), signal.SIGKILL)
-        return outcomes
 
     def __getattr__(self, name: str):
         return getattr(self._store, name)

@@ -290,7 +290,7 @@ class Started:
         """Once the server has stopped: writes the request log's last lines, stops the
         gate and its shadow (waiting at most `wait` seconds for each: a commit group under
         way, the candidate's judgements queued) and the metrics endpoint, and closes the
-        store when create_server opened it."""
+        store when create_server opened it (as long for the records handed to its writer)."""
         if self.request_log is not None:
             self.request_log.close()
         self.gate.close(wait)
@@ -298,7 +298,7 @@ class Started:
             self.gate.shadow.close(wait)
         self.metrics.close()
         if self.owns_store:
-            self.store.close()
+            self.store.close(wait)
 
 
 # Servicer threads for unary calls when server.threads is unset. A call's Python holds

@@ -32,6 +32,7 @@ from jobgate import sources
 from jobgate.config import Config
 from jobgate.reports import ReportView, renamed
 from jobgate.store import IdempotencyKey, JobStore, NewJob, Remembered, StoreFull, StoreUnavailable
+from jobgate.store.base import Pending, storable
 from jobgate.store.committer import COMMITTER_CLOSE_WAIT_S, GroupCommitter
 
 log = logging.getLogger("jobgate.server")
@@ -64,6 +65,15 @@ class Admission:
     gpus_in_use: int | None = None
     # The project the document was admitted into or refused for ("" when unread).
     project: str = ""
+    # A record still being committed (`Gate.admit(..., later=True)`): `durable` waits for it.
+    pending: Pending | None = None
+
+    def durable(self) -> None:
+        """Returns once the admission's record is committed; raises as the store does
+        when it cannot be. The admission is not answered before."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.wait()
 
 
 class KeyReused(Exception):
@@ -406,6 +416,7 @@ class Gate:
         fingerprint: bytes = b"",
         timeout: float | None = None,
         consumed: dict[str, int] | None = None,
+        later: bool = False,
     ) -> Admission:
         """Checks (and unless `dry_run`, admits) one document; with `package`, a
         spec-bundle's supporting files are verified against that archive too. A real
@@ -425,9 +436,14 @@ class Gate:
         With `timeout` (the call's remaining seconds), reading the package stops once
         it has passed, with TimeoutError. With `consumed` (a dry run of a batch's items
         in order), each project's usage counts the GPUs of the earlier items that passed,
-        and a passing item adds its own: the dry run answers as the real batch would."""
+        and a passing item adds its own: the dry run answers as the real batch would.
+
+        With `later`, a record the store can open beside the call (`opens_later`: no
+        quota applies and no key is sent) may still be committing when this returns:
+        the caller calls `Admission.durable` before it answers, and meanwhile builds
+        the answer while the store writes."""
         try:
-            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, judged=judged, grant=grant, key=key, fingerprint=fingerprint, timeout=timeout, consumed=consumed)
+            return self._admit_document(data, kind, account, dry_run=dry_run, package=package, judged=judged, grant=grant, key=key, fingerprint=fingerprint, timeout=timeout, consumed=consumed, later=later)
         except (KeyReused, StoreUnavailable, StoreFull):
             raise
         except Exception:
@@ -445,11 +461,11 @@ class Gate:
             return None
 
     def _admit_document(
-        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, judged: Judged | None, grant: Grant | None, key: str, fingerprint: bytes, timeout: float | None = None, consumed: dict[str, int] | None = None
+        self, data: bytes, kind: str | None, account: str, *, dry_run: bool, package: bytes, judged: Judged | None, grant: Grant | None, key: str, fingerprint: bytes, timeout: float | None = None, consumed: dict[str, int] | None = None, later: bool = False
     ) -> Admission:
         if judged is None:
             judged = self.judge(data, kind, account, dry_run=dry_run, grant=grant, package=package, timeout=timeout)
-        admission = self._admit(judged, account, dry_run=dry_run, grant=grant, key=key, fingerprint=fingerprint, consumed=consumed)
+        admission = self._admit(judged, account, dry_run=dry_run, grant=grant, key=key, fingerprint=fingerprint, consumed=consumed, later=later)
         if judged.package is not None and not admission.replayed:  # a replay is stored as it was first shown
             admission.report = ReportView.from_dict(renamed(admission.report.to_dict(), judged.package, PACKAGE_NAME))
         if self.shadow is not None and not admission.replayed:
@@ -458,7 +474,7 @@ class Gate:
             self.shadow.offer_document(data, kind, account, projects, admission.report, package=package, gpus_in_use=admission.gpus_in_use, home=home)
         return admission
 
-    def _admit(self, judged: Judged, account: str, *, dry_run: bool, grant: Grant | None, key: str, fingerprint: bytes, consumed: dict[str, int] | None) -> Admission:
+    def _admit(self, judged: Judged, account: str, *, dry_run: bool, grant: Grant | None, key: str, fingerprint: bytes, consumed: dict[str, int] | None, later: bool = False) -> Admission:
         facts = judged.judgement.facts
         home = grant.home if grant is not None else None
         project = charged_project(facts, home) if facts is not None else ""
@@ -485,7 +501,16 @@ class Gate:
 
         idempotency = IdempotencyKey(account, key, fingerprint, self.config.jobs.idempotency_window, verdict.shown) if key else None
         # Without a quota, the verdict does not read the usage: the store may decide at once.
-        outcome = self.committer.admit(self._new_job(facts, account, grant, idempotency, reads_usage=verdict.quota is not None), verdict)
+        job = self._new_job(facts, account, grant, idempotency, reads_usage=verdict.quota is not None)
+        if later and idempotency is None and verdict.quota is None and getattr(self.store, "opens_later", False):
+            # Decided on nothing read, as a commit group would decide it; the store opens
+            # the record beside the call, which waits for it before it answers.
+            job = storable(job)
+            if not verdict(0):
+                return Admission(verdict.report, gpus_in_use=verdict.in_use, project=project)
+            job_id, pending = self.store.open_later(job)
+            return Admission(verdict.report, job_id, gpus_in_use=verdict.in_use, project=project, pending=pending)
+        outcome = self.committer.admit(job, verdict)
         if isinstance(outcome, Remembered):  # the key was used meanwhile (a concurrent retry, another replica)
             return self.replay(outcome, key, fingerprint, grant)
         return Admission(verdict.report, outcome or "", gpus_in_use=verdict.in_use, project=project)

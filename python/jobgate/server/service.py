@@ -156,9 +156,10 @@ class AdmissionService:
         package: bytes,
         key: str = "",
         fingerprint: bytes = b"",
+        later: bool = False,
     ) -> Admission:
         try:
-            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package))
+            admission = self.gate.admit(data, kind, caller.name, dry_run=dry_run, package=package, grant=caller.grant, key=key, fingerprint=fingerprint, timeout=package_timeout(context, package), later=later)
         except (TimeoutError, NotLaunchable) as e:
             judging_failed(context, field, e)
         except Unstorable as e:
@@ -169,15 +170,16 @@ class AdmissionService:
             self._replayed(rpc, caller, key, admission.job_id)
         return admission
 
-    def _admit_document(self, context: grpc.ServicerContext, rpc: str, field: str, document: admission_pb2.Document, caller: Caller, *, dry_run: bool) -> Admission:
+    def _admit_document(self, context: grpc.ServicerContext, rpc: str, field: str, document: admission_pb2.Document, caller: Caller, *, dry_run: bool, later: bool = False) -> Admission:
         """Admit and AdmitStream: one document. Its key is recalled by the store in the
         transaction that would open its record (no round trip of its own): a retry gets
         the first admission's response, a key reused by another request is refused
-        (`Gate.admit`)."""
+        (`Gate.admit`). With `later`, its record may still be committing: the caller
+        calls `durable` before it answers."""
         data, kind = document_bytes(document, context, field)
         key = "" if dry_run else idempotency_key(document, context, field)
         digest = fingerprint(document) if key else b""
-        admission = self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package, key=key, fingerprint=digest)
+        admission = self._admit(context, rpc, field, data, kind, caller, dry_run=dry_run, package=document.package, key=key, fingerprint=digest, later=later)
         return typed_as_typed(document, admission)
 
     def _replayed(self, rpc: str, caller: Caller, key: str, job_id: str) -> None:
@@ -196,11 +198,14 @@ class AdmissionService:
 
     def Admit(self, request: admission_pb2.AdmitRequest, context):  # noqa: N802 - gRPC method names
         caller = self._caller(context, "Admit")
-        result = self._admit_document(context, "Admit", "document", request.document, caller, dry_run=request.dry_run)
+        result = self._admit_document(context, "Admit", "document", request.document, caller, dry_run=request.dry_run, later=True)
+        # Built while the store commits the record; neither counted nor sent before it is in.
+        response = admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
+        result.durable()
         if not result.replayed:  # a replay was counted when it was first judged
             self.metrics.report("Admit", result.report)
             self._refused_project("Admit", caller, result)
-        return admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
+        return response
 
     def AdmitBatch(self, request: bytes, context):  # noqa: N802 - bytes in, bytes out (BYTES_IN)
         caller = self._caller(context, "AdmitBatch")

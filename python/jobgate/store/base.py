@@ -380,6 +380,15 @@ def key_bytes(key: str) -> bytes:
     return key.encode("utf-8", "surrogatepass")
 
 
+class Pending(Protocol):
+    """A record still being committed (a store's `open_later`)."""
+
+    def wait(self) -> None:
+        """Returns once the record is committed; raises StoreFull or StoreUnavailable
+        (as the store's operations do) when it cannot be."""
+        ...
+
+
 class JobStore(Protocol):
     # Whether a commit waits for the disk to flush: then a commit group is worth
     # waiting a little for more members.
@@ -432,5 +441,7 @@ class JobStore(Protocol):
         """The number of each job's last transition (unknown ids are left out): one
         query for all the jobs a server's WatchJob streams follow."""
 
-    def close(self) -> None: ...
+    def close(self, wait: float = 30.0) -> None:
+        """Closes the store, waiting at most `wait` seconds for writes it was handed."""
+        ...
 

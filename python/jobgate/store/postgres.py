@@ -440,5 +440,5 @@ class PostgresStore(SqlStore):
         written = db.execute(_OPEN, ("[]", _rows(group)), prepare=True) if group.entries else None
         return lambda: _recalled(orjson.loads(_value(written) or "null"))
 
-    def close(self) -> None:
+    def close(self, wait: float = 30.0) -> None:  # nothing is written beside the calls here
         self._pool.close()

@@ -509,5 +509,5 @@ class SqlStore:
                 out.update(db.execute(f"SELECT job_id, MAX(n) FROM transitions WHERE {among} GROUP BY job_id", args).fetchall())
         return out
 
-    def close(self) -> None:
+    def close(self, wait: float = 30.0) -> None:
         raise NotImplementedError

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import jobgate._core
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
     ConnectionPool,
@@ -27,9 +28,13 @@ from jobgate.store.base import (
     StoreFull,
     StoreUnavailable,
     key_bytes,
+    new_job_id,
+    now,
     opened_record,
     record_json,
+    storable,
 )
+from jobgate.store.committer import COMMITTER_CLOSE_WAIT_S
 from jobgate.store.skeleton import CommitGroup, GroupRead, NumbersAhead, Slot, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
@@ -171,6 +176,9 @@ class _Checkpointer:
         self._written, self._passing, self._restart, self._closed = 0, False, False, False
         self._due = threading.Event()
         self._thread: threading.Thread | None = None
+        # Also told when the WAL is to start afresh: a writer whose commits `committed`
+        # never sees (the core's, `SqliteWriter.checkpoint_soon`).
+        self.restart_elsewhere: Callable[[], None] | None = None
 
     def committed(self, db: sqlite3.Connection) -> None:
         """Called after each commit on `db`; never fails: the commit stands."""
@@ -216,6 +224,8 @@ class _Checkpointer:
                 pages = self._checkpoint(db)
                 with self._lock:
                     self._passing, self._restart = False, pages >= _RESTART_PAGES
+                if pages >= _RESTART_PAGES and self.restart_elsewhere is not None:
+                    self.restart_elsewhere()
         finally:
             db.close()
 
@@ -237,6 +247,28 @@ class _Checkpointer:
             thread.join(30)
 
 
+# A record the core's writer opens (`SqliteWriter`): the row `_Rows` writes for an
+# admission without a key.
+_OPEN_ONE = "INSERT INTO admissions VALUES (?, ?, ?, ?, ?, ?, ?)"
+# SQLite's primary result codes the store answers StoreUnavailable (retry shortly).
+_UNAVAILABLE = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL)
+
+
+class Pending:
+    """A record the core's writer is opening (`SqliteStore.open_later`): `wait` returns
+    once it is committed, or raises as the store's own operations do."""
+
+    __slots__ = ("_opening", "_store")
+
+    def __init__(self, opening: Any, store: SqliteStore) -> None:
+        self._opening, self._store = opening, store
+
+    def wait(self) -> None:
+        failure = self._opening.wait()
+        if failure is not None:
+            self._store._failed(*failure)
+
+
 class SqliteStore(SqlStore):
     """The SQLite dialect of the store's transactions (`SqlStore`)."""
 
@@ -249,6 +281,7 @@ class SqliteStore(SqlStore):
         synchronous: str = "normal",
         *,
         connections: int = 16,
+        core_writer: bool = True,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_transitions: int = DEFAULT_MAX_TRANSITIONS,
     ) -> None:
@@ -267,6 +300,23 @@ class SqliteStore(SqlStore):
         # Job numbers taken ahead from `job_numbers`, not given yet.
         self._numbers = NumbersAhead()
         self._id_key = self._migrate()
+        # With `core_writer` False, every record goes through `admit_many` (and a
+        # subclass that changes it sees them all).
+        self._writer = self._core_writer() if core_writer else None
+        # Whether `open_later` opens records (else every record goes through `admit_many`).
+        self.opens_later = self._writer is not None
+
+    def _core_writer(self) -> Any | None:
+        """The core's writer on this file, or None where it cannot share this Python's
+        SQLite library (then every record is opened here)."""
+        pragmas = [f"PRAGMA synchronous={self.synchronous}", "PRAGMA busy_timeout=30000", f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}"]
+        try:
+            writer = jobgate._core.SqliteWriter(str(self.path), _OPEN_ONE, pragmas)
+        except (RuntimeError, ValueError) as e:
+            log.info("the job store opens its records without the core's writer", extra={"fields": {"store": str(self.path), "reason": str(e)}})
+            return None
+        self._checkpointer.restart_elsewhere = writer.checkpoint_soon
+        return writer
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -312,19 +362,45 @@ class SqliteStore(SqlStore):
         try:
             return call()
         except sqlite3.Error as e:
-            primary = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF
-            if primary == sqlite3.SQLITE_FULL:
-                log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": str(e)}})
-                raise StoreFull("the disk holding the job store (store.path) is full; nothing was written") from None
-            if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL):
-                log.error("job store unavailable", extra={"fields": {"store": str(self.path), "error": str(e)}})
-                raise StoreUnavailable("the job store is unavailable; retry shortly") from None
-            raise
+            code, message = getattr(e, "sqlite_errorcode", None) or 0, str(e)
+            if code & 0xFF != sqlite3.SQLITE_FULL and code & 0xFF not in _UNAVAILABLE:
+                raise
         except OSError as e:
             if e.errno == errno.ENOSPC:
                 log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": str(e)}})
                 raise StoreFull("the disk holding the job store (store.path) is full; nothing was written") from None
             raise
+        self._failed(code, message)  # outside the handler: the driver's error is not chained
+
+    def _failed(self, code: int, message: str) -> NoReturn:
+        """Raises what SQLite's result `code` is to the store's callers: StoreFull,
+        StoreUnavailable, or (any other code, only from the core's writer) a
+        sqlite3.DatabaseError; the details are logged."""
+        primary = code & 0xFF
+        if primary == sqlite3.SQLITE_FULL:
+            log.error("job store disk full", extra={"fields": {"store": str(self.path), "error": message}})
+            raise StoreFull("the disk holding the job store (store.path) is full; nothing was written")
+        if primary in _UNAVAILABLE:
+            log.error("job store unavailable", extra={"fields": {"store": str(self.path), "error": message}})
+            raise StoreUnavailable("the job store is unavailable; retry shortly")
+        if primary == sqlite3.SQLITE_ABORT:  # the writer closed before it wrote the record
+            raise StoreUnavailable("the server is shutting down; retry (on another replica)")
+        raise sqlite3.DatabaseError(message)
+
+    def open_later(self, job: NewJob) -> tuple[str, Pending]:
+        """Opens the record of an admission that reads nothing first (no quota applies,
+        no idempotency key) on the core's writer (`opens_later`): its job id at once,
+        and what to wait on before the admission is answered (`Pending.wait`). The
+        writer opens the records queued meanwhile in one transaction."""
+        job = storable(job)
+        numbers = self._translate(lambda: self._numbers.take(1, self._more_numbers))
+        assert numbers, "numbers are taken from `job_numbers` when short"
+        job_id = new_job_id(job.id_prefix, numbers[0], self._id_key)
+        ts = now()
+        record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
+        opening = self._writer.submit([(job_id, job.project, job.owner, job.gpus, ts, record_json(record), job.document)])
+        self._checkpointer.wrote(2)  # a transaction and a record, as `_wrote` and `committed` count them
+        return job_id, Pending(opening, self)
 
     def _log_fields(self) -> dict[str, str]:
         return {"store": str(self.path)}
@@ -420,6 +496,10 @@ class SqliteStore(SqlStore):
                     recalled[(account, bytes(key))] = Remembered(job_id, bytes(fingerprint), bytes(report))
         return GroupRead(numbers, usage, recalled)
 
-    def close(self) -> None:
+    def close(self, wait: float = COMMITTER_CLOSE_WAIT_S) -> None:
+        """Closes the store once the core's writer has written what it was handed,
+        waiting at most `wait` seconds for it (a store that stays locked)."""
+        if self._writer is not None and not self._writer.close(wait):
+            log.error("the job store's writer did not finish in time; closing without it", extra={"fields": {"store": str(self.path), "waited_s": wait}})
         self._checkpointer.close()
         self._pool.close()

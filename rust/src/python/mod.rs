@@ -23,6 +23,7 @@ mod input;
 mod lines;
 mod lock;
 mod report;
+mod sqlite_writer;
 mod validator;
 
 use pyo3::prelude::*;
@@ -177,6 +178,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::CatalogEntry>()?;
     m.add_class::<lock::RecipeStatus>()?;
     m.add_class::<lines::LineSink>()?;
+    m.add_class::<sqlite_writer::SqliteWriter>()?;
+    m.add_class::<sqlite_writer::Opening>()?;
     m.add_function(wrap_pyfunction!(report::rules, m)?)?;
     m.add_function(wrap_pyfunction!(kind_table, m)?)?;
     m.add_function(wrap_pyfunction!(report::fit_reports, m)?)?;
