@@ -330,18 +330,20 @@ class SqliteWriter:
     """The SQLite store's record writer: a thread of the core that opens the rows
     submitted meanwhile in one transaction, with the libsqlite3 this process loaded."""
 
-    def __init__(self, path: str, insert: str, pragmas: list[str]) -> None:
+    def __init__(self, path: str, insert: str, pragmas: list[str], python_sqlite: str) -> None:
         """A writer on the SQLite file ``path`` running ``insert`` for each row, with
-        ``pragmas`` run first on its connection. RuntimeError when the process has no
-        ``libsqlite3.so.0`` loaded to share; ValueError when the file cannot be opened
-        or a statement prepared."""
+        ``pragmas`` run first on its connection. RuntimeError unless Python's
+        ``_sqlite3`` module (the file ``python_sqlite``) uses a loaded
+        ``libsqlite3.so.0`` to share; ValueError when the file cannot be opened or a
+        statement prepared."""
     def submit(self, rows: list[tuple[None | int | str | bytes, ...]]) -> Opening:
         """Queues ``rows`` to be opened together; returns at once."""
     def checkpoint_soon(self) -> None:
         """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` after the next commit."""
     def close(self, wait: float) -> bool:
         """Writes what is queued, then stops, waiting at most ``wait`` seconds;
-        whether it finished. Later submissions fail with SQLITE_ABORT."""
+        whether everything handed to it was written (or failed) by then. Later
+        submissions fail with SQLITE_ABORT."""
 
 class Opening:
     """One submission's commit."""

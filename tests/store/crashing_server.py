@@ -1,7 +1,10 @@
 """A server that kills itself (SIGKILL) right after the commit that opens its Nth record,
 before any reply leaves: how the crash tests stop a server between commit and reply.
 
-    python tests/store/crashing_server.py CONFIG LISTEN N
+    python tests/store/crashing_server.py CONFIG LISTEN N [later]
+
+With `later`, only the records the store's writer opens beside the calls count
+(`open_later`): a record committed through the commit groups then fails the test.
 
 It serves as `jobgate serve --config CONFIG --listen LISTEN` does, on the store the
 configuration names, handed to the server inside `CrashingStore`: the crash is
@@ -34,12 +37,14 @@ class CrashingStore:
     """`store`, whose process dies once its commits have opened `after` records: after
     the commit, before the caller learns of it."""
 
-    def __init__(self, store: JobStore, after: int) -> None:
-        self._store, self._after, self._opened = store, after, 0
+    def __init__(self, store: JobStore, after: int, only_later: bool = False) -> None:
+        self._store, self._after, self._opened, self.only_later = store, after, 0, only_later
         self._lock = threading.Lock()
 
     def admit_many(self, items):
         outcomes = self._store.admit_many(items)
+        if self.only_later:
+            raise AssertionError("a record went through the commit groups, not the store's writer")
         self._committed(sum(isinstance(outcome, str) for outcome in outcomes))
         return outcomes
 
@@ -59,10 +64,10 @@ class CrashingStore:
         return getattr(self._store, name)
 
 
-def main(config_path: str, listen: str, after: str) -> None:
+def main(config_path: str, listen: str, after: str, path: str = "") -> None:
     config = load_config(config_path)
     store = open_configured_store(config)
-    started = create_server(config, listen, store=CrashingStore(store, int(after)))
+    started = create_server(config, listen, store=CrashingStore(store, int(after), only_later=path == "later"))
     started.server.wait_for_termination()
 
 

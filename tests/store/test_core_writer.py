@@ -4,6 +4,7 @@ with the SQLite library this Python loaded; and the store's answers when it fail
 
 from __future__ import annotations
 
+import _sqlite3
 import sqlite3
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+import jobgate._core
 from jobgate._core import SqliteWriter
 from jobgate.store import NewJob, StoreFull, StoreUnavailable
 from jobgate.store.sqlite import SqliteStore
@@ -86,7 +88,7 @@ def test_a_row_that_fails_among_others_queued_with_it_fails_alone(tmp_path):
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("CREATE TABLE t (n INTEGER CHECK (n >= 0))")
-    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", ["PRAGMA busy_timeout=30000"])
+    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", ["PRAGMA busy_timeout=30000"], _sqlite3.__file__)
     try:
         # The write lock held elsewhere: the writer waits on its first row while the
         # others queue, then takes them as one transaction, the failing one among them.
@@ -111,7 +113,7 @@ def test_closing_writes_what_is_queued_and_refuses_what_comes_after(tmp_path):
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("CREATE TABLE t (n INTEGER)")
-    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", ["PRAGMA busy_timeout=30000"])
+    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", ["PRAGMA busy_timeout=30000"], _sqlite3.__file__)
     db.execute("BEGIN IMMEDIATE")
     queued = [writer.submit([(n,)]) for n in range(10)]
     threading.Timer(0.3, lambda: db.execute("COMMIT")).start()
@@ -142,13 +144,69 @@ def test_the_writers_failures_are_the_stores_own(tmp_path):
 def test_a_writer_is_refused_a_file_it_cannot_open(tmp_path):
     if not loaded_libsqlite3():
         with pytest.raises(RuntimeError, match="built in"):
-            SqliteWriter(str(tmp_path / "t.sqlite3"), "SELECT 1", [])
+            SqliteWriter(str(tmp_path / "t.sqlite3"), "SELECT 1", [], _sqlite3.__file__)
         return
     with pytest.raises(ValueError, match="SQLite code 14"):  # SQLITE_CANTOPEN: no such file, not created
-        SqliteWriter(str(tmp_path / "missing" / "t.sqlite3"), "SELECT 1", [])
+        SqliteWriter(str(tmp_path / "missing" / "t.sqlite3"), "SELECT 1", [], _sqlite3.__file__)
     with pytest.raises(ValueError, match="no such table"):
         sqlite3.connect(tmp_path / "t.sqlite3").close()
-        SqliteWriter(str(tmp_path / "t.sqlite3"), "INSERT INTO absent VALUES (1)", [])
+        SqliteWriter(str(tmp_path / "t.sqlite3"), "INSERT INTO absent VALUES (1)", [], _sqlite3.__file__)
+
+
+@pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
+def test_the_writer_refuses_a_libsqlite3_that_pythons_sqlite3_does_not_use(tmp_path):
+    """libsqlite3.so.0 is loaded here; a module that does not resolve SQLite to it (as
+    a Python with SQLite built in would not) gets no writer: two copies of SQLite in
+    one process keep their own POSIX locks."""
+    sqlite3.connect(tmp_path / "t.sqlite3").close()
+    with pytest.raises(RuntimeError, match="a SQLite of its own"):
+        SqliteWriter(str(tmp_path / "t.sqlite3"), "SELECT 1", [], jobgate._core.__file__)
+
+
+@pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
+def test_a_locked_store_fails_every_row_queued_at_once_not_one_by_one(tmp_path):
+    """Rows queued behind a lock held elsewhere fail together once the busy timeout
+    passes: written again one by one, each would wait the timeout out again."""
+    path = tmp_path / "t.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (n INTEGER)")
+    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", ["PRAGMA busy_timeout=2000"], _sqlite3.__file__)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        began = time.monotonic()
+        first = writer.submit([(0,)])
+        time.sleep(0.3)  # the writer waits on the lock with the first row
+        queued = [writer.submit([(n,)]) for n in range(1, 6)]
+        outcomes = [first.wait()] + [opening.wait() for opening in queued]
+        took = time.monotonic() - began
+        assert [code & 0xFF for code, _ in outcomes] == [5] * 6  # SQLITE_BUSY
+        assert took < 8  # two busy timeouts (the first row, then the rest at once), not six
+    finally:
+        db.execute("ROLLBACK")
+        assert writer.close(10)
+        db.close()
+
+
+@pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
+def test_closing_an_idle_writer_at_once_leaves_nothing_unwritten(tmp_path):
+    path = tmp_path / "t.sqlite3"
+    sqlite3.connect(path).execute("CREATE TABLE t (n INTEGER)").connection.close()
+    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", [], _sqlite3.__file__)
+    assert writer.submit([(1,)]).wait() is None
+    assert writer.close(0.0) is True
+    assert writer.close(float("inf")) is True  # any wait, however long, is taken as given
+
+
+def opened_later(r) -> float:
+    """How many records the server's store handed to its writer (jobgate_store_seconds)."""
+    return sum(
+        sample.value
+        for family in r.metrics.registry.collect()
+        if family.name == "jobgate_store_seconds"
+        for sample in family.samples
+        if sample.name == "jobgate_store_seconds_count" and sample.labels["operation"] == "open_later"
+    )
 
 
 @pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
@@ -175,5 +233,40 @@ def test_an_admit_whose_record_the_writer_cannot_commit_is_not_answered_with_its
         answered = admit(r, JOBSPEC)
         assert answered.job_id and answered.report.verdict == "pass"
         assert [record["id"] for record in r.store.list(limit=10)] == [answered.job_id]
+        # Both went through the writer, each timed until its commit (or its failure).
+        assert opened_later(r) == 2
     finally:
         r.close()
+
+
+@pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
+def test_a_record_the_writer_committed_survives_a_kill_before_the_reply(tmp_path):
+    """A keyless Admit with no quota: its record is written by the core's writer, and
+    the server dies (SIGKILL) once that commit is in, before it answers. The record is
+    there afterwards, charged once."""
+    import signal
+
+    from jobgate.store import open_store
+    from jobgate.v1 import admission_pb2, admission_pb2_grpc
+    from tests.helpers import free_port
+    from tests.server.helpers import write_config
+    from tests.store.test_idempotency import ALICE, GPUS, JOBSPEC, document, held, refusal, serving
+
+    config = tmp_path / "jobgate.toml"
+    write_config(config, tmp_path, catalog=True)  # no [quota]: nothing is read before the decision
+    port = free_port()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = admission_pb2_grpc.AdmissionServiceStub(channel)
+    try:
+        with serving(config, port, kill_after_commits=1, only_later=True) as server:
+            error = refusal(stub.Admit, admission_pb2.AdmitRequest(document=document(JOBSPEC)), metadata=ALICE, timeout=30)
+            assert error.code() == grpc.StatusCode.UNAVAILABLE  # the reply never came
+            assert server.wait(30) == -signal.SIGKILL
+        store = open_store(str(tmp_path / "store"))
+        try:
+            (_opened,), charged = held(store)  # the one record, committed before the kill
+            assert charged == GPUS
+        finally:
+            store.close()
+    finally:
+        channel.close()

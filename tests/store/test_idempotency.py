@@ -129,13 +129,14 @@ def config_file(tmp_path: Path, backend, window: float | None = None) -> Path:
 
 
 @contextmanager
-def serving(config: Path, port: int, *, kill_after_commits: int = 0) -> Iterator[subprocess.Popen]:
+def serving(config: Path, port: int, *, kill_after_commits: int = 0, only_later: bool = False) -> Iterator[subprocess.Popen]:
     """`jobgate serve` on `port`, once it answers; with `kill_after_commits`, a server
     that kills itself right after the commit that opens that many records, before
-    replying (`crashing_server.py`)."""
+    replying (`crashing_server.py`; with `only_later`, counting only the records its
+    store's writer opens)."""
     listen = f"127.0.0.1:{port}"
     if kill_after_commits:
-        command = [sys.executable, str(CRASHING_SERVER), str(config), listen, str(kill_after_commits)]
+        command = [sys.executable, str(CRASHING_SERVER), str(config), listen, str(kill_after_commits), "later" if only_later else ""]
     else:
         command = [sys.executable, "-m", "jobgate.cli", "serve", "--config", str(config), "--listen", listen]
     with open(config.parent / "server.log", "ab") as log:

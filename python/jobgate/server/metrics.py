@@ -290,10 +290,36 @@ class BuildInfo:
 STORE_FAILURES = ((StoreUnavailable, "unavailable"), (StoreFull, "full"))
 
 
+def _count_failure(failures: Counter | None, name: str, error: Exception) -> None:
+    reason = next((reason for kind, reason in STORE_FAILURES if isinstance(error, kind)), None)
+    if reason is not None and failures is not None:
+        failures.labels(name, reason).inc()
+
+
+class _TimedPending:
+    """A record being opened (`open_later`), timed from the hand-over to its commit,
+    and its failure counted, as the operation it completes."""
+
+    __slots__ = ("_pending", "_started", "_observed", "_failures")
+
+    def __init__(self, pending: Any, started: float, observed: Any, failures: Counter | None) -> None:
+        self._pending, self._started, self._observed, self._failures = pending, started, observed, failures
+
+    def wait(self) -> None:
+        try:
+            self._pending.wait()
+        except Exception as e:
+            _count_failure(self._failures, "open_later", e)
+            raise
+        finally:
+            self._observed.observe(time.perf_counter() - self._started)
+
+
 class TimedStore:
     """A job store whose every public method is timed into `jobgate_store_seconds`
-    under its name, and its failures counted into `jobgate_store_failures_total`;
-    anything else passes through untouched."""
+    under its name, and its failures counted into `jobgate_store_failures_total`
+    (`open_later` until its record is committed); anything else passes through
+    untouched."""
 
     def __init__(self, store: Any, histogram: Histogram, failures: Counter | None = None) -> None:
         self._store, self._histogram, self._failures = store, histogram, failures
@@ -305,15 +331,29 @@ class TimedStore:
         observed = self._histogram.labels(name)
         failures = self._failures
 
+        if name == "open_later":  # its work ends with the commit the caller waits for
+
+            @functools.wraps(attribute)
+            def handed(*args, **kwargs):
+                started = time.perf_counter()
+                try:
+                    job_id, pending = attribute(*args, **kwargs)
+                except Exception as e:
+                    _count_failure(failures, name, e)
+                    observed.observe(time.perf_counter() - started)
+                    raise
+                return job_id, _TimedPending(pending, started, observed, failures)
+
+            setattr(self, name, handed)
+            return handed
+
         @functools.wraps(attribute)
         def timed(*args, **kwargs):
             started = time.perf_counter()
             try:
                 return attribute(*args, **kwargs)
             except Exception as e:
-                reason = next((reason for kind, reason in STORE_FAILURES if isinstance(e, kind)), None)
-                if reason is not None and failures is not None:
-                    failures.labels(name, reason).inc()
+                _count_failure(failures, name, e)
                 raise
             finally:
                 observed.observe(time.perf_counter() - started)

@@ -12,6 +12,7 @@ import errno
 import json
 import logging
 import sqlite3
+import _sqlite3  # the module whose SQLite the core's writer must share
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -311,7 +312,7 @@ class SqliteStore(SqlStore):
         SQLite library (then every record is opened here)."""
         pragmas = [f"PRAGMA synchronous={self.synchronous}", "PRAGMA busy_timeout=30000", f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}"]
         try:
-            writer = jobgate._core.SqliteWriter(str(self.path), _OPEN_ONE, pragmas)
+            writer = jobgate._core.SqliteWriter(str(self.path), _OPEN_ONE, pragmas, _sqlite3.__file__)
         except (RuntimeError, ValueError) as e:
             log.info("the job store opens its records without the core's writer", extra={"fields": {"store": str(self.path), "reason": str(e)}})
             return None

@@ -8,14 +8,16 @@
 //! for it; here the write runs beside that Python, on the other core.
 //!
 //! The same SQLite library as Python's `sqlite3`: the copy the process has loaded as
-//! `libsqlite3.so.0`, found without loading another (`RTLD_NOLOAD`). Two copies in
-//! one process would each keep their own table of the file's POSIX locks, and a
-//! connection of one closing the file would drop the other's locks. Where Python's
-//! SQLite is built in rather than loaded, there is no writer, and the store opens
-//! every record itself.
+//! `libsqlite3.so.0`, found without loading another (`RTLD_NOLOAD`), and used only if
+//! Python's `_sqlite3` resolves SQLite's functions to it. Two copies in one process
+//! would each keep their own table of the file's POSIX locks, and a connection of one
+//! closing the file would drop the other's locks. Where Python's SQLite is built in
+//! rather than loaded, there is no writer, and the store opens every record itself.
 //!
-//! No admission fails another: when a transaction of several fails, each is written
-//! again alone, so only the one at fault fails. A failure is answered with SQLite's
+//! No admission fails another: when a transaction of several fails because of a row,
+//! each is written again alone, so only the one at fault fails; when the store is
+//! locked, full or down, all fail at once (alone, each would fail alike, a locked
+//! store making each wait out the busy timeout again). A failure is answered with SQLite's
 //! extended result code and message; the store maps them as it maps its driver's.
 
 #![allow(unsafe_code)] // calls into the process's own libsqlite3 (lib.rs denies it elsewhere)
@@ -39,6 +41,15 @@ const SQLITE_OPEN_NOMUTEX: c_int = 0x8000;
 const SQLITE_TRANSIENT: isize = -1;
 /// The code a submission gets when the writer closed before writing it (`SQLITE_ABORT`).
 const SQLITE_ABORT: c_int = 4;
+/// The code a submission gets when a value is too large for SQLite (`SQLITE_TOOBIG`).
+const SQLITE_TOOBIG: c_int = 18;
+/// The code a submission gets when the writer's connection cannot go on (`SQLITE_ERROR`).
+const SQLITE_ERROR: c_int = 1;
+/// Primary codes that say the store is down, full or locked rather than that a row is
+/// at fault: BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL. Every row
+/// of a batch that fails so fails with it: written alone, each would fail alike, and a
+/// locked store would make each wait out the busy timeout again.
+const STORE_WIDE: [c_int; 8] = [5, 6, 7, 8, 10, 13, 14, 15];
 
 type Handle = *mut c_void;
 
@@ -82,17 +93,39 @@ unsafe fn symbol<T: Copy>(library: Handle, name: &CStr) -> Result<T, String> {
 
 impl Api {
     /// The library Python's `sqlite3` loaded, or why there is none to use.
-    fn loaded() -> Result<Api, String> {
-        // SAFETY: dlopen with RTLD_NOLOAD only looks up a library already loaded.
-        let library = unsafe {
-            libc::dlopen(
-                c"libsqlite3.so.0".as_ptr(),
-                libc::RTLD_NOW | libc::RTLD_NOLOAD,
+    /// `python_sqlite` is the path of Python's `_sqlite3` module: the library is used
+    /// only if that module resolves SQLite's functions to it (a Python whose SQLite is
+    /// built in resolves them to its own copy, even with libsqlite3.so.0 loaded by
+    /// some other module).
+    fn loaded(python_sqlite: &str) -> Result<Api, String> {
+        let module = CString::new(python_sqlite)
+            .map_err(|_| "the path of Python's _sqlite3 holds a NUL".to_string())?;
+        // SAFETY: dlopen with RTLD_NOLOAD only looks up objects already loaded.
+        let (library, python) = unsafe {
+            (
+                libc::dlopen(
+                    c"libsqlite3.so.0".as_ptr(),
+                    libc::RTLD_NOW | libc::RTLD_NOLOAD,
+                ),
+                libc::dlopen(module.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD),
             )
         };
-        if library.is_null() {
+        if library.is_null() || python.is_null() {
             return Err(
                 "this Python's sqlite3 has not loaded libsqlite3.so.0 (its SQLite is built in)"
+                    .into(),
+            );
+        }
+        // SAFETY: dlsym on handles of loaded objects; the addresses are only compared.
+        let (ours, theirs) = unsafe {
+            (
+                libc::dlsym(library, c"sqlite3_open_v2".as_ptr()),
+                libc::dlsym(python, c"sqlite3_open_v2".as_ptr()),
+            )
+        };
+        if ours.is_null() || ours != theirs {
+            return Err(
+                "this Python's sqlite3 uses a SQLite of its own, not the loaded libsqlite3.so.0"
                     .into(),
             );
         }
@@ -242,6 +275,19 @@ impl Connection {
         let statement = self.insert;
         for (i, value) in row.iter().enumerate() {
             let at = (i + 1) as c_int;
+            let length = match value {
+                Value::Text(text) => text.len(),
+                Value::Blob(bytes) => bytes.len(),
+                Value::Null | Value::Int(_) => 0,
+            };
+            if length > c_int::MAX as usize {
+                // SAFETY: the insert statement.
+                unsafe { (self.api.clear_bindings)(statement) };
+                return Err((
+                    SQLITE_TOOBIG,
+                    "a value is too large for the job store".into(),
+                ));
+            }
             // SAFETY: the insert statement, a parameter index, and values SQLite copies.
             let rc = unsafe {
                 match value {
@@ -278,6 +324,17 @@ impl Connection {
     /// The rows of `openings` in one transaction (one statement in autocommit when
     /// there is one row): committed, or nothing written.
     fn write(&self, openings: &[&Submission]) -> Result<(), Failure> {
+        if self.in_transaction() {
+            // A rollback that failed left one open: a row written in it now would be
+            // answered before any commit. Try again; fail rather than write in it.
+            let _ = self.run(self.rollback);
+            if self.in_transaction() {
+                return Err((
+                    SQLITE_ERROR,
+                    "the job store's writer could not end a failed transaction".into(),
+                ));
+            }
+        }
         let rows: Vec<&Vec<Value>> = openings.iter().flat_map(|s| s.rows.iter()).collect();
         if rows.len() == 1 {
             return self.insert_row(rows[0]);
@@ -288,7 +345,7 @@ impl Connection {
             .try_for_each(|row| self.insert_row(row))
             .and_then(|()| self.run(self.commit));
         if written.is_err() && self.in_transaction() {
-            let _ = self.run(self.rollback); // a failed rollback leaves SQLite to roll back
+            let _ = self.run(self.rollback); // should this fail, the next write tries again first
         }
         written
     }
@@ -352,9 +409,24 @@ struct Submission {
     answer: Arc<Answer>,
 }
 
+impl Drop for Submission {
+    /// A submission dropped unanswered (the writer panicked) fails rather than leave
+    /// its caller waiting for ever.
+    fn drop(&mut self) {
+        if !self.answer.ready.load(Ordering::Acquire) {
+            self.answer.settle(Some((
+                SQLITE_ABORT,
+                "the job store's writer stopped".into(),
+            )));
+        }
+    }
+}
+
 #[derive(Default)]
 struct Queue {
     waiting: VecDeque<Submission>,
+    /// A batch taken and not yet answered.
+    writing: bool,
     closing: bool,
     finished: bool,
 }
@@ -384,17 +456,20 @@ fn write_all(connection: Connection, shared: Arc<Shared>) {
                     .unwrap_or_else(|e| e.into_inner());
             }
             if queue.waiting.is_empty() {
-                queue.finished = true;
-                shared.changed.notify_all();
-                return;
+                break;
             }
+            queue.writing = true;
             queue.waiting.drain(..).collect()
         };
         let all: Vec<&Submission> = batch.iter().collect();
         match connection.write(&all) {
             Ok(()) => batch.iter().for_each(|s| s.answer.settle(None)),
-            Err(failure) if batch.len() == 1 => batch[0].answer.settle(Some(failure)),
-            // Each alone, so that only the one at fault fails.
+            Err(failure) if batch.len() == 1 || STORE_WIDE.contains(&(failure.0 & 0xFF)) => {
+                batch
+                    .iter()
+                    .for_each(|s| s.answer.settle(Some(failure.clone())));
+            }
+            // A row at fault: each alone, so that only that one fails.
             Err(_) => batch
                 .iter()
                 .for_each(|s| s.answer.settle(connection.write(&[s]).err())),
@@ -402,7 +477,12 @@ fn write_all(connection: Connection, shared: Arc<Shared>) {
         if shared.checkpoint.swap(false, Ordering::AcqRel) {
             let _ = connection.run(connection.checkpoint); // the store's checkpointer logs its own failures
         }
+        lock(&shared.queue).writing = false;
+        shared.changed.notify_all();
     }
+    drop(connection); // closed before `close` hears that the writer finished
+    lock(&shared.queue).finished = true;
+    shared.changed.notify_all();
 }
 
 /// A record writer of the core on one SQLite file (module docs).
@@ -444,12 +524,13 @@ fn values(row: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
 #[pymethods]
 impl SqliteWriter {
     /// A writer on the SQLite file at `path` (its schema in place), running `insert`
-    /// for each row, with `pragmas` run first on its connection. Raises RuntimeError
-    /// when the process has no libsqlite3 loaded to share, ValueError when the file
-    /// cannot be opened or a statement prepared.
+    /// for each row, with `pragmas` run first on its connection; `python_sqlite` is the
+    /// path of Python's `_sqlite3` module. Raises RuntimeError when that module does
+    /// not use a loaded libsqlite3.so.0 to share, ValueError when the file cannot be
+    /// opened or a statement prepared.
     #[new]
-    fn new(path: &str, insert: &str, pragmas: Vec<String>) -> PyResult<Self> {
-        let api = Api::loaded().map_err(PyRuntimeError::new_err)?;
+    fn new(path: &str, insert: &str, pragmas: Vec<String>, python_sqlite: &str) -> PyResult<Self> {
+        let api = Api::loaded(python_sqlite).map_err(PyRuntimeError::new_err)?;
         let connection =
             Connection::open(api, path, insert, &pragmas).map_err(|(code, message)| {
                 PyValueError::new_err(format!("{message} (SQLite code {code})"))
@@ -498,16 +579,20 @@ impl SqliteWriter {
     }
 
     /// Writes what is queued, then stops; waits at most `wait` seconds for that.
-    /// Whether the writer finished.
+    /// Whether everything handed to it was written (or failed) by then.
     fn close(&self, py: Python<'_>, wait: f64) -> bool {
         let shared = self.shared.clone();
         py.detach(move || {
-            let deadline = Instant::now() + Duration::from_secs_f64(wait.max(0.0));
+            let patience = Duration::try_from_secs_f64(wait.max(0.0)).unwrap_or(Duration::MAX);
+            let deadline = Instant::now().checked_add(patience);
             let mut queue = lock(&shared.queue);
             queue.closing = true;
             shared.changed.notify_all();
-            while !queue.finished {
-                let left = deadline.saturating_duration_since(Instant::now());
+            // Nothing queued and no batch under way: nothing is left unwritten.
+            while !queue.finished && (queue.writing || !queue.waiting.is_empty()) {
+                let left = deadline.map_or(Duration::MAX, |d| {
+                    d.saturating_duration_since(Instant::now())
+                });
                 if left.is_zero() {
                     return false;
                 }
@@ -519,6 +604,14 @@ impl SqliteWriter {
             }
             true
         })
+    }
+}
+
+impl Drop for SqliteWriter {
+    /// A writer dropped unclosed ends its thread once it has written what it holds.
+    fn drop(&mut self) {
+        lock(&self.shared.queue).closing = true;
+        self.shared.changed.notify_all();
     }
 }
 
