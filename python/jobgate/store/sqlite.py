@@ -8,11 +8,11 @@ the store's own (`_Checkpointer`), not in the commits admissions wait for."""
 
 from __future__ import annotations
 
+import _sqlite3  # the module whose SQLite the core's writer must share
 import errno
 import json
 import logging
 import sqlite3
-import _sqlite3  # the module whose SQLite the core's writer must share
 import threading
 import time
 from collections.abc import Callable, Iterator
