@@ -27,6 +27,16 @@ def loaded_libsqlite3() -> bool:
     return "libsqlite3.so" in Path("/proc/self/maps").read_text()
 
 
+def table_and_writer(tmp_path: Path, column: str = "n INTEGER", busy_ms: int = 30_000) -> tuple[sqlite3.Connection, SqliteWriter]:
+    """A WAL database with one table `t (column)`, a connection of Python's to it (usable
+    from any thread), and a writer inserting one value a row."""
+    path = tmp_path / "t.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"CREATE TABLE t ({column})")
+    return db, SqliteWriter(str(path), "INSERT INTO t VALUES (?)", [f"PRAGMA busy_timeout={busy_ms}"], _sqlite3.__file__)
+
+
 def job(n: int, project: str = "vision") -> NewJob:
     return NewJob(
         id_prefix="dino-train",
@@ -84,11 +94,7 @@ def test_records_opened_later_are_committed_in_order_with_their_transition_and_u
 
 @pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
 def test_a_row_that_fails_among_others_queued_with_it_fails_alone(tmp_path):
-    path = tmp_path / "t.sqlite3"
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("CREATE TABLE t (n INTEGER CHECK (n >= 0))")
-    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", ["PRAGMA busy_timeout=30000"], _sqlite3.__file__)
+    db, writer = table_and_writer(tmp_path, "n INTEGER CHECK (n >= 0)")
     try:
         # The write lock held elsewhere: the writer waits on its first row while the
         # others queue, then takes them as one transaction, the failing one among them.
@@ -109,11 +115,7 @@ def test_a_row_that_fails_among_others_queued_with_it_fails_alone(tmp_path):
 
 @pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
 def test_closing_writes_what_is_queued_and_refuses_what_comes_after(tmp_path):
-    path = tmp_path / "t.sqlite3"
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("CREATE TABLE t (n INTEGER)")
-    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", ["PRAGMA busy_timeout=30000"], _sqlite3.__file__)
+    db, writer = table_and_writer(tmp_path)
     db.execute("BEGIN IMMEDIATE")
     queued = [writer.submit([(n,)]) for n in range(10)]
     threading.Timer(0.3, lambda: db.execute("COMMIT")).start()
@@ -167,11 +169,7 @@ def test_the_writer_refuses_a_libsqlite3_that_pythons_sqlite3_does_not_use(tmp_p
 def test_a_locked_store_fails_every_row_queued_at_once_not_one_by_one(tmp_path):
     """Rows queued behind a lock held elsewhere fail together once the busy timeout
     passes: written again one by one, each would wait the timeout out again."""
-    path = tmp_path / "t.sqlite3"
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("CREATE TABLE t (n INTEGER)")
-    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", ["PRAGMA busy_timeout=2000"], _sqlite3.__file__)
+    db, writer = table_and_writer(tmp_path, busy_ms=2000)
     try:
         db.execute("BEGIN IMMEDIATE")
         began = time.monotonic()
@@ -190,12 +188,11 @@ def test_a_locked_store_fails_every_row_queued_at_once_not_one_by_one(tmp_path):
 
 @pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
 def test_closing_an_idle_writer_at_once_leaves_nothing_unwritten(tmp_path):
-    path = tmp_path / "t.sqlite3"
-    sqlite3.connect(path).execute("CREATE TABLE t (n INTEGER)").connection.close()
-    writer = SqliteWriter(str(path), "INSERT INTO t VALUES (?)", [], _sqlite3.__file__)
+    db, writer = table_and_writer(tmp_path)
     assert writer.submit([(1,)]).wait() is None
     assert writer.close(0.0) is True
     assert writer.close(float("inf")) is True  # any wait, however long, is taken as given
+    db.close()
 
 
 def opened_later(r) -> float:
