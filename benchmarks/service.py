@@ -260,7 +260,8 @@ def cluster_cpu(url: str) -> Callable[[], float] | None:
     try:
         with psycopg.connect(url, autocommit=True) as db:
             backend = db.execute("SELECT pg_backend_pid()").fetchone()[0]
-        postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            # Read while the connection is open: its backend ends with it.
+            postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
         Path(f"/proc/{postmaster}/stat").read_text()
     except (OSError, psycopg.Error):
         return None
