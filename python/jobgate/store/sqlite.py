@@ -124,6 +124,13 @@ _BACKSTOP_PAGES = 20_000
 _ROWS_PER_STATEMENT = 100
 
 
+def _admission_row(job: NewJob, job_id: str, ts: str) -> tuple[Any, ...]:
+    """An opened record's row of `admissions` (its first transition and its GPUs
+    charged come with it, through the view's trigger)."""
+    record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
+    return (job_id, job.project, job.owner, job.gpus, ts, record_json(record), job.document)
+
+
 class _Rows:
     """A decided commit group's rows (`CommitGroup`): its records, each with its
     first transition and its GPUs charged (`admissions`), and its keys."""
@@ -133,8 +140,7 @@ class _Rows:
         self.keys: list[tuple[Any, ...]] = []
         for o in group.openings():
             job = o.job
-            record = opened_record(job, o.job_id, o.ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
-            self.admissions.append((o.job_id, job.project, job.owner, job.gpus, o.ts, record_json(record), job.document))
+            self.admissions.append(_admission_row(job, o.job_id, o.ts))
             if o.slot is not None and job.idempotency is not None:
                 self.keys.append((job.idempotency.account, o.slot[1], job.idempotency.fingerprint, o.job_id, o.report, o.created))
 
@@ -397,9 +403,7 @@ class SqliteStore(SqlStore):
         numbers = self._translate(lambda: self._numbers.take(1, self._more_numbers))
         assert numbers, "numbers are taken from `job_numbers` when short"
         job_id = new_job_id(job.id_prefix, numbers[0], self._id_key)
-        ts = now()
-        record = opened_record(job, job_id, ts) | {"owner": job.owner, "project": job.project, "gpus": job.gpus}
-        opening = self._writer.submit([(job_id, job.project, job.owner, job.gpus, ts, record_json(record), job.document)])
+        opening = self._writer.submit([_admission_row(job, job_id, now())])
         self._checkpointer.wrote(2)  # a transaction and a record, as `_wrote` and `committed` count them
         return job_id, Pending(opening, self)
 
