@@ -345,12 +345,31 @@ class SqliteWriter:
         whether everything handed to it was written (or failed) by then. Later
         submissions fail with SQLITE_ABORT."""
 
+class PostgresWriter:
+    """The PostgreSQL store's record writer: a thread of the core that opens the rows
+    submitted meanwhile in one statement, on a connection of its own made with the
+    libpq this process loaded (psycopg's)."""
+
+    def __init__(self, conninfo: str, statement: str, libpq: str) -> None:
+        """A writer on the database ``conninfo`` names, running ``statement`` (its two
+        parameters: the projects' locks and the rows, JSON texts) for each batch.
+        RuntimeError unless the libpq at ``libpq`` is loaded; ValueError (with the
+        SQLSTATE) when the connection cannot be made or the statement prepared."""
+    def submit(self, rows: list[tuple[str, bytes]]) -> Opening:
+        """Queues ``rows`` ((project, the row's JSON object) each) to be opened
+        together; returns at once."""
+    def close(self, wait: float) -> bool:
+        """Writes what is queued, then stops, waiting at most ``wait`` seconds;
+        whether everything handed to it was written (or failed) by then. Later
+        submissions fail with SQLSTATE JG000."""
+
 class Opening:
     """One submission's commit."""
 
-    def wait(self) -> tuple[int, str] | None:
-        """None once committed, else SQLite's extended result code and message; lets
-        the GIL go only while the commit is not in."""
+    def wait(self) -> tuple[int | str, str] | None:
+        """None once committed, else the failure: SQLite's extended result code (an
+        int) or PostgreSQL's SQLSTATE (a str), and the message; lets the GIL go only
+        while the commit is not in."""
     def done(self) -> bool:
         """Whether the commit is in (or failed) already."""
 

@@ -225,7 +225,7 @@ class Store(_Model):
     sqlite_synchronous: Literal["normal", "full"] = Field("normal", description="normal survives any process crash; full also power loss, one fsync per commit")
     # Database connections a server process opens, at most: they are lent to a thread
     # for one operation, so many threads (one per open stream) share a few.
-    connections: int = Field(16, ge=1, le=1000, description="database connections a server process opens, at most")
+    connections: int = Field(16, ge=1, le=1000, description="database connections a server process opens, at most, besides its core writer's one")
 
 
 class Account(_Model):

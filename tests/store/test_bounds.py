@@ -284,7 +284,7 @@ def test_one_poisoned_admission_among_forty_honest_ones_fails_alone(backend, tmp
     path, url = backend
     config = without_quotas(config_on(backend, tmp_path, threads=64))
     Poisoned = poisoned(PostgresStore if url else SqliteStore, "poison")
-    store = Poisoned(url) if url else Poisoned(path, core_writer=False)  # every record through its commit groups
+    store = Poisoned(url, core_writer=False) if url else Poisoned(path, core_writer=False)  # every record through its commit groups
     r = Running(config, store=store)
     try:
         poison = json.dumps(mutate(BUNDLE, {"/image": "nvcr.io/nvidia/tao/poison:1"})).encode()

@@ -1,6 +1,7 @@
-"""The SQLite store's record writer in the core (`jobgate._core.SqliteWriter`): records
-of admissions that read nothing first, opened by a thread of the core beside the calls,
-with the SQLite library this Python loaded; and the store's answers when it fails."""
+"""The stores' record writers in the core (`jobgate._core.SqliteWriter`,
+`PostgresWriter`): records of admissions that read nothing first, opened by a thread of
+the core beside the calls, with the SQLite library or the libpq this Python loaded;
+and the store's answers when they fail."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import grpc
 import pytest
 
 import jobgate._core
-from jobgate._core import SqliteWriter
+from jobgate._core import PostgresWriter, SqliteWriter
 from jobgate.store import NewJob, StoreFull, StoreUnavailable
 from jobgate.store.sqlite import SqliteStore
 
@@ -67,10 +68,15 @@ def test_the_store_opens_records_on_the_core_writer_wherever_python_loaded_libsq
         without.close()
 
 
-@pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: the store has no core writer")
-def test_records_opened_later_are_committed_in_order_with_their_transition_and_usage(tmp_path):
-    store = SqliteStore(tmp_path)
+def test_records_opened_later_are_committed_in_order_with_their_transition_and_usage(backend, tmp_path):
+    from jobgate.store import open_store
+
+    path, url = backend
+    if url is None and not loaded_libsqlite3():
+        pytest.skip("this Python's SQLite is built in: the store has no core writer")
+    store = open_store(path, url=url)
     try:
+        assert store.opens_later
         opened = [store.open_later(job(n)) for n in range(1, 41)]
         for _, pending in opened:
             pending.wait()
@@ -85,7 +91,7 @@ def test_records_opened_later_are_committed_in_order_with_their_transition_and_u
         assert store.gpus_in_use("vision") == sum(range(1, 41))
     finally:
         store.close()
-    reopened = SqliteStore(tmp_path)  # committed: another connection, later, reads them all
+    reopened = open_store(path, url=url)  # committed: another connection, later, reads them all
     try:
         assert len(reopened.list(limit=100)) == 40
     finally:
@@ -206,8 +212,22 @@ def opened_later(r) -> float:
     )
 
 
-@pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
-def test_an_admit_whose_record_the_writer_cannot_commit_is_not_answered_with_its_job(tmp_path):
+def poison(backend, tmp_path):
+    """A trigger that makes every insert into `jobs` fail; returns its removal."""
+    path, url = backend
+    if url is None:
+        db = sqlite3.connect(tmp_path / "store" / "jobs.sqlite3", isolation_level=None)
+        db.execute("CREATE TRIGGER poisoned BEFORE INSERT ON jobs BEGIN SELECT RAISE(ABORT, 'poisoned by the test'); END")
+        return lambda: (db.execute("DROP TRIGGER poisoned"), db.close())
+    import psycopg
+
+    db = psycopg.connect(url, autocommit=True)
+    db.execute("CREATE FUNCTION poisoned() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'poisoned by the test'; END $$")
+    db.execute("CREATE TRIGGER poisoned BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION poisoned()")
+    return lambda: (db.execute("DROP TRIGGER poisoned ON jobs"), db.close())
+
+
+def test_an_admit_whose_record_the_writer_cannot_commit_is_not_answered_with_its_job(backend, tmp_path):
     """The record of an Admit without quota or key is written beside the call; when its
     commit fails, the call fails (its job id never sent), and the next one opens its
     record as usual."""
@@ -215,18 +235,18 @@ def test_an_admit_whose_record_the_writer_cannot_commit_is_not_answered_with_its
     from tests.store.helpers import config_on
     from tests.store.test_bounds import JOBSPEC, admit, without_quotas
 
-    r = Running(without_quotas(config_on((str(tmp_path / "store"), None), tmp_path)))
+    if backend[1] is None and not loaded_libsqlite3():
+        pytest.skip("this Python's SQLite is built in: no core writer")
+    r = Running(without_quotas(config_on(backend, tmp_path)))
     try:
         assert r.store.opens_later
-        poison = sqlite3.connect(tmp_path / "store" / "jobs.sqlite3", isolation_level=None)
-        poison.execute("CREATE TRIGGER poisoned BEFORE INSERT ON jobs BEGIN SELECT RAISE(ABORT, 'poisoned by the test'); END")
+        cure = poison(backend, tmp_path)
         with pytest.raises(grpc.RpcError) as failed:
             admit(r, JOBSPEC)
         assert failed.value.code() == grpc.StatusCode.INTERNAL
         assert "poisoned" not in failed.value.details()
         assert r.store.list(limit=10) == []
-        poison.execute("DROP TRIGGER poisoned")
-        poison.close()
+        cure()
         answered = admit(r, JOBSPEC)
         assert answered.job_id and answered.report.verdict == "pass"
         assert [record["id"] for record in r.store.list(limit=10)] == [answered.job_id]
@@ -236,11 +256,11 @@ def test_an_admit_whose_record_the_writer_cannot_commit_is_not_answered_with_its
         r.close()
 
 
-@pytest.mark.skipif(not loaded_libsqlite3(), reason="this Python's SQLite is built in: no core writer")
-def test_a_record_the_writer_committed_survives_a_kill_before_the_reply(tmp_path):
+def test_a_record_the_writer_committed_survives_a_kill_before_the_reply(backend, tmp_path):
     """A keyless Admit with no quota: its record is written by the core's writer, and
     the server dies (SIGKILL) once that commit is in, before it answers. The record is
     there afterwards, charged once."""
+    import json
     import signal
 
     from jobgate.store import open_store
@@ -249,8 +269,13 @@ def test_a_record_the_writer_committed_survives_a_kill_before_the_reply(tmp_path
     from tests.server.helpers import write_config
     from tests.store.test_idempotency import ALICE, GPUS, JOBSPEC, document, held, refusal, serving
 
+    path, url = backend
+    if url is None and not loaded_libsqlite3():
+        pytest.skip("this Python's SQLite is built in: no core writer")
     config = tmp_path / "jobgate.toml"
     write_config(config, tmp_path, catalog=True)  # no [quota]: nothing is read before the decision
+    if url is not None:
+        config.write_text(config.read_text().replace("[store]\n", f"[store]\nurl = {json.dumps(url)}\n"))
     port = free_port()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     stub = admission_pb2_grpc.AdmissionServiceStub(channel)
@@ -259,7 +284,7 @@ def test_a_record_the_writer_committed_survives_a_kill_before_the_reply(tmp_path
             error = refusal(stub.Admit, admission_pb2.AdmitRequest(document=document(JOBSPEC)), metadata=ALICE, timeout=30)
             assert error.code() == grpc.StatusCode.UNAVAILABLE  # the reply never came
             assert server.wait(30) == -signal.SIGKILL
-        store = open_store(str(tmp_path / "store"))
+        store = open_store(str(tmp_path / "store"), url=url)
         try:
             (_opened,), charged = held(store)  # the one record, committed before the kill
             assert charged == GPUS
@@ -267,3 +292,151 @@ def test_a_record_the_writer_committed_survives_a_kill_before_the_reply(tmp_path
             store.close()
     finally:
         channel.close()
+
+
+# PostgreSQL's writer (`PostgresWriter`), on a database the store migrated.
+
+QUOTA_LOCK = "SELECT {}(hashtext('jobgate.quota:vision'))"
+
+
+@pytest.fixture
+def postgres_writer(fresh_postgres):
+    """(a connection of the test's own, a function that makes a writer on the store's
+    database with extra conninfo, the row of a record with an id given)."""
+    import orjson
+    import psycopg
+
+    from jobgate.store.postgres import _OPEN_LATER, PostgresStore, _opening_row, loaded_libpq
+
+    PostgresStore(fresh_postgres, core_writer=False).close()  # the schema, migrated
+    writers = []
+
+    def writer(**conninfo):
+        made = PostgresWriter(psycopg.conninfo.make_conninfo(fresh_postgres, **conninfo), _OPEN_LATER, loaded_libpq())
+        writers.append(made)
+        return made
+
+    def row(job_id: str, n: int = 1):
+        return ("vision", orjson.dumps(_opening_row(job(n), job_id, "2026-12-03T00:00:00+00:00")))
+
+    db = psycopg.connect(fresh_postgres, autocommit=True)
+    try:
+        yield db, writer, row
+    finally:
+        for made in writers:
+            made.close(10)
+        db.close()
+
+
+def stored_ids(db) -> list[str]:
+    return [job_id for (job_id,) in db.execute("SELECT id FROM jobs ORDER BY seq")]
+
+
+def test_a_postgres_row_that_fails_among_others_queued_with_it_fails_alone(postgres_writer):
+    db, writer, row = postgres_writer
+    w = writer()
+    # The project's lock held here: the writer waits on its first row while the others
+    # queue, then takes them as one statement, the failing one (an id taken) among them.
+    db.execute(QUOTA_LOCK.format("pg_advisory_lock"))
+    first = w.submit([row("a-1")])
+    time.sleep(0.3)
+    rest = [w.submit([row(job_id)]) for job_id in ("a-2", "a-3", "a-1", "a-4", "a-5")]
+    db.execute(QUOTA_LOCK.format("pg_advisory_unlock"))
+    assert first.wait() is None
+    outcomes = [opening.wait() for opening in rest]
+    assert outcomes[2] is not None and outcomes[2][0] == "23505"  # unique_violation
+    assert [o is None for o in outcomes] == [True, True, False, True, True]
+    assert stored_ids(db) == ["a-1", "a-2", "a-3", "a-4", "a-5"]
+    assert db.execute("SELECT gpus FROM project_usage WHERE project = 'vision'").fetchone() == (5,)
+
+
+def test_a_postgres_writer_closing_writes_what_is_queued_and_refuses_what_comes_after(postgres_writer):
+    db, writer, row = postgres_writer
+    w = writer()
+    db.execute(QUOTA_LOCK.format("pg_advisory_lock"))
+    queued = [w.submit([row(f"q-{n}")]) for n in range(10)]
+    threading.Timer(0.3, lambda: db.execute(QUOTA_LOCK.format("pg_advisory_unlock"))).start()
+    assert w.close(10)  # waited for the lock, then wrote all ten
+    assert [opening.wait() for opening in queued] == [None] * 10
+    assert len(stored_ids(db)) == 10
+    assert w.submit([row("q-late")]).wait() == ("JG000", "the job store is closing")
+
+
+def test_a_postgres_store_that_times_out_fails_every_row_queued_at_once_not_one_by_one(postgres_writer):
+    db, writer, row = postgres_writer
+    w = writer(options="-c statement_timeout=1000")
+    db.execute(QUOTA_LOCK.format("pg_advisory_lock"))
+    try:
+        began = time.monotonic()
+        first = w.submit([row("t-0")])
+        time.sleep(0.3)  # the writer waits on the lock with the first row
+        queued = [w.submit([row(f"t-{n}")]) for n in range(1, 6)]
+        outcomes = [first.wait()] + [opening.wait() for opening in queued]
+        took = time.monotonic() - began
+        assert [code for code, _ in outcomes] == ["57014"] * 6  # query_canceled
+        assert took < 4  # two timeouts (the first row, then the rest at once), not six
+    finally:
+        db.execute(QUOTA_LOCK.format("pg_advisory_unlock"))
+    assert stored_ids(db) == []
+
+
+def test_a_postgres_writer_whose_connection_is_lost_fails_that_batch_and_connects_again(postgres_writer, fresh_postgres):
+    from jobgate.store.postgres import PostgresStore
+
+    db, writer, row = postgres_writer
+    w = writer(application_name="the writer under test")
+    assert w.submit([row("c-1")]).wait() is None
+    killed = db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'the writer under test'").fetchall()
+    assert killed == [(True,)]
+    time.sleep(0.2)
+    code, message = w.submit([row("c-2")]).wait()
+    assert code in ("08006", "57P01"), (code, message)  # the connection lost, or told why first
+    store = PostgresStore(fresh_postgres, core_writer=False)
+    try:
+        with pytest.raises(StoreUnavailable, match="unavailable; retry shortly"):
+            store._failed(code, message)
+    finally:
+        store.close()
+    assert w.submit([row("c-3")]).wait() is None  # connected again
+    assert stored_ids(db) == ["c-1", "c-3"]
+
+
+def test_the_postgres_writers_failures_are_the_stores_own(fresh_postgres):
+    import psycopg
+
+    from jobgate.store.postgres import PostgresStore
+
+    store = PostgresStore(fresh_postgres, core_writer=False)
+    try:
+        assert store.opens_later is False
+        with pytest.raises(StoreFull, match="disk holding the job store"):
+            store._failed("53100", "could not extend file: No space left on device")
+        for code in ("08006", "57P01", "53300"):
+            with pytest.raises(StoreUnavailable, match="unavailable; retry shortly"):
+                store._failed(code, "gone")
+        with pytest.raises(StoreUnavailable, match="shutting down"):
+            store._failed("JG000", "the job store is closing")
+        with pytest.raises(psycopg.errors.UniqueViolation, match="duplicate key"):
+            store._failed("23505", "duplicate key value violates unique constraint")
+        with pytest.raises(psycopg.DatabaseError, match="odd"):
+            store._failed("ZZ999", "odd")
+    finally:
+        store.close()
+
+
+def test_a_postgres_writer_is_refused_what_it_cannot_use(postgres_writer, fresh_postgres):
+    import psycopg
+
+    from jobgate.store.postgres import _OPEN_LATER, loaded_libpq
+    from tests.helpers import free_port
+
+    _db, writer, _row = postgres_writer
+    with pytest.raises(RuntimeError, match="has not loaded that libpq"):
+        PostgresWriter(fresh_postgres, _OPEN_LATER, "/nonexistent/libpq.so.5")
+    closed = psycopg.conninfo.make_conninfo(fresh_postgres, host="127.0.0.1", port=free_port(), connect_timeout=5)
+    with pytest.raises(ValueError, match="SQLSTATE 08006"):
+        PostgresWriter(closed, _OPEN_LATER, loaded_libpq())
+    with pytest.raises(ValueError, match="SQLSTATE 42883"):  # undefined_function
+        PostgresWriter(fresh_postgres, "SELECT no_such_function($1::json, $2::json)", loaded_libpq())
+    with pytest.raises(TypeError, match="project: str, row: bytes"):
+        writer().submit([("vision", "not bytes")])

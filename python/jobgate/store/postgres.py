@@ -14,12 +14,13 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import blake3
 import orjson
 import psycopg
 
+import jobgate._core
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
     ConnectionPool,
@@ -29,10 +30,13 @@ from jobgate.store.base import (
     StoreFull,
     StoreUnavailable,
     key_bytes,
+    new_job_id,
+    now,
     opened_record,
     record_json,
+    storable,
 )
-from jobgate.store.skeleton import CommitGroup, GroupRead, Lookup, NumbersAhead, Slot, SqlStore, T
+from jobgate.store.skeleton import CommitGroup, Committing, GroupRead, Lookup, NumbersAhead, Slot, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -175,6 +179,37 @@ _READ = (
 # (`jobgate_open_group`, migration 7), taking the locks given first. After `_READ`
 # recalled the group's keys, every key is written.
 _OPEN = "SELECT jobgate_open_group(%s::json, %s::json)"
+# The same, as the core's writer prepares it (`PostgresWriter`): a batch of records
+# opened beside the calls, none with a key.
+_OPEN_LATER = "SELECT jobgate_open_group($1::json, $2::json)"
+# The SQLSTATE of a record the writer closed before writing (postgres_writer.rs: a
+# class of jobgate's own, which PostgreSQL never uses).
+_UNWRITTEN = "JG000"
+
+
+def loaded_libpq() -> str | None:
+    """The path of the one libpq this process has loaded (psycopg's), which the core's
+    writer calls too; None when there is not exactly one (the writer is then not used)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = {fields[5].strip() for fields in (line.split(None, 5) for line in maps) if len(fields) == 6}
+    except OSError:
+        return None
+    found = [path for path in paths if os.path.basename(path).startswith("libpq.so") or os.path.basename(path).startswith("libpq-")]
+    return found[0] if len(found) == 1 else None
+
+
+def _opening_row(job: NewJob, job_id: str, ts: str) -> dict[str, Any]:
+    """An opened record's row as `jobgate_open_group` reads it (without a key)."""
+    return {
+        "id": job_id,
+        "project": job.project,
+        "owner": job.owner,
+        "gpus": job.gpus,
+        "ts": ts,
+        "record": record_json(opened_record(job, job_id, ts)),
+        "document": base64.b64encode(job.document).decode("ascii"),
+    }
 
 
 def _rows(group: CommitGroup) -> str:
@@ -186,15 +221,7 @@ def _rows(group: CommitGroup) -> str:
             rows.append({"account": entry.slot[0], "key": entry.slot[1].hex(), "since": entry.since})
             continue
         job = entry.job
-        row: dict[str, Any] = {
-            "id": entry.job_id,
-            "project": job.project,
-            "owner": job.owner,
-            "gpus": job.gpus,
-            "ts": entry.ts,
-            "record": record_json(opened_record(job, entry.job_id, entry.ts)),
-            "document": base64.b64encode(job.document).decode("ascii"),
-        }
+        row = _opening_row(job, entry.job_id, entry.ts)
         key = job.idempotency
         if key is not None and entry.slot is not None:
             row.update(
@@ -302,6 +329,7 @@ class PostgresStore(SqlStore):
         url: str,
         *,
         connections: int = 16,
+        core_writer: bool = True,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         max_transitions: int = DEFAULT_MAX_TRANSITIONS,
     ) -> None:
@@ -312,6 +340,23 @@ class PostgresStore(SqlStore):
         # Job numbers taken ahead from the sequence (by groups that read), not given yet.
         self._numbers = NumbersAhead()
         self._id_key = self._migrate()
+        # With `core_writer` False, every record goes through `admit_many`.
+        self._writer = self._core_writer() if core_writer else None
+        # Whether `open_later` opens records (else every record goes through `admit_many`).
+        self.opens_later = self._writer is not None
+
+    def _core_writer(self) -> Any | None:
+        """The core's writer on this database, on a connection of its own opened as the
+        pool's are, or None where it cannot call psycopg's libpq (then every record is
+        opened here)."""
+        libpq = loaded_libpq()
+        try:
+            if libpq is None:
+                raise RuntimeError("not exactly one libpq is loaded")
+            return jobgate._core.PostgresWriter(psycopg.conninfo.make_conninfo(self.url, **self._options), _OPEN_LATER, libpq)
+        except (RuntimeError, ValueError) as e:
+            log.info("the job store opens its records without the core's writer", extra={"fields": {"reason": str(e)}})
+            return None
 
     def _connect(self) -> psycopg.Connection:
         return psycopg.connect(self.url, autocommit=False, **self._options)
@@ -440,5 +485,44 @@ class PostgresStore(SqlStore):
         written = db.execute(_OPEN, ("[]", _rows(group)), prepare=True) if group.entries else None
         return lambda: _recalled(orjson.loads(_value(written) or "null"))
 
-    def close(self, wait: float = 30.0) -> None:  # nothing is written beside the calls here
+    def _more_numbers(self, count: int) -> list[int]:
+        with self._connection() as db, _autocommitted(db):
+            return [n for (n,) in db.execute("SELECT nextval('job_id_seq') FROM generate_series(1, %s::int)", (count,), prepare=True)]
+
+    def _failed(self, code: str, message: str) -> NoReturn:
+        """Raises what the writer's failure (its SQLSTATE) is to the store's callers, as
+        `_translate` classes the driver's: StoreFull, StoreUnavailable (the writer
+        closed first, JG000, among them), or psycopg's error for the code; the details
+        are logged."""
+        if code == _UNWRITTEN:
+            raise StoreUnavailable("the server is shutting down; retry (on another replica)")
+        try:
+            error = psycopg.errors.lookup(code)
+        except KeyError:
+            error = psycopg.DatabaseError
+        if issubclass(error, psycopg.errors.DiskFull):
+            log.error("job store disk full", extra={"fields": {"error": message}})
+            raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written")
+        if issubclass(error, psycopg.OperationalError):
+            log.error("job store unavailable", extra={"fields": {"error": message, "sqlstate": code}})
+            raise StoreUnavailable("the job store is unavailable; retry shortly")
+        raise error(message)
+
+    def open_later(self, job: NewJob) -> tuple[str, Committing]:
+        """Opens the record of an admission that reads nothing first (no quota applies,
+        no idempotency key) on the core's writer (`opens_later`): its job id at once,
+        and what to wait on before the admission is answered (`Committing.wait`). The
+        writer opens the records queued meanwhile in one statement."""
+        job = storable(job)
+        number = self._translate(lambda: self._numbers.take(1, self._more_numbers))
+        assert number, "numbers are taken from `job_id_seq` when short"
+        job_id = new_job_id(job.id_prefix, number[0], self._id_key)
+        opening = self._writer.submit([(job.project, orjson.dumps(_opening_row(job, job_id, now())))])
+        return job_id, Committing(opening, self._failed)
+
+    def close(self, wait: float = 30.0) -> None:
+        """Closes the store once the core's writer has written what it was handed,
+        waiting at most `wait` seconds for it (a server that stopped answering)."""
+        if self._writer is not None and not self._writer.close(wait):
+            log.error("the job store's writer did not finish in time; closing without it", extra={"fields": {"waited_s": wait}})
         self._pool.close()

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from jobgate.config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_TRANSITIONS
 from jobgate.store.base import (
@@ -198,6 +198,22 @@ class CommitGroup:
             else:
                 out.append(learnt.get(outcome[1]) or self.opened[outcome[1]])
         return out
+
+
+class Committing:
+    """A record the core's writer is opening (a store's `open_later`): `wait` returns
+    once it is committed, or raises what `failed` makes of the writer's failure (the
+    store's own failures, as its other operations raise them)."""
+
+    __slots__ = ("_failed", "_opening")
+
+    def __init__(self, opening: Any, failed: Callable[[Any, str], NoReturn]) -> None:
+        self._opening, self._failed = opening, failed
+
+    def wait(self) -> None:
+        failure = self._opening.wait()
+        if failure is not None:
+            self._failed(*failure)
 
 
 def translated(method: Callable[..., T]) -> Callable[..., T]:

@@ -36,7 +36,7 @@ from jobgate.store.base import (
     storable,
 )
 from jobgate.store.committer import COMMITTER_CLOSE_WAIT_S
-from jobgate.store.skeleton import CommitGroup, GroupRead, NumbersAhead, Slot, SqlStore, T
+from jobgate.store.skeleton import CommitGroup, Committing, GroupRead, NumbersAhead, Slot, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -261,21 +261,6 @@ _OPEN_ONE = "INSERT INTO admissions VALUES (?, ?, ?, ?, ?, ?, ?)"
 _UNAVAILABLE = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL)
 
 
-class Pending:
-    """A record the core's writer is opening (`SqliteStore.open_later`): `wait` returns
-    once it is committed, or raises as the store's own operations do."""
-
-    __slots__ = ("_opening", "_store")
-
-    def __init__(self, opening: Any, store: SqliteStore) -> None:
-        self._opening, self._store = opening, store
-
-    def wait(self) -> None:
-        failure = self._opening.wait()
-        if failure is not None:
-            self._store._failed(*failure)
-
-
 class SqliteStore(SqlStore):
     """The SQLite dialect of the store's transactions (`SqlStore`)."""
 
@@ -394,10 +379,10 @@ class SqliteStore(SqlStore):
             raise StoreUnavailable("the server is shutting down; retry (on another replica)")
         raise sqlite3.DatabaseError(message)
 
-    def open_later(self, job: NewJob) -> tuple[str, Pending]:
+    def open_later(self, job: NewJob) -> tuple[str, Committing]:
         """Opens the record of an admission that reads nothing first (no quota applies,
         no idempotency key) on the core's writer (`opens_later`): its job id at once,
-        and what to wait on before the admission is answered (`Pending.wait`). The
+        and what to wait on before the admission is answered (`Committing.wait`). The
         writer opens the records queued meanwhile in one transaction."""
         job = storable(job)
         numbers = self._translate(lambda: self._numbers.take(1, self._more_numbers))
@@ -405,7 +390,7 @@ class SqliteStore(SqlStore):
         job_id = new_job_id(job.id_prefix, numbers[0], self._id_key)
         opening = self._writer.submit([_admission_row(job, job_id, now())])
         self._checkpointer.wrote(2)  # a transaction and a record, as `_wrote` and `committed` count them
-        return job_id, Pending(opening, self)
+        return job_id, Committing(opening, self._failed)
 
     def _log_fields(self) -> dict[str, str]:
         return {"store": str(self.path)}

@@ -7,6 +7,8 @@
 //!   the reports of inputs refused before they are read;
 //! - `lock`: how a recipe lock stands against the catalog (`RecipeStatus`);
 //! - `lines`: the request log's writer (`LineSink`), a thread that never takes the GIL;
+//! - `record_writer`: records opened by a thread of the core beside the calls, on
+//!   SQLite (`sqlite_writer`) and PostgreSQL (`postgres_writer`);
 //! - `guard`: no panic crosses into Python.
 //!
 //! A class Python sees is a `Py*` struct named for Python (`PyReport` is
@@ -22,6 +24,8 @@ mod guard;
 mod input;
 mod lines;
 mod lock;
+mod postgres_writer;
+mod record_writer;
 mod report;
 mod sqlite_writer;
 mod validator;
@@ -179,7 +183,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::RecipeStatus>()?;
     m.add_class::<lines::LineSink>()?;
     m.add_class::<sqlite_writer::SqliteWriter>()?;
-    m.add_class::<sqlite_writer::Opening>()?;
+    m.add_class::<postgres_writer::PostgresWriter>()?;
+    m.add_class::<record_writer::Opening>()?;
     m.add_function(wrap_pyfunction!(report::rules, m)?)?;
     m.add_function(wrap_pyfunction!(kind_table, m)?)?;
     m.add_function(wrap_pyfunction!(report::fit_reports, m)?)?;

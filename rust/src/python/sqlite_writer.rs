@@ -1,11 +1,5 @@
-//! The SQLite store's record writer (`jobgate._core.SqliteWriter`): admissions that
-//! read nothing before they are decided (no quota, no idempotency key) hand their
-//! record's row to a thread of the core, which opens the records queued meanwhile in
-//! one transaction while the calls go on building their answers. A call waits for its
-//! commit (`Opening.wait`) only before it answers, and lets the GIL go only if the
-//! commit is not in yet. Run by a Python thread, the statement let the GIL go and
-//! took it back around `sqlite3_step` in every call, and the call's own Python waited
-//! for it; here the write runs beside that Python, on the other core.
+//! The SQLite store's record writer (`jobgate._core.SqliteWriter`): the queue, the
+//! batches and the answers are `record_writer`'s; here, the connection.
 //!
 //! The same SQLite library as Python's `sqlite3`: the copy the process has loaded as
 //! `libsqlite3.so.0`, found without loading another (`RTLD_NOLOAD`), and used only if
@@ -13,24 +7,17 @@
 //! would each keep their own table of the file's POSIX locks, and a connection of one
 //! closing the file would drop the other's locks. Where Python's SQLite is built in
 //! rather than loaded, there is no writer, and the store opens every record itself.
-//!
-//! No admission fails another: when a transaction of several fails because of a row,
-//! each is written again alone, so only the one at fault fails; when the store is
-//! locked, full or down, all fail at once (alone, each would fail alike, a locked
-//! store making each wait out the busy timeout again). A failure is answered with SQLite's
-//! extended result code and message; the store maps them as it maps its driver's.
+//! A failure is answered with SQLite's extended result code and message.
 
 #![allow(unsafe_code)] // calls into the process's own libsqlite3 (lib.rs denies it elsewhere)
 
-use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
+
+use super::record_writer::{Code, Failure, Opening, Store, Submission, Writer};
 
 const SQLITE_OK: c_int = 0;
 const SQLITE_ROW: c_int = 100;
@@ -160,9 +147,6 @@ enum Value {
     Blob(Vec<u8>),
 }
 
-/// A failure: SQLite's extended result code and its message.
-type Failure = (i32, String);
-
 /// One connection of the writer's own, with its statements prepared once.
 struct Connection {
     api: Api,
@@ -180,8 +164,8 @@ unsafe impl Send for Connection {}
 
 impl Connection {
     fn open(api: Api, path: &str, insert: &str, pragmas: &[String]) -> Result<Connection, Failure> {
-        let path =
-            CString::new(path).map_err(|_| (21, "the store's path holds a NUL".to_string()))?;
+        let path = CString::new(path)
+            .map_err(|_| (Code::Sqlite(21), "the store's path holds a NUL".to_string()))?;
         let mut db: Handle = std::ptr::null_mut();
         // SAFETY: a valid path and out-pointer; the handle is closed on every failure below.
         let rc = unsafe {
@@ -223,19 +207,20 @@ impl Connection {
 
     fn failure(&self, rc: c_int) -> Failure {
         if self.db.is_null() {
-            return (rc, "the job store could not be opened".into());
+            return (Code::Sqlite(rc), "the job store could not be opened".into());
         }
         // SAFETY: an open connection; errmsg's text is copied before the next call.
         unsafe {
             let message = CStr::from_ptr((self.api.errmsg)(self.db))
                 .to_string_lossy()
                 .into_owned();
-            ((self.api.extended_errcode)(self.db), message)
+            (Code::Sqlite((self.api.extended_errcode)(self.db)), message)
         }
     }
 
     fn prepare(&self, sql: &str) -> Result<Handle, Failure> {
-        let text = CString::new(sql).map_err(|_| (21, "a statement holds a NUL".to_string()))?;
+        let text = CString::new(sql)
+            .map_err(|_| (Code::Sqlite(21), "a statement holds a NUL".to_string()))?;
         let mut statement: Handle = std::ptr::null_mut();
         // SAFETY: an open connection, a NUL-terminated statement and an out-pointer.
         let rc = unsafe {
@@ -284,7 +269,7 @@ impl Connection {
                 // SAFETY: the insert statement.
                 unsafe { (self.api.clear_bindings)(statement) };
                 return Err((
-                    SQLITE_TOOBIG,
+                    Code::Sqlite(SQLITE_TOOBIG),
                     "a value is too large for the job store".into(),
                 ));
             }
@@ -323,14 +308,14 @@ impl Connection {
 
     /// The rows of `openings` in one transaction (one statement in autocommit when
     /// there is one row): committed, or nothing written.
-    fn write(&self, openings: &[&Submission]) -> Result<(), Failure> {
+    fn write_rows(&self, openings: &[&Submission<Vec<Value>>]) -> Result<(), Failure> {
         if self.in_transaction() {
             // A rollback that failed left one open: a row written in it now would be
             // answered before any commit. Try again; fail rather than write in it.
             let _ = self.run(self.rollback);
             if self.in_transaction() {
                 return Err((
-                    SQLITE_ERROR,
+                    Code::Sqlite(SQLITE_ERROR),
                     "the job store's writer could not end a failed transaction".into(),
                 ));
             }
@@ -377,125 +362,31 @@ impl Drop for Connection {
     }
 }
 
-/// What a submission is told once written.
-#[derive(Default)]
-struct Outcome {
-    done: bool,
-    failure: Option<Failure>,
-}
+impl Store for Connection {
+    type Row = Vec<Value>;
 
-/// A submission's outcome, shared between the writer and the call waiting for it.
-#[derive(Default)]
-struct Answer {
-    outcome: Mutex<Outcome>,
-    settled: Condvar,
-    // Set with the outcome: a wait that finds it set takes no lock and keeps the GIL.
-    ready: AtomicBool,
-}
-
-impl Answer {
-    fn settle(&self, failure: Option<Failure>) {
-        let mut outcome = lock(&self.outcome);
-        outcome.done = true;
-        outcome.failure = failure;
-        self.ready.store(true, Ordering::Release);
-        self.settled.notify_all();
+    fn write(&mut self, batch: &[&Submission<Vec<Value>>]) -> Result<(), Failure> {
+        self.write_rows(batch)
     }
-}
 
-/// One submission: the rows of one admission group, opened together or not at all.
-struct Submission {
-    rows: Vec<Vec<Value>>,
-    answer: Arc<Answer>,
-}
-
-impl Drop for Submission {
-    /// A submission dropped unanswered (the writer panicked) fails rather than leave
-    /// its caller waiting for ever.
-    fn drop(&mut self) {
-        if !self.answer.ready.load(Ordering::Acquire) {
-            self.answer.settle(Some((
-                SQLITE_ABORT,
-                "the job store's writer stopped".into(),
-            )));
-        }
+    fn store_wide(failure: &Failure) -> bool {
+        matches!(failure.0, Code::Sqlite(code) if STORE_WIDE.contains(&(code & 0xFF)))
     }
-}
 
-#[derive(Default)]
-struct Queue {
-    waiting: VecDeque<Submission>,
-    /// A batch taken and not yet answered.
-    writing: bool,
-    closing: bool,
-    finished: bool,
-}
-
-struct Shared {
-    queue: Mutex<Queue>,
-    /// The writer waits here for submissions; `close` waits here for the writer.
-    changed: Condvar,
-    /// A checkpoint to run after the next commit (`checkpoint_soon`).
-    checkpoint: AtomicBool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A writer that panicked left nothing half-changed that matters here.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The writer: takes what is queued, writes it, answers it; until closed and drained.
-fn write_all(connection: Connection, shared: Arc<Shared>) {
-    loop {
-        let batch: Vec<Submission> = {
-            let mut queue = lock(&shared.queue);
-            while queue.waiting.is_empty() && !queue.closing {
-                queue = shared
-                    .changed
-                    .wait(queue)
-                    .unwrap_or_else(|e| e.into_inner());
-            }
-            if queue.waiting.is_empty() {
-                break;
-            }
-            queue.writing = true;
-            queue.waiting.drain(..).collect()
-        };
-        let all: Vec<&Submission> = batch.iter().collect();
-        match connection.write(&all) {
-            Ok(()) => batch.iter().for_each(|s| s.answer.settle(None)),
-            Err(failure) if batch.len() == 1 || STORE_WIDE.contains(&(failure.0 & 0xFF)) => {
-                batch
-                    .iter()
-                    .for_each(|s| s.answer.settle(Some(failure.clone())));
-            }
-            // A row at fault: each alone, so that only that one fails.
-            Err(_) => batch
-                .iter()
-                .for_each(|s| s.answer.settle(connection.write(&[s]).err())),
-        }
-        if shared.checkpoint.swap(false, Ordering::AcqRel) {
-            let _ = connection.run(connection.checkpoint); // the store's checkpointer logs its own failures
-        }
-        lock(&shared.queue).writing = false;
-        shared.changed.notify_all();
+    fn unwritten(why: &str) -> Failure {
+        (Code::Sqlite(SQLITE_ABORT), why.into())
     }
-    drop(connection); // closed before `close` hears that the writer finished
-    lock(&shared.queue).finished = true;
-    shared.changed.notify_all();
+
+    /// A checkpoint the store asked for (`checkpoint_soon`).
+    fn after_batch(&mut self) {
+        let _ = self.run(self.checkpoint); // the store's checkpointer logs its own failures
+    }
 }
 
 /// A record writer of the core on one SQLite file (module docs).
 #[pyclass(frozen, module = "jobgate._core")]
 pub struct SqliteWriter {
-    shared: Arc<Shared>,
-}
-
-/// One submission's commit: `wait()` returns None once committed, or the failure as
-/// (SQLite's extended result code, its message).
-#[pyclass(frozen, module = "jobgate._core")]
-pub struct Opening {
-    answer: Arc<Answer>,
+    writer: Writer<Vec<Value>>,
 }
 
 fn values(row: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
@@ -535,21 +426,9 @@ impl SqliteWriter {
             Connection::open(api, path, insert, &pragmas).map_err(|(code, message)| {
                 PyValueError::new_err(format!("{message} (SQLite code {code})"))
             })?;
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue::default()),
-            changed: Condvar::new(),
-            checkpoint: AtomicBool::new(false),
-        });
-        let writer = shared.clone();
-        std::thread::Builder::new()
-            .name("jobgate-sqlite".into())
-            .spawn(move || write_all(connection, writer))
-            .map_err(|e| {
-                PyRuntimeError::new_err(format!(
-                    "the job store's writer could not start a thread: {e}"
-                ))
-            })?;
-        Ok(Self { shared })
+        Ok(Self {
+            writer: Writer::start(connection, "jobgate-sqlite")?,
+        })
     }
 
     /// Queues `rows` (tuples of the insert's parameters) to be opened together; returns
@@ -559,84 +438,17 @@ impl SqliteWriter {
             .iter()
             .map(|row| values(&row))
             .collect::<PyResult<Vec<_>>>()?;
-        let answer = Arc::new(Answer::default());
-        let mut queue = lock(&self.shared.queue);
-        if queue.closing {
-            answer.settle(Some((SQLITE_ABORT, "the job store is closing".into())));
-        } else {
-            queue.waiting.push_back(Submission {
-                rows,
-                answer: answer.clone(),
-            });
-            self.shared.changed.notify_all();
-        }
-        Ok(Opening { answer })
+        Ok(self.writer.submit(rows))
     }
 
     /// Has the writer run `PRAGMA wal_checkpoint(PASSIVE)` after its next commit.
     fn checkpoint_soon(&self) {
-        self.shared.checkpoint.store(true, Ordering::Release);
+        self.writer.after_next_batch();
     }
 
     /// Writes what is queued, then stops; waits at most `wait` seconds for that.
     /// Whether everything handed to it was written (or failed) by then.
     fn close(&self, py: Python<'_>, wait: f64) -> bool {
-        let shared = self.shared.clone();
-        py.detach(move || {
-            let patience = Duration::try_from_secs_f64(wait.max(0.0)).unwrap_or(Duration::MAX);
-            let deadline = Instant::now().checked_add(patience);
-            let mut queue = lock(&shared.queue);
-            queue.closing = true;
-            shared.changed.notify_all();
-            // Nothing queued and no batch under way: nothing is left unwritten.
-            while !queue.finished && (queue.writing || !queue.waiting.is_empty()) {
-                let left = deadline.map_or(Duration::MAX, |d| {
-                    d.saturating_duration_since(Instant::now())
-                });
-                if left.is_zero() {
-                    return false;
-                }
-                queue = shared
-                    .changed
-                    .wait_timeout(queue, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-            true
-        })
-    }
-}
-
-impl Drop for SqliteWriter {
-    /// A writer dropped unclosed ends its thread once it has written what it holds.
-    fn drop(&mut self) {
-        lock(&self.shared.queue).closing = true;
-        self.shared.changed.notify_all();
-    }
-}
-
-#[pymethods]
-impl Opening {
-    /// Waits for the commit (without the GIL, unless it is in already): None once
-    /// committed, else (extended result code, message).
-    fn wait(&self, py: Python<'_>) -> Option<(i32, String)> {
-        if !self.answer.ready.load(Ordering::Acquire) {
-            let answer = self.answer.clone();
-            py.detach(move || {
-                let mut outcome = lock(&answer.outcome);
-                while !outcome.done {
-                    outcome = answer
-                        .settled
-                        .wait(outcome)
-                        .unwrap_or_else(|e| e.into_inner());
-                }
-            });
-        }
-        lock(&self.answer.outcome).failure.clone()
-    }
-
-    /// Whether the commit is in (or failed) already.
-    fn done(&self) -> bool {
-        self.answer.ready.load(Ordering::Acquire)
+        self.writer.close(py, wait)
     }
 }
