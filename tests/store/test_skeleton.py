@@ -29,13 +29,15 @@ def test_the_lifecycle_is_the_cores():
 
 
 # What a store gives of its own (`SqlStore`'s dialect): its spellings, its connections,
-# its driver's failures and a commit group's round trips. Every other member of the
+# its driver's failures, a commit group's round trips and its core writer (the rows it
+# takes, what its failures are). Every other member of the
 # skeleton is a transaction, written once.
 DIALECT = {
     "__init__", "MARK", "LOCKING", "PRUNE", "MIGRATIONS", "syncs_commits", "close",
     "_reading", "_writing", "_recalling", "_translate", "_log_fields", "_migrating", "_migrate_one",
     "_holds", "_loaded", "_message_stored", "_message_read", "_any",
     "_numbers_unread", "_group_read", "_write_group", "_write_unread", "_wrote",
+    "_more_numbers", "_failed", "_hand_to_writer", "_writer", "opens_later",
 }  # fmt: skip
 
 

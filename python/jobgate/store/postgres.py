@@ -30,13 +30,11 @@ from jobgate.store.base import (
     StoreFull,
     StoreUnavailable,
     key_bytes,
-    new_job_id,
     now,
     opened_record,
     record_json,
-    storable,
 )
-from jobgate.store.skeleton import CommitGroup, Committing, GroupRead, Lookup, NumbersAhead, Slot, SqlStore, T
+from jobgate.store.skeleton import CommitGroup, GroupRead, Lookup, NumbersAhead, Slot, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -508,21 +506,11 @@ class PostgresStore(SqlStore):
             raise StoreUnavailable("the job store is unavailable; retry shortly")
         raise error(message)
 
-    def open_later(self, job: NewJob) -> tuple[str, Committing]:
-        """Opens the record of an admission that reads nothing first (no quota applies,
-        no idempotency key) on the core's writer (`opens_later`): its job id at once,
-        and what to wait on before the admission is answered (`Committing.wait`). The
-        writer opens the records queued meanwhile in one statement."""
-        job = storable(job)
-        number = self._translate(lambda: self._numbers.take(1, self._more_numbers))
-        assert number, "numbers are taken from `job_id_seq` when short"
-        job_id = new_job_id(job.id_prefix, number[0], self._id_key)
-        opening = self._writer.submit([(job.project, orjson.dumps(_opening_row(job, job_id, now())))])
-        return job_id, Committing(opening, self._failed)
+    def _hand_to_writer(self, job: NewJob, job_id: str) -> Any:
+        return self._writer.submit([(job.project, orjson.dumps(_opening_row(job, job_id, now())))])
 
     def close(self, wait: float = 30.0) -> None:
         """Closes the store once the core's writer has written what it was handed,
         waiting at most `wait` seconds for it (a server that stopped answering)."""
-        if self._writer is not None and not self._writer.close(wait):
-            log.error("the job store's writer did not finish in time; closing without it", extra={"fields": {"waited_s": wait}})
+        self._close_writer(wait)
         self._pool.close()

@@ -525,5 +525,41 @@ class SqlStore:
                 out.update(db.execute(f"SELECT job_id, MAX(n) FROM transitions WHERE {among} GROUP BY job_id", args).fetchall())
         return out
 
+    # Records opened beside the calls: the core's writer a dialect made (None without
+    # one), and whether `open_later` may be called.
+    _writer: Any = None
+    opens_later = False
+
+    def _more_numbers(self, count: int) -> list[int]:
+        """At least `count` job numbers, taken from the database."""
+        raise NotImplementedError
+
+    def _failed(self, code: Any, message: str) -> NoReturn:
+        """Raises what the core writer's failure (the database's code and message) is
+        to the store's callers, as `_translate` raises the driver's."""
+        raise NotImplementedError
+
+    def _hand_to_writer(self, job: NewJob, job_id: str) -> Any:
+        """Submits `job`'s record, its id `job_id`, to the core's writer; its opening."""
+        raise NotImplementedError
+
+    def open_later(self, job: NewJob) -> tuple[str, Committing]:
+        """Opens the record of an admission that reads nothing first (no quota applies,
+        no idempotency key) on the core's writer (`opens_later`): its job id at once,
+        and what to wait on before the admission is answered (`Committing.wait`). The
+        writer opens the records queued meanwhile in one transaction."""
+        job = storable(job)
+        numbers = self._translate(lambda: self._numbers.take(1, self._more_numbers))
+        assert numbers, "numbers are taken from the database when short"
+        job_id = new_job_id(job.id_prefix, numbers[0], self._id_key)
+        return job_id, Committing(self._hand_to_writer(job, job_id), self._failed)
+
+    def _close_writer(self, wait: float) -> None:
+        """Closes the core's writer once it has written what it was handed, waiting at
+        most `wait` seconds for it (a store that stays locked, a server that stopped
+        answering)."""
+        if self._writer is not None and not self._writer.close(wait):
+            log.error("the job store's writer did not finish in time; closing without it", extra={"fields": {**self._log_fields(), "waited_s": wait}})
+
     def close(self, wait: float = 30.0) -> None:
         raise NotImplementedError

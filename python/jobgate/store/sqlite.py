@@ -29,14 +29,12 @@ from jobgate.store.base import (
     StoreFull,
     StoreUnavailable,
     key_bytes,
-    new_job_id,
     now,
     opened_record,
     record_json,
-    storable,
 )
 from jobgate.store.committer import COMMITTER_CLOSE_WAIT_S
-from jobgate.store.skeleton import CommitGroup, Committing, GroupRead, NumbersAhead, Slot, SqlStore, T
+from jobgate.store.skeleton import CommitGroup, GroupRead, NumbersAhead, Slot, SqlStore, T
 
 log = logging.getLogger("jobgate.store")
 
@@ -379,18 +377,9 @@ class SqliteStore(SqlStore):
             raise StoreUnavailable("the server is shutting down; retry (on another replica)")
         raise sqlite3.DatabaseError(message)
 
-    def open_later(self, job: NewJob) -> tuple[str, Committing]:
-        """Opens the record of an admission that reads nothing first (no quota applies,
-        no idempotency key) on the core's writer (`opens_later`): its job id at once,
-        and what to wait on before the admission is answered (`Committing.wait`). The
-        writer opens the records queued meanwhile in one transaction."""
-        job = storable(job)
-        numbers = self._translate(lambda: self._numbers.take(1, self._more_numbers))
-        assert numbers, "numbers are taken from `job_numbers` when short"
-        job_id = new_job_id(job.id_prefix, numbers[0], self._id_key)
-        opening = self._writer.submit([_admission_row(job, job_id, now())])
+    def _hand_to_writer(self, job: NewJob, job_id: str) -> Any:
         self._checkpointer.wrote(2)  # a transaction and a record, as `_wrote` and `committed` count them
-        return job_id, Committing(opening, self._failed)
+        return self._writer.submit([_admission_row(job, job_id, now())])
 
     def _log_fields(self) -> dict[str, str]:
         return {"store": str(self.path)}
@@ -489,7 +478,6 @@ class SqliteStore(SqlStore):
     def close(self, wait: float = COMMITTER_CLOSE_WAIT_S) -> None:
         """Closes the store once the core's writer has written what it was handed,
         waiting at most `wait` seconds for it (a store that stays locked)."""
-        if self._writer is not None and not self._writer.close(wait):
-            log.error("the job store's writer did not finish in time; closing without it", extra={"fields": {"store": str(self.path), "waited_s": wait}})
+        self._close_writer(wait)
         self._checkpointer.close()
         self._pool.close()
