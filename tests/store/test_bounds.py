@@ -421,3 +421,45 @@ def test_a_full_disk_is_resource_exhausted_and_writes_nothing(tmp_path):
     finally:
         r.close()
         store.close()
+
+
+def test_a_name_over_a_kib_is_refused_before_it_reaches_the_stores_indexes(backend):
+    """PostgreSQL's indexes refuse a key over about 2.7 KB, a failure no retry lifts: a
+    project or owner name is at most MAX_NAME_BYTES of UTF-8, stored on every path."""
+    import dataclasses
+
+    from jobgate.store import open_store
+    from jobgate.store.base import MAX_NAME_BYTES, Unstorable, storable
+
+    path, url = backend
+    at_bound = "é" * (MAX_NAME_BYTES // 2)  # two bytes each in UTF-8
+    job = NewJob(
+        id_prefix="dino-train",
+        project=at_bound,
+        owner="o" * MAX_NAME_BYTES,
+        gpus=3,
+        image="nvcr.io/nvidia/tao/tao-toolkit:6",
+        network_arch="dino",
+        action="train",
+        platform="local",
+        storage_tier="A",
+        results_root="/results",
+        document=b"{}",
+        reads_usage=False,
+    )
+    store = open_store(path, url=url)
+    try:
+        (grouped,) = store.admit_many([(job, lambda _used: True)])
+        opened = [grouped]
+        if store.opens_later:
+            later, pending = store.open_later(job)
+            pending.wait()
+            opened.append(later)
+        assert [store.project(job_id) for job_id in opened] == [at_bound] * len(opened)
+        assert store.gpus_in_use(at_bound) == 3 * len(opened)
+        for field in ("project", "owner"):
+            with pytest.raises(Unstorable, match=f"is {MAX_NAME_BYTES + 1} bytes; a name is at most {MAX_NAME_BYTES}") as refused:
+                storable(dataclasses.replace(job, **{field: getattr(job, field) + "x"}))
+            assert refused.value.field == field
+    finally:
+        store.close()

@@ -362,9 +362,10 @@ def test_a_postgres_writer_closing_writes_what_is_queued_and_refuses_what_comes_
     assert w.submit([row("q-late")]).wait() == ("JG000", "the job store is closing")
 
 
-def test_a_postgres_store_that_times_out_fails_every_row_queued_at_once_not_one_by_one(postgres_writer):
+@pytest.mark.parametrize(("setting", "sqlstate"), [("statement_timeout", "57014"), ("lock_timeout", "55P03")])
+def test_a_postgres_store_that_times_out_fails_every_row_queued_at_once_not_one_by_one(postgres_writer, setting, sqlstate):
     db, writer, row = postgres_writer
-    w = writer(options="-c statement_timeout=1000")
+    w = writer(options=f"-c {setting}=1000")
     db.execute(QUOTA_LOCK.format("pg_advisory_lock"))
     try:
         began = time.monotonic()
@@ -373,23 +374,44 @@ def test_a_postgres_store_that_times_out_fails_every_row_queued_at_once_not_one_
         queued = [w.submit([row(f"t-{n}")]) for n in range(1, 6)]
         outcomes = [first.wait()] + [opening.wait() for opening in queued]
         took = time.monotonic() - began
-        assert [code for code, _ in outcomes] == ["57014"] * 6  # query_canceled
+        assert [code for code, _ in outcomes] == [sqlstate] * 6  # query_canceled, lock_not_available
         assert took < 4  # two timeouts (the first row, then the rest at once), not six
     finally:
         db.execute(QUOTA_LOCK.format("pg_advisory_unlock"))
     assert stored_ids(db) == []
 
 
-def test_a_postgres_writer_whose_connection_is_lost_fails_that_batch_and_connects_again(postgres_writer, fresh_postgres):
+def writer_backend(db) -> list[int]:
+    return [pid for (pid,) in db.execute("SELECT pid FROM pg_stat_activity WHERE application_name = 'the writer under test'")]
+
+
+def test_a_postgres_writer_whose_connection_ends_while_idle_connects_again_before_it_writes(postgres_writer):
+    db, writer, row = postgres_writer
+    w = writer(application_name="the writer under test")
+    assert w.submit([row("c-1")]).wait() is None
+    (first,) = writer_backend(db)
+    assert db.execute("SELECT pg_terminate_backend(%s)", (first,)).fetchone() == (True,)
+    time.sleep(0.3)  # the server's word that it ended the session reaches the writer's socket
+    assert w.submit([row("c-2")]).wait() is None  # read before the batch was sent: opened again first
+    assert writer_backend(db) != [first]
+    assert stored_ids(db) == ["c-1", "c-2"]
+
+
+def test_a_postgres_writer_whose_connection_is_lost_mid_batch_fails_that_batch_and_connects_again(postgres_writer, fresh_postgres):
     from jobgate.store.postgres import PostgresStore
 
     db, writer, row = postgres_writer
     w = writer(application_name="the writer under test")
     assert w.submit([row("c-1")]).wait() is None
-    killed = db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'the writer under test'").fetchall()
-    assert killed == [(True,)]
-    time.sleep(0.2)
-    code, message = w.submit([row("c-2")]).wait()
+    db.execute(QUOTA_LOCK.format("pg_advisory_lock"))
+    try:
+        lost = w.submit([row("c-2")])
+        time.sleep(0.3)  # the batch waits on the lock held here
+        (backend,) = writer_backend(db)
+        assert db.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone() == (True,)
+        code, message = lost.wait()
+    finally:
+        db.execute(QUOTA_LOCK.format("pg_advisory_unlock"))
     assert code in ("08006", "57P01"), (code, message)  # the connection lost, or told why first
     store = PostgresStore(fresh_postgres, core_writer=False)
     try:
@@ -399,6 +421,23 @@ def test_a_postgres_writer_whose_connection_is_lost_fails_that_batch_and_connect
         store.close()
     assert w.submit([row("c-3")]).wait() is None  # connected again
     assert stored_ids(db) == ["c-1", "c-3"]
+
+
+def test_a_postgres_writer_sends_utf8_whatever_the_url_asks(fresh_postgres):
+    from jobgate.store.postgres import _OPEN_LATER, PostgresStore, loaded_libpq
+
+    latin1 = fresh_postgres + ("&" if "?" in fresh_postgres else "?") + "client_encoding=LATIN1"
+    store = PostgresStore(latin1)
+    try:
+        assert store.opens_later
+        job_id, pending = store.open_later(job(2, project="vision-é"))
+        pending.wait()
+        assert store.project(job_id) == "vision-é"
+        assert store.gpus_in_use("vision-é") == 2
+    finally:
+        store.close()
+    with pytest.raises(ValueError, match="SQLSTATE JG001"):  # a session that would read the rows as Latin-1
+        PostgresWriter(latin1, _OPEN_LATER, loaded_libpq())
 
 
 def test_the_postgres_writers_failures_are_the_stores_own(fresh_postgres):
@@ -411,7 +450,7 @@ def test_the_postgres_writers_failures_are_the_stores_own(fresh_postgres):
         assert store.opens_later is False
         with pytest.raises(StoreFull, match="disk holding the job store"):
             store._failed("53100", "could not extend file: No space left on device")
-        for code in ("08006", "57P01", "53300"):
+        for code in ("08006", "57P01", "53300", "55P03", "25006"):
             with pytest.raises(StoreUnavailable, match="unavailable; retry shortly"):
                 store._failed(code, "gone")
         with pytest.raises(StoreUnavailable, match="shutting down"):

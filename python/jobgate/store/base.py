@@ -38,6 +38,9 @@ MAX_GPUS = 2**31 - 1
 MAX_BACKEND_REF_BYTES = 1024
 # An idempotency key, in UTF-8 bytes: a client's handle for one admission, not a payload.
 MAX_IDEMPOTENCY_KEY_BYTES = 128
+# A project or an owner, in UTF-8 bytes: a name, and a key of the stores' indexes, which
+# PostgreSQL refuses beyond about 2.7 KB (a limit no retry lifts).
+MAX_NAME_BYTES = 1024
 # Job numbers are permuted within this many bits (12 hex digits in an id); a store that
 # has given out every one refuses further admissions rather than repeat an id.
 JOB_NUMBER_BITS = 48
@@ -238,6 +241,10 @@ def storable(job: NewJob) -> NewJob:
         if "\x00" in getattr(job, name):
             # Plain columns (PostgreSQL TEXT) cannot hold NUL; the record's JSON can.
             raise Unstorable(name, "contains a NUL character")
+    for name in ("project", "owner"):
+        size = len(getattr(job, name).encode("utf-8", "surrogatepass"))
+        if size > MAX_NAME_BYTES:
+            raise Unstorable(name, f"is {size} bytes; a name is at most {MAX_NAME_BYTES}")
     if job.idempotency is not None:
         # Keys are stored as their UTF-8 bytes: a NUL is no problem, a longer key is.
         size = len(key_bytes(job.idempotency.key))

@@ -351,7 +351,9 @@ class PostgresStore(SqlStore):
         try:
             if libpq is None:
                 raise RuntimeError("not exactly one libpq is loaded")
-            return jobgate._core.PostgresWriter(psycopg.conninfo.make_conninfo(self.url, **self._options), _OPEN_LATER, libpq)
+            # UTF-8 whatever the URL or the database says: the rows are sent as such.
+            conninfo = psycopg.conninfo.make_conninfo(self.url, **self._options, client_encoding="UTF8")
+            return jobgate._core.PostgresWriter(conninfo, _OPEN_LATER, libpq)
         except (RuntimeError, ValueError) as e:
             log.info("the job store opens its records without the core's writer", extra={"fields": {"reason": str(e)}})
             return None
@@ -406,7 +408,8 @@ class PostgresStore(SqlStore):
         except psycopg.errors.DiskFull as e:
             log.error("job store disk full", extra={"fields": {"error": str(e)}})
             raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written") from None
-        except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+        except (psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction) as e:
+            # A read-only server is a standby, or a primary that failed over: retry.
             log.error("job store unavailable", extra={"fields": {"error": str(e)}})
             raise StoreUnavailable("the job store is unavailable; retry shortly") from None
 
@@ -489,9 +492,9 @@ class PostgresStore(SqlStore):
 
     def _failed(self, code: str, message: str) -> NoReturn:
         """Raises what the writer's failure (its SQLSTATE) is to the store's callers, as
-        `_translate` classes the driver's: StoreFull, StoreUnavailable (the writer
-        closed first, JG000, among them), or psycopg's error for the code; the details
-        are logged."""
+        `_translate` classes the driver's: StoreFull, StoreUnavailable (a read-only
+        server, and the writer closed first, JG000, among them), or psycopg's error for
+        the code; the details are logged."""
         if code == _UNWRITTEN:
             raise StoreUnavailable("the server is shutting down; retry (on another replica)")
         try:
@@ -501,7 +504,7 @@ class PostgresStore(SqlStore):
         if issubclass(error, psycopg.errors.DiskFull):
             log.error("job store disk full", extra={"fields": {"error": message}})
             raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written")
-        if issubclass(error, psycopg.OperationalError):
+        if issubclass(error, (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)):
             log.error("job store unavailable", extra={"fields": {"error": message, "sqlstate": code}})
             raise StoreUnavailable("the job store is unavailable; retry shortly")
         raise error(message)

@@ -22,6 +22,12 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use super::record_writer::{Code, Failure, Opening, Store, Submission, Writer};
 
 type Handle = *mut c_void;
+type NoticeProcessor = Option<unsafe extern "C" fn(*mut c_void, *const c_char)>;
+
+/// What becomes of the server's notices on the writer's connection: nothing. libpq's
+/// own would print them on stderr, among the service's JSON log lines; a failure the
+/// writer meets comes back with its batch, and the store logs it there.
+unsafe extern "C" fn ignore_notice(_arg: *mut c_void, _message: *const c_char) {}
 
 const CONNECTION_OK: c_int = 0;
 const PGRES_TUPLES_OK: c_int = 2;
@@ -34,11 +40,17 @@ const CONNECTION_FAILURE: &str = "08006";
 /// The SQLSTATE a submission gets when the writer will not write it: jobgate's own
 /// (class JG, which PostgreSQL never uses).
 const UNWRITTEN: &str = "JG000";
+/// jobgate's SQLSTATE for a session that does not read text as UTF-8.
+const NOT_UTF8: &str = "JG001";
 
 /// The few libpq functions the writer calls, from the library the process loaded.
 struct Api {
     connectdb: unsafe extern "C" fn(*const c_char) -> Handle,
     status: unsafe extern "C" fn(Handle) -> c_int,
+    consume_input: unsafe extern "C" fn(Handle) -> c_int,
+    set_notice_processor:
+        unsafe extern "C" fn(Handle, NoticeProcessor, *mut c_void) -> NoticeProcessor,
+    parameter_status: unsafe extern "C" fn(Handle, *const c_char) -> *const c_char,
     transaction_status: unsafe extern "C" fn(Handle) -> c_int,
     reset: unsafe extern "C" fn(Handle),
     finish: unsafe extern "C" fn(Handle),
@@ -87,6 +99,9 @@ impl Api {
             Ok(Api {
                 connectdb: symbol(library, c"PQconnectdb")?,
                 status: symbol(library, c"PQstatus")?,
+                consume_input: symbol(library, c"PQconsumeInput")?,
+                set_notice_processor: symbol(library, c"PQsetNoticeProcessor")?,
+                parameter_status: symbol(library, c"PQparameterStatus")?,
                 transaction_status: symbol(library, c"PQtransactionStatus")?,
                 reset: symbol(library, c"PQreset")?,
                 finish: symbol(library, c"PQfinish")?,
@@ -148,6 +163,10 @@ impl Connection {
         })?;
         // SAFETY: a NUL-terminated conninfo; the connection is finished on drop.
         let conn = unsafe { (api.connectdb)(conninfo.as_ptr()) };
+        if !conn.is_null() {
+            // SAFETY: a connection; the processor is kept across PQreset.
+            unsafe { (api.set_notice_processor)(conn, Some(ignore_notice), std::ptr::null_mut()) };
+        }
         let mut connection = Connection {
             api,
             conn,
@@ -207,6 +226,19 @@ impl Connection {
 
     /// Connected (again, if the connection was lost) and the statement prepared.
     fn ready(&mut self) -> Result<(), Failure> {
+        if self.connected() {
+            // What the server sent while the connection sat idle (that it is ending the
+            // session, an idle timeout): read now, so that a connection gone is opened
+            // again before a batch is sent on it, not found gone by the batch.
+            // Twice: the first read takes what was sent, the second finds the end of
+            // the stream after it. Neither blocks.
+            // SAFETY: a connection; nothing is in flight on it between batches.
+            unsafe {
+                if (self.api.consume_input)(self.conn) == 1 {
+                    (self.api.consume_input)(self.conn);
+                }
+            }
+        }
         if !self.connected() {
             if self.conn.is_null() {
                 return Err(self.lost());
@@ -219,6 +251,7 @@ impl Connection {
             }
         }
         if !self.prepared {
+            self.speaks_utf8()?;
             // SAFETY: a connection, and NUL-terminated name and statement.
             let result = unsafe {
                 (self.api.prepare)(
@@ -233,6 +266,25 @@ impl Connection {
             self.prepared = true;
         }
         Ok(())
+    }
+
+    /// Whether the session reads what it is sent as UTF-8, as the rows are (the store
+    /// asks for it in the conninfo; a server that ignored that would store text
+    /// garbled, charged to projects of other names).
+    fn speaks_utf8(&self) -> Result<(), Failure> {
+        // SAFETY: a connection, and a NUL-terminated parameter name.
+        let encoding =
+            owned(unsafe { (self.api.parameter_status)(self.conn, c"client_encoding".as_ptr()) });
+        match encoding.as_deref() {
+            Some("UTF8") => Ok(()),
+            other => Err((
+                Code::Sqlstate(NOT_UTF8.into()),
+                format!(
+                    "the job store's writer needs client_encoding UTF8, not {}",
+                    other.unwrap_or("none")
+                ),
+            )),
+        }
     }
 
     /// The batch statement's two parameters: the advisory locks of the rows' projects
@@ -315,7 +367,8 @@ impl Store for Connection {
     /// Connection failures (08), insufficient resources (53: a full disk, too many
     /// connections), operator intervention (57: a server shutting down, a statement
     /// cancelled), system errors (58), internal errors (XX), a read-only server
-    /// (25006) and the writer's own refusal (JG): every row would fail alike.
+    /// (25006), a lock not had in time (55P03: written alone, each would wait it out
+    /// again) and the writer's own refusals (JG): every row would fail alike.
     fn store_wide(failure: &Failure) -> bool {
         match &failure.0 {
             Code::Sqlstate(state) => {
@@ -323,6 +376,7 @@ impl Store for Connection {
                     .iter()
                     .any(|class| state.starts_with(class))
                     || state == "25006"
+                    || state == "55P03"
             }
             Code::Sqlite(_) => true,
         }
@@ -394,7 +448,8 @@ impl PostgresWriter {
     /// together; returns at once. After `close`, the opening fails with SQLSTATE JG000.
     fn submit(&self, rows: &Bound<'_, PyList>) -> PyResult<Opening> {
         let rows = rows.iter().map(|r| row(&r)).collect::<PyResult<Vec<_>>>()?;
-        Ok(self.writer.submit(rows))
+        let bytes = rows.iter().map(|r| r.project.len() + r.json.len()).sum();
+        Ok(self.writer.submit(rows, bytes))
     }
 
     /// Writes what is queued, then stops; waits at most `wait` seconds for that.

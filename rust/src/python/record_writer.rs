@@ -21,6 +21,11 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
+/// The most bytes of rows one batch takes (at least one submission, whatever its
+/// size): a database refuses a message beyond some size (PostgreSQL's is 1 GiB), and
+/// then every row of the batch would fail with it.
+const BATCH_BYTES: usize = 64 << 20;
+
 /// A database's code for a failure, as Python gets it: SQLite's extended result code
 /// (an int) or PostgreSQL's SQLSTATE (a str).
 #[derive(Clone, Debug, IntoPyObject)]
@@ -89,6 +94,8 @@ impl Answer {
 /// One submission: the rows of one admission group, opened together or not at all.
 pub struct Submission<R> {
     pub rows: Vec<R>,
+    /// The rows' size, as the batch's budget counts it.
+    bytes: usize,
     answer: Arc<Answer>,
     /// The failure it gets should it be dropped unanswered.
     stopped: fn(&str) -> Failure,
@@ -141,7 +148,16 @@ fn write_all<S: Store>(mut store: S, shared: Arc<Shared<S::Row>>) {
                 break;
             }
             queue.writing = true;
-            queue.waiting.drain(..).collect()
+            let mut taken = 0;
+            let mut batch = Vec::new();
+            while let Some(next) = queue.waiting.front() {
+                if !batch.is_empty() && taken + next.bytes > BATCH_BYTES {
+                    break; // the rest make the next batch
+                }
+                taken += next.bytes;
+                batch.extend(queue.waiting.pop_front());
+            }
+            batch
         };
         let all: Vec<&Submission<S::Row>> = batch.iter().collect();
         match store.write(&all) {
@@ -201,9 +217,9 @@ impl<R: Send + 'static> Writer<R> {
         })
     }
 
-    /// Queues `rows` to be opened together; returns at once. After `close`, the opening
-    /// fails as `Store::unwritten`.
-    pub fn submit(&self, rows: Vec<R>) -> Opening {
+    /// Queues `rows` (of `bytes` in all) to be opened together; returns at once. After
+    /// `close`, the opening fails as `Store::unwritten`.
+    pub fn submit(&self, rows: Vec<R>, bytes: usize) -> Opening {
         let answer = Arc::new(Answer::default());
         let mut queue = lock(&self.shared.queue);
         if queue.closing {
@@ -211,6 +227,7 @@ impl<R: Send + 'static> Writer<R> {
         } else {
             queue.waiting.push_back(Submission {
                 rows,
+                bytes,
                 answer: answer.clone(),
                 stopped: self.unwritten,
             });

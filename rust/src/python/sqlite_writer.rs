@@ -438,7 +438,16 @@ impl SqliteWriter {
             .iter()
             .map(|row| values(&row))
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(self.writer.submit(rows))
+        let bytes = rows
+            .iter()
+            .flatten()
+            .map(|value| match value {
+                Value::Text(text) => text.len(),
+                Value::Blob(bytes) => bytes.len(),
+                Value::Null | Value::Int(_) => 8,
+            })
+            .sum();
+        Ok(self.writer.submit(rows, bytes))
     }
 
     /// Has the writer run `PRAGMA wal_checkpoint(PASSIVE)` after its next commit.
