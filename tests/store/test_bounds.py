@@ -430,23 +430,11 @@ def test_a_name_over_a_kib_is_refused_before_it_reaches_the_stores_indexes(backe
 
     from jobgate.store import open_store
     from jobgate.store.base import MAX_NAME_BYTES, Unstorable, storable
+    from tests.store.test_core_writer import job as writer_job
 
     path, url = backend
     at_bound = "é" * (MAX_NAME_BYTES // 2)  # two bytes each in UTF-8
-    job = NewJob(
-        id_prefix="dino-train",
-        project=at_bound,
-        owner="o" * MAX_NAME_BYTES,
-        gpus=3,
-        image="nvcr.io/nvidia/tao/tao-toolkit:6",
-        network_arch="dino",
-        action="train",
-        platform="local",
-        storage_tier="A",
-        results_root="/results",
-        document=b"{}",
-        reads_usage=False,
-    )
+    job = dataclasses.replace(writer_job(3), project=at_bound, owner="o" * MAX_NAME_BYTES)
     store = open_store(path, url=url)
     try:
         (grouped,) = store.admit_many([(job, lambda _used: True)])

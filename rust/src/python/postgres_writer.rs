@@ -19,7 +19,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use super::record_writer::{Code, Failure, Opening, Store, Submission, Writer};
+use super::record_writer::{symbol, Code, Failure, Opening, Store, Submission, Writer};
 
 type Handle = *mut c_void;
 type NoticeProcessor = Option<unsafe extern "C" fn(*mut c_void, *const c_char)>;
@@ -70,19 +70,6 @@ struct Api {
     result_error_field: unsafe extern "C" fn(Handle, c_int) -> *const c_char,
     result_error_message: unsafe extern "C" fn(Handle) -> *const c_char,
     clear: unsafe extern "C" fn(Handle),
-}
-
-/// `name` from `library`, as the function type `T`.
-unsafe fn symbol<T: Copy>(library: Handle, name: &CStr) -> Result<T, String> {
-    let found = libc::dlsym(library, name.as_ptr());
-    if found.is_null() {
-        return Err(format!(
-            "the loaded libpq has no {}",
-            name.to_string_lossy()
-        ));
-    }
-    // SAFETY: `T` is the C signature libpq documents for `name`.
-    Ok(std::mem::transmute_copy::<*mut c_void, T>(&found))
 }
 
 impl Api {

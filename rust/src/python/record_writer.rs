@@ -13,13 +13,32 @@
 //! store making each wait out its timeout again). A failure is answered with the
 //! database's own code and message; the store maps them as it maps its driver's.
 
+#![allow(unsafe_code)] // `symbol`: the writers' functions, looked up in a loaded library
+
 use std::collections::VecDeque;
+use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+
+/// `name` from the loaded `library` (a `dlopen` handle), as the function type `T`.
+///
+/// # Safety
+/// `T` must be the C signature the library documents for `name`.
+pub unsafe fn symbol<T: Copy>(library: *mut c_void, name: &CStr) -> Result<T, String> {
+    let found = libc::dlsym(library, name.as_ptr());
+    if found.is_null() {
+        return Err(format!(
+            "the loaded library has no {}",
+            name.to_string_lossy()
+        ));
+    }
+    // SAFETY: the caller's: `T` is `name`'s C signature.
+    Ok(std::mem::transmute_copy::<*mut c_void, T>(&found))
+}
 
 /// The most bytes of rows one batch takes (at least one submission, whatever its
 /// size): a database refuses a message beyond some size (PostgreSQL's is 1 GiB), and

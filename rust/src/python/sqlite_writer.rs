@@ -17,7 +17,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
-use super::record_writer::{Code, Failure, Opening, Store, Submission, Writer};
+use super::record_writer::{symbol, Code, Failure, Opening, Store, Submission, Writer};
 
 const SQLITE_OK: c_int = 0;
 const SQLITE_ROW: c_int = 100;
@@ -63,19 +63,6 @@ struct Api {
     extended_errcode: unsafe extern "C" fn(Handle) -> c_int,
     extended_result_codes: unsafe extern "C" fn(Handle, c_int) -> c_int,
     get_autocommit: unsafe extern "C" fn(Handle) -> c_int,
-}
-
-/// `name` from `library`, as the function type `T`.
-unsafe fn symbol<T: Copy>(library: Handle, name: &CStr) -> Result<T, String> {
-    let found = libc::dlsym(library, name.as_ptr());
-    if found.is_null() {
-        return Err(format!(
-            "the loaded libsqlite3 has no {}",
-            name.to_string_lossy()
-        ));
-    }
-    // SAFETY: `T` is the C signature SQLite documents for `name`.
-    Ok(std::mem::transmute_copy::<*mut c_void, T>(&found))
 }
 
 impl Api {
