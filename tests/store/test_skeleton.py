@@ -37,7 +37,7 @@ DIALECT = {
     "_reading", "_writing", "_recalling", "_translate", "_log_fields", "_migrating", "_migrate_one",
     "_holds", "_loaded", "_message_stored", "_message_read", "_any",
     "_numbers_unread", "_group_read", "_write_group", "_write_unread", "_wrote",
-    "_more_numbers", "_failed", "_hand_to_writer", "_writer", "opens_later",
+    "_more_numbers", "_failed", "_hand_to_writer",
 }  # fmt: skip
 
 

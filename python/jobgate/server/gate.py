@@ -32,7 +32,7 @@ from jobgate import sources
 from jobgate.config import Config
 from jobgate.reports import ReportView, renamed
 from jobgate.store import IdempotencyKey, JobStore, NewJob, Remembered, StoreFull, StoreUnavailable
-from jobgate.store.base import Pending, storable
+from jobgate.store.base import Pending
 from jobgate.store.committer import COMMITTER_CLOSE_WAIT_S, GroupCommitter
 
 log = logging.getLogger("jobgate.server")
@@ -504,8 +504,8 @@ class Gate:
         job = self._new_job(facts, account, grant, idempotency, reads_usage=verdict.quota is not None)
         if later and idempotency is None and verdict.quota is None and getattr(self.store, "opens_later", False):
             # Decided on nothing read, as a commit group would decide it; the store opens
-            # the record beside the call, which waits for it before it answers.
-            job = storable(job)
+            # the record beside the call (storable, or Unstorable before anything is
+            # written), which waits for it before it answers.
             if not verdict(0):
                 return Admission(verdict.report, gpus_in_use=verdict.in_use, project=project)
             job_id, pending = self.store.open_later(job)

@@ -197,6 +197,22 @@ def loaded_libpq() -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+def _store_failure(error: type[psycopg.Error], detail: str) -> StoreFull | StoreUnavailable | None:
+    """What a failure of the driver's class `error` is to the store's callers, whether
+    the driver raised it or the core's writer met its SQLSTATE: a full disk is
+    StoreFull; a server that cannot be reached (down, restarting, out of connections)
+    or is read-only (a standby, a primary that failed over) is StoreUnavailable;
+    anything else None (raised as it is). The `detail`, which names the server and the
+    SQL, is logged, never passed on."""
+    if issubclass(error, psycopg.errors.DiskFull):
+        log.error("job store disk full", extra={"fields": {"error": detail}})
+        return StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written")
+    if issubclass(error, (psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction)):
+        log.error("job store unavailable", extra={"fields": {"error": detail}})
+        return StoreUnavailable("the job store is unavailable; retry shortly")
+    return None
+
+
 def _opening_row(job: NewJob, job_id: str, ts: str) -> dict[str, Any]:
     """An opened record's row as `jobgate_open_group` reads it (without a key)."""
     return {
@@ -340,8 +356,6 @@ class PostgresStore(SqlStore):
         self._id_key = self._migrate()
         # With `core_writer` False, every record goes through `admit_many`.
         self._writer = self._core_writer() if core_writer else None
-        # Whether `open_later` opens records (else every record goes through `admit_many`).
-        self.opens_later = self._writer is not None
 
     def _core_writer(self) -> Any | None:
         """The core's writer on this database, on a connection of its own opened as the
@@ -394,9 +408,8 @@ class PostgresStore(SqlStore):
                     db.autocommit = False
 
     def _translate(self, call: Callable[[], T]) -> T:
-        """The driver's failures as the store's own: a full disk is StoreFull, a server
-        that cannot be reached (down, restarting, out of connections) is StoreUnavailable.
-        The details, which name the server and the SQL, are logged, never passed on."""
+        """The driver's failures as the store's own (`_store_failure`); any other is
+        raised as it is."""
         try:
             try:
                 return call()
@@ -405,13 +418,11 @@ class PostgresStore(SqlStore):
                 # (`_connection`): it runs once more, on another.
                 log.warning("prepared statements vanished from a job store connection; retrying on another", extra={"fields": {"error": str(e)}})
                 return call()
-        except psycopg.errors.DiskFull as e:
-            log.error("job store disk full", extra={"fields": {"error": str(e)}})
-            raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written") from None
-        except (psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction) as e:
-            # A read-only server is a standby, or a primary that failed over: retry.
-            log.error("job store unavailable", extra={"fields": {"error": str(e)}})
-            raise StoreUnavailable("the job store is unavailable; retry shortly") from None
+        except psycopg.Error as e:
+            failure = _store_failure(type(e), str(e))
+            if failure is None:
+                raise
+        raise failure  # outside the handler: the driver's error is not chained
 
     def _migrating(self, db: psycopg.Connection) -> None:
         db.execute("SELECT pg_advisory_xact_lock(4242)")  # one migrator at a time
@@ -501,13 +512,7 @@ class PostgresStore(SqlStore):
             error = psycopg.errors.lookup(code)
         except KeyError:
             error = psycopg.DatabaseError
-        if issubclass(error, psycopg.errors.DiskFull):
-            log.error("job store disk full", extra={"fields": {"error": message}})
-            raise StoreFull("the disk holding the job store (PostgreSQL) is full; nothing was written")
-        if issubclass(error, (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction)):
-            log.error("job store unavailable", extra={"fields": {"error": message, "sqlstate": code}})
-            raise StoreUnavailable("the job store is unavailable; retry shortly")
-        raise error(message)
+        raise _store_failure(error, f"{message} (SQLSTATE {code})") or error(message)
 
     def _hand_to_writer(self, job: NewJob, job_id: str) -> Any:
         return self._writer.submit([(job.project, orjson.dumps(_opening_row(job, job_id, now())))])

@@ -526,9 +526,13 @@ class SqlStore:
         return out
 
     # Records opened beside the calls: the core's writer a dialect made (None without
-    # one), and whether `open_later` may be called.
+    # one; then every record goes through `admit_many`).
     _writer: Any = None
-    opens_later = False
+
+    @property
+    def opens_later(self) -> bool:
+        """Whether `open_later` may be called: the store has the core's writer."""
+        return self._writer is not None
 
     def _more_numbers(self, count: int) -> list[int]:
         """At least `count` job numbers, taken from the database."""

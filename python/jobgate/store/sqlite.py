@@ -293,15 +293,12 @@ class SqliteStore(SqlStore):
         # With `core_writer` False, every record goes through `admit_many` (and a
         # subclass that changes it sees them all).
         self._writer = self._core_writer() if core_writer else None
-        # Whether `open_later` opens records (else every record goes through `admit_many`).
-        self.opens_later = self._writer is not None
 
     def _core_writer(self) -> Any | None:
         """The core's writer on this file, or None where it cannot share this Python's
         SQLite library (then every record is opened here)."""
-        pragmas = [f"PRAGMA synchronous={self.synchronous}", "PRAGMA busy_timeout=30000", f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}"]
         try:
-            writer = jobgate._core.SqliteWriter(str(self.path), _OPEN_ONE, pragmas, _sqlite3.__file__)
+            writer = jobgate._core.SqliteWriter(str(self.path), _OPEN_ONE, self._pragmas(), _sqlite3.__file__)
         except (RuntimeError, ValueError) as e:
             log.info("the job store opens its records without the core's writer", extra={"fields": {"store": str(self.path), "reason": str(e)}})
             return None
@@ -321,10 +318,14 @@ class SqliteStore(SqlStore):
                 if "locked" not in str(e) and "busy" not in str(e) or attempt == 99:
                     raise
                 time.sleep(0.05)
-        db.execute(f"PRAGMA synchronous={self.synchronous}")
-        db.execute("PRAGMA busy_timeout=30000")
-        db.execute(f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}")  # `_Checkpointer` checkpoints sooner
+        for pragma in self._pragmas():
+            db.execute(pragma)
         return db
+
+    def _pragmas(self) -> list[str]:
+        """What every connection to the file runs once WAL is on, the core writer's too.
+        `_Checkpointer` checkpoints sooner than the automatic checkpoint, a backstop."""
+        return [f"PRAGMA synchronous={self.synchronous}", "PRAGMA busy_timeout=30000", f"PRAGMA wal_autocheckpoint={_BACKSTOP_PAGES}"]
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
