@@ -210,6 +210,7 @@ class Validator:
         projects: Sequence[str] | None = None,
         home: str | None = None,
         max_response_bytes: int | None = None,
+        single: bool = False,
     ) -> BatchOutcome | None:
         """The service's AdmitBatch dry-run path: an encoded ``jobgate.v1.AdmitBatchRequest``
         in, the encoded ``AdmitBatchResponse`` out (GIL released, no Python object per
@@ -217,7 +218,10 @@ class Validator:
         quotas, ``gpus_in_use`` (or what it returns, called only when this path answers)
         is the usage every document's project is judged against (a spec-bundle's is
         ``home``). With
-        ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does."""
+        ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does.
+        With ``single``, the request is an encoded ``jobgate.v1.AdmitRequest`` and the
+        response its ``AdmitResponse`` (Admit's dry-run path): answered only when it
+        holds its document once, raw (protobuf merges a document given twice)."""
     def stage(
         self,
         document: GivenDocument | None,
@@ -302,7 +306,8 @@ class BatchOutcome:
 
     documents: int
     response: bytes | None
-    """The encoded ``AdmitBatchResponse``; ``None`` when the batch was over ``max_batch``."""
+    """The encoded ``AdmitBatchResponse`` (``AdmitResponse`` with ``single``); ``None``
+    when the batch was over ``max_batch``."""
     verdicts: dict[str, int]
     rules: dict[tuple[str, str], int]
     """Violations per ``(rule, severity)``."""

@@ -102,8 +102,8 @@ fn severity_code(severity: Severity) -> i32 {
 pub struct BatchOutcome {
     /// How many documents the request holds.
     pub documents: usize,
-    /// The encoded `AdmitBatchResponse`; `None` when the batch held more than
-    /// `max_batch` documents and was not checked.
+    /// The encoded `AdmitBatchResponse` (`AdmitResponse` from `answer_one`); `None`
+    /// when the batch held more than `max_batch` documents and was not checked.
     pub response: Option<Vec<u8>>,
     /// Reports per verdict, for the service's metrics.
     pub verdicts: BTreeMap<&'static str, u64>,
@@ -294,6 +294,57 @@ pub fn answer(
     if batch.len() > max_batch {
         return outcome;
     }
+    let results = responses(
+        &mut outcome,
+        validator,
+        batch,
+        admission,
+        threads,
+        max_response_bytes,
+    );
+    outcome.response = Some(AdmitBatchResponse { results }.encode_to_vec());
+    outcome
+}
+
+/// Checks the document of an encoded `AdmitRequest` decoded by `decode` and encodes
+/// its `AdmitResponse`: an `AdmitRequest` reads as a batch (its `document` is field 1,
+/// `dry_run` field 2), but protobuf merges a `document` given twice where a batch
+/// holds two, so only a request holding exactly one is answered here; `None` leaves
+/// any other to the general path.
+pub fn answer_one(
+    validator: &Validator,
+    batch: &Batch<'_>,
+    admission: &AdmissionContext,
+    max_response_bytes: Option<usize>,
+) -> Option<BatchOutcome> {
+    if batch.len() != 1 {
+        return None;
+    }
+    let mut outcome = BatchOutcome {
+        documents: 1,
+        ..Default::default()
+    };
+    let results = responses(
+        &mut outcome,
+        validator,
+        batch,
+        admission,
+        None,
+        max_response_bytes,
+    );
+    outcome.response = results.first().map(Message::encode_to_vec);
+    Some(outcome)
+}
+
+/// Each document's `AdmitResponse`, in order, counted into `outcome`.
+fn responses(
+    outcome: &mut BatchOutcome,
+    validator: &Validator,
+    batch: &Batch<'_>,
+    admission: &AdmissionContext,
+    threads: Option<usize>,
+    max_response_bytes: Option<usize>,
+) -> Vec<AdmitResponse> {
     let mut reports = if admission.quotas.is_some() {
         in_item_order(validator, &batch.items, admission)
     } else {
@@ -302,20 +353,16 @@ pub fn answer(
     if let Some(budget) = max_response_bytes {
         crate::report::fit(&mut reports, budget);
     }
-    let response = AdmitBatchResponse {
-        results: reports
-            .iter()
-            .map(|report| {
-                count(&mut outcome, report);
-                AdmitResponse {
-                    report: Some(message(report)),
-                    job_id: String::new(),
-                }
-            })
-            .collect(),
-    };
-    outcome.response = Some(response.encode_to_vec());
-    outcome
+    reports
+        .iter()
+        .map(|report| {
+            count(outcome, report);
+            AdmitResponse {
+                report: Some(message(report)),
+                job_id: String::new(),
+            }
+        })
+        .collect()
 }
 
 /// The reports of a batch judged under project quotas, as a real batch answers: one item
@@ -675,6 +722,28 @@ mod tests {
         };
         assert!(check_batch_request(&v, &request(vec![packaged], true), &a, 10, None).is_none());
         assert!(check_batch_request(&v, b"\xff\xff\xff", &a, 10, None).is_none());
+    }
+
+    #[test]
+    fn an_admit_request_of_one_document_is_answered_as_the_batch_of_it_is() {
+        let v = Validator::default();
+        let a = AdmissionContext::default();
+        let one = request(vec![raw(b"[]", 1)], true);
+        let batch = check_batch_request(&v, &one, &a, 10, None).unwrap();
+        let single = answer_one(&v, &decode(&one).unwrap(), &a, None).unwrap();
+        let results = AdmitBatchResponse::decode(batch.response.unwrap().as_slice())
+            .unwrap()
+            .results;
+        assert_eq!(single.response, Some(results[0].encode_to_vec()));
+        assert_eq!(
+            (single.documents, single.verdicts, single.rules),
+            (1, batch.verdicts, batch.rules)
+        );
+        // A document given twice is merged by protobuf into one: not this path's.
+        let twice = request(vec![raw(b"[]", 1), raw(b"[]", 1)], true);
+        assert!(answer_one(&v, &decode(&twice).unwrap(), &a, None).is_none());
+        let none = request(vec![], true);
+        assert!(answer_one(&v, &decode(&none).unwrap(), &a, None).is_none());
     }
 
     #[test]

@@ -3,6 +3,7 @@ configuration files of `jobgate serve` in a process of its own."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import grpc
@@ -59,6 +60,13 @@ def config_for(tmp_path, accounts: dict | None = None, **server):
             "jobs": base.jobs.model_copy(update={"results_root": str(tmp_path / "results")}),
         }
     )
+
+
+class Collected(io.BytesIO):
+    """stderr as the request log's writer sees it: what was written, line by line."""
+
+    def lines(self) -> list[dict]:
+        return [json.loads(line) for line in self.getvalue().splitlines()]
 
 
 class Running:

@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from jobgate.cli import main
 from jobgate.config import Server
 from tests.helpers import free_port, sample
-from tests.server.helpers import TOKEN, Running, config_for
+from tests.server.helpers import TOKEN, Collected, Running, config_for
 
 
 def bench(capsys, *args: str) -> tuple[int, dict]:
@@ -272,13 +272,6 @@ def test_anonymous_server_needs_no_token(tmp_path, capsys):
 
 
 # ---- what a call sends: metadata and a request given as proto JSON
-
-
-class Collected(io.BytesIO):
-    """The request log as the server writes it, line by line."""
-
-    def lines(self) -> list[dict]:
-        return [json.loads(line) for line in self.getvalue().splitlines()]
 
 
 def test_metadata_reaches_the_server(tmp_path, capsys, monkeypatch):

@@ -25,17 +25,10 @@ from jobgate.server.logs import ROOMY, LineWriter, bounded, encode
 from jobgate.server.metrics import Metrics
 from jobgate.v1 import admission_pb2
 from tests.helpers import sample
-from tests.server.helpers import Running, bearer, config_for
+from tests.server.helpers import Collected, Running, bearer, config_for
 
 JOBSPEC = json.dumps(sample("jobspec.valid.json")).encode()
 CHECK = health_pb2.HealthCheckRequest()
-
-
-class Collected(io.BytesIO):
-    """stderr as the writer sees it: what was written, line by line."""
-
-    def lines(self) -> list[dict]:
-        return [json.loads(line) for line in self.getvalue().splitlines()]
 
 
 class Held(Collected):

@@ -40,6 +40,7 @@ import grpc
 from jobgate.server.logs import LineWriter
 from jobgate.server.metrics import Metrics
 from jobgate.server.shapes import behavior_of, shaped_as
+from jobgate.server.wire import Encoded
 
 REQUEST_LOG = "jobgate.requests"  # the logger its lines name
 REQUEST_ID = "x-request-id"
@@ -73,6 +74,8 @@ def return_id(context: grpc.ServicerContext, rid: str) -> None:
 
 def outcome(response) -> dict:
     """What an admission response says, for the log: verdict, job id, rule ids."""
+    if type(response) is Encoded:
+        return {"verdict": response.verdict, "rules": response.rules}
     report = getattr(response, "report", None)
     if report is None or not hasattr(report, "verdict"):
         return {}

@@ -4,7 +4,8 @@ generated `add_…Servicer_to_server` functions, the one list of each service's 
 
 Each handler takes its request as bytes and decodes it itself (`bytes_in`): a request
 that is not one is a BadRequest naming it, never grpc's own INTERNAL; the methods a
-servicer names in `BYTES_IN` are handed the bytes and answer bytes. A store that is
+servicer names in `BYTES_IN` are handed the bytes and answer bytes, a message, or the
+core's encoding of one (`wire.sent`). A store that is
 down is UNAVAILABLE, a full disk RESOURCE_EXHAUSTED, and anything unforeseen INTERNAL
 with a reference to the log (`failure_mapped`): no caller ever sees an address, SQL or
 a Python traceback.
@@ -30,7 +31,7 @@ from google.protobuf import descriptor_pool, message_factory
 from jobgate.server import errors
 from jobgate.server.service import AdmissionService, JobService
 from jobgate.server.shapes import behavior_of, shaped_as
-from jobgate.server.wire import decode
+from jobgate.server.wire import decode, sent
 from jobgate.store import StoreFull, StoreUnavailable
 from jobgate.v1 import admission_pb2_grpc, jobs_pb2_grpc
 
@@ -140,9 +141,10 @@ class _WrappedGeneric(grpc.GenericRpcHandler):
 def bytes_in(service: str, method: str, handler: grpc.RpcMethodHandler, *, raw: bool) -> grpc.RpcMethodHandler:
     """`handler` taking its request as bytes and decoding it itself (a request that is
     not one is a BadRequest, never grpc's own INTERNAL), its failures mapped
-    (`failure_mapped`). A `raw` method is handed the bytes and answers bytes."""
+    (`failure_mapped`). A `raw` method is handed the bytes and answers what
+    `wire.sent` sends."""
     request_type = None if raw else message_factory.GetMessageClass(descriptor_pool.Default().FindMethodByName(f"{service}.{method}").input_type)
-    serialize = None if raw else handler.response_serializer
+    serialize = sent if raw else handler.response_serializer
 
     def parsed_stream(datas, context):
         for i, data in enumerate(datas):
@@ -212,7 +214,7 @@ def register(add_to_server: Callable[[object, grpc.Server], None], servicer, ser
     list of the service's methods: a servicer without one of them fails here, at
     start (AttributeError), rather than answering UNIMPLEMENTED. Each handler takes
     its request as bytes (`bytes_in`); the methods the servicer names in `BYTES_IN`
-    are handed the bytes and answer bytes. Returns the full names of the services
+    are handed the bytes and answer what `wire.sent` sends. Returns the full names of the services
     registered."""
     captured = Captured()
     add_to_server(servicer, captured)

@@ -75,6 +75,27 @@ def decode(message_type: type[Message], data: bytes, context: grpc.ServicerConte
 # ---- reports and records out
 
 
+class Encoded:
+    """A response the core encoded (Admit's dry-run path), with what the request log
+    says of it: its verdict and rule ids."""
+
+    __slots__ = ("data", "verdict", "rules")
+
+    def __init__(self, data: bytes, verdict: str, rules: list[str]) -> None:
+        self.data, self.verdict, self.rules = data, verdict, rules
+
+
+def sent(response) -> bytes:
+    """What a method handed its request's bytes answers, as sent: bytes it encoded
+    itself, a response the core encoded (`Encoded`), or a message."""
+    kind = type(response)
+    if kind is bytes:
+        return response
+    if kind is Encoded:
+        return response.data
+    return response.SerializeToString()
+
+
 def report_message(report) -> report_pb2.Report:
     """The report with every string's enum twin; the core encodes AdmitBatch's dry runs
     alike (rust/src/batch_wire.rs), a test holds the two to the same bytes."""

@@ -365,7 +365,11 @@ impl PyValidator {
     /// earlier items that passed (quota consumed in item order): a `{project: GPUs}`
     /// mapping, or a callable returning one, called only when this path answers the
     /// request (so a request it leaves to the caller costs no usage lookup).
-    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, home=None, max_response_bytes=None))]
+    ///
+    /// With `single`, the request is an encoded `jobgate.v1.AdmitRequest` and the
+    /// response its `AdmitResponse`: Admit's dry-run path, for a request holding one
+    /// raw document (`batch_wire::answer_one`).
+    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, home=None, max_response_bytes=None, single=false))]
     #[allow(clippy::too_many_arguments)]
     fn check_batch_request(
         &self,
@@ -380,6 +384,7 @@ impl PyValidator {
         projects: Option<Vec<String>>,
         home: Option<String>,
         max_response_bytes: Option<usize>,
+        single: bool,
     ) -> PyResult<Option<BatchOutcome>> {
         let has_quotas =
             quota_default.is_some() || quota_projects.as_ref().is_some_and(|p| !p.is_empty());
@@ -390,21 +395,25 @@ impl PyValidator {
             ..Default::default()
         };
         let answer = |batch: &crate::batch_wire::Batch<'_>, admission: &AdmissionContext| {
-            crate::batch_wire::answer(
-                &self.core,
-                batch,
-                admission,
-                max_batch,
-                threads,
-                max_response_bytes,
-            )
+            if single {
+                crate::batch_wire::answer_one(&self.core, batch, admission, max_response_bytes)
+            } else {
+                Some(crate::batch_wire::answer(
+                    &self.core,
+                    batch,
+                    admission,
+                    max_batch,
+                    threads,
+                    max_response_bytes,
+                ))
+            }
         };
         let outcome = if has_quotas {
             // The usage is read between decoding and checking, with the GIL held.
             let Some(batch) = py.detach(|| guarded(|| crate::batch_wire::decode(request)))? else {
                 return Ok(None);
             };
-            if batch.len() <= max_batch {
+            if batch.len() <= max_batch && (!single || batch.len() == 1) {
                 let in_use = match gpus_in_use {
                     Some(u) if u.is_callable() => u.call0()?.extract()?,
                     Some(u) if !u.is_none() => u.extract()?,
@@ -416,14 +425,23 @@ impl PyValidator {
                     in_use,
                 });
             }
-            py.detach(|| guarded(|| answer(&batch, &admission)))?
+            let Some(outcome) = py.detach(|| guarded(|| answer(&batch, &admission)))? else {
+                return Ok(None);
+            };
+            outcome
         } else {
-            // Decoded and checked with the GIL released once.
-            let outcome = py.detach(|| {
+            // Decoded and checked with the GIL released once; kept for one small
+            // document, which takes less time than handing the GIL over would.
+            let run = || {
                 guarded(|| {
-                    crate::batch_wire::decode(request).map(|batch| answer(&batch, &admission))
+                    crate::batch_wire::decode(request).and_then(|batch| answer(&batch, &admission))
                 })
-            })?;
+            };
+            let outcome = if single && request.len() <= DETACH_ABOVE {
+                run()?
+            } else {
+                py.detach(run)?
+            };
             let Some(outcome) = outcome else {
                 return Ok(None);
             };
@@ -587,7 +605,8 @@ impl PyFacts {
 pub struct BatchOutcome {
     /// How many documents the request held.
     documents: usize,
-    /// The encoded `AdmitBatchResponse`; `None` when the batch was over `max_batch`.
+    /// The encoded `AdmitBatchResponse` (`AdmitResponse` with `single`); `None` when
+    /// the batch was over `max_batch`.
     response: Option<Py<PyBytes>>,
     /// `{verdict: reports}`.
     verdicts: Py<PyDict>,
