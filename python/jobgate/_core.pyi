@@ -211,6 +211,7 @@ class Validator:
         home: str | None = None,
         max_response_bytes: int | None = None,
         single: bool = False,
+        unlocated: bool = False,
     ) -> BatchOutcome | None:
         """The service's AdmitBatch dry-run path: an encoded ``jobgate.v1.AdmitBatchRequest``
         in, the encoded ``AdmitBatchResponse`` out (GIL released, no Python object per
@@ -221,7 +222,8 @@ class Validator:
         ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does.
         With ``single``, the request is an encoded ``jobgate.v1.AdmitRequest`` and the
         response its ``AdmitResponse`` (Admit's dry-run path): answered only when it
-        holds its document once, raw (protobuf merges a document given twice)."""
+        holds its document once, raw (protobuf merges a document given twice); with
+        ``unlocated`` too, the report has no lines and columns (a typed message's JSON form)."""
     def stage(
         self,
         document: GivenDocument | None,

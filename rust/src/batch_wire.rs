@@ -301,6 +301,7 @@ pub fn answer(
         admission,
         threads,
         max_response_bytes,
+        false,
     );
     outcome.response = Some(AdmitBatchResponse { results }.encode_to_vec());
     outcome
@@ -310,12 +311,14 @@ pub fn answer(
 /// its `AdmitResponse`: an `AdmitRequest` reads as a batch (its `document` is field 1,
 /// `dry_run` field 2), but protobuf merges a `document` given twice where a batch
 /// holds two, so only a request holding exactly one is answered here; `None` leaves
-/// any other to the general path.
+/// any other to the general path. With `unlocated`, the report carries no lines and
+/// columns: the document is the JSON form of a typed message, not text anyone wrote.
 pub fn answer_one(
     validator: &Validator,
     batch: &Batch<'_>,
     admission: &AdmissionContext,
     max_response_bytes: Option<usize>,
+    unlocated: bool,
 ) -> Option<BatchOutcome> {
     if batch.len() != 1 {
         return None;
@@ -331,6 +334,7 @@ pub fn answer_one(
         admission,
         None,
         max_response_bytes,
+        unlocated,
     );
     outcome.response = results.first().map(Message::encode_to_vec);
     Some(outcome)
@@ -344,12 +348,16 @@ fn responses(
     admission: &AdmissionContext,
     threads: Option<usize>,
     max_response_bytes: Option<usize>,
+    unlocated: bool,
 ) -> Vec<AdmitResponse> {
     let mut reports = if admission.quotas.is_some() {
         in_item_order(validator, &batch.items, admission)
     } else {
         validator.check_each(&batch.items, threads, admission, |(raw, kind)| (raw, *kind))
     };
+    if unlocated {
+        reports.iter_mut().for_each(Report::unlocate);
+    }
     if let Some(budget) = max_response_bytes {
         crate::report::fit(&mut reports, budget);
     }
@@ -730,7 +738,7 @@ mod tests {
         let a = AdmissionContext::default();
         let one = request(vec![raw(b"[]", 1)], true);
         let batch = check_batch_request(&v, &one, &a, 10, None).unwrap();
-        let single = answer_one(&v, &decode(&one).unwrap(), &a, None).unwrap();
+        let single = answer_one(&v, &decode(&one).unwrap(), &a, None, false).unwrap();
         let results = AdmitBatchResponse::decode(batch.response.unwrap().as_slice())
             .unwrap()
             .results;
@@ -741,9 +749,9 @@ mod tests {
         );
         // A document given twice is merged by protobuf into one: not this path's.
         let twice = request(vec![raw(b"[]", 1), raw(b"[]", 1)], true);
-        assert!(answer_one(&v, &decode(&twice).unwrap(), &a, None).is_none());
+        assert!(answer_one(&v, &decode(&twice).unwrap(), &a, None, false).is_none());
         let none = request(vec![], true);
-        assert!(answer_one(&v, &decode(&none).unwrap(), &a, None).is_none());
+        assert!(answer_one(&v, &decode(&none).unwrap(), &a, None, false).is_none());
     }
 
     #[test]

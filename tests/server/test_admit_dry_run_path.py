@@ -11,10 +11,11 @@ import logging
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from jobgate.server.grants import Caller
-from jobgate.v1 import admission_pb2
-from tests.helpers import SHARED, require_shared, sample
+from jobgate.v1 import admission_pb2, jobspec_pb2, report_pb2, tao_pb2
+from tests.helpers import SHARED, example, mutate, require_shared, sample
 from tests.server.helpers import Collected, Running, config_for
 
 require_shared()
@@ -133,3 +134,34 @@ def test_an_admit_that_is_not_a_request_is_refused_naming_it(running):
         assert "jobgate.v1.AdmitRequest" in e.details()
     else:
         raise AssertionError("a request that is not an AdmitRequest was answered")
+
+
+def test_a_typed_dry_run_is_answered_as_the_general_path_answers_it(tmp_path):
+    """A typed message's JSON form is answered by the core as the raw document it stands
+    for, without lines and columns: the same bytes as the general path gives, which a
+    quota (one no document reaches) keeps every dry run on."""
+    fast = Running(unlimited(tmp_path / "fast"))
+    config = config_for(tmp_path / "general")
+    general = Running(config.model_copy(update={"quota": config.quota.model_copy(update={"default": 10**9, "projects": {}})}))
+    try:
+        assert fast.gate.core_answers_dry_runs() and not general.gate.core_answers_dry_runs()
+        bundle = example("spec_bundle.config_mode.dino_train.valid.json")
+        typed = [
+            admission_pb2.Document(jobspec=json_format.ParseDict(JOBSPEC, jobspec_pb2.JobSpec())),
+            admission_pb2.Document(jobspec=json_format.ParseDict(mutate(JOBSPEC, {"/metadata/name": "../x"}), jobspec_pb2.JobSpec())),
+            admission_pb2.Document(jobspec=json_format.ParseDict(JOBSPEC, jobspec_pb2.JobSpec()), kind=report_pb2.KIND_SPEC_BUNDLE),
+            admission_pb2.Document(spec_bundle=json_format.ParseDict(bundle, tao_pb2.SpecBundle())),
+            admission_pb2.Document(spec_bundle=json_format.ParseDict(mutate(bundle, {"/command": "x"}), tao_pb2.SpecBundle())),
+        ]
+        answers = {}
+        for name, r in (("fast", fast), ("general", general)):
+            call = r.channel.unary_unary(ADMIT)
+            answers[name] = [call(admission_pb2.AdmitRequest(document=d, dry_run=True).SerializeToString(), metadata=r.auth, timeout=30) for d in typed]
+        assert answers["fast"] == answers["general"]
+        reports = [admission_pb2.AdmitResponse.FromString(a).report for a in answers["fast"]]
+        assert [r.verdict for r in reports] == ["pass", "fail", "fail", "pass", "fail"]
+        assert all(v.line == 0 and v.column == 0 for r in reports for v in r.violations)
+        assert any(r.violations for r in reports)
+    finally:
+        fast.close()
+        general.close()

@@ -271,18 +271,24 @@ class Gate:
             self.shadow.offer_batch(request, account, projects, max_batch, outcome.response, home=home)
         return outcome
 
-    def check_admit_request(self, request: bytes, account: str, grant: Grant | None = None):
+    def core_answers_dry_runs(self) -> bool:
+        """Whether the core answers a dry run from its request's bytes: not when quotas
+        apply or a candidate is shadowed (the general path reads one project's usage,
+        and offers the document to the shadow as it was judged)."""
+        config = self.config
+        return self.shadow is None and config.quota.default is None and not config.quota.projects
+
+    def check_admit_request(self, request: bytes, account: str, grant: Grant | None = None, *, unlocated: bool = False):
         """The core's answer to an encoded AdmitRequest that is a dry run of one raw
         document (Validator.check_batch_request with `single`), its response an encoded
-        AdmitResponse; `None` for any other request, and whenever quotas apply or a
-        candidate is shadowed: the general path reads one project's usage, and offers
-        the document to the shadow as it was judged."""
+        AdmitResponse, without lines and columns when `unlocated` (a typed message's
+        JSON form); `None` for any other request, and unless `core_answers_dry_runs`."""
         config, validator = self.config, self.validator
-        if self.shadow is not None or config.quota.default is not None or config.quota.projects:
+        if not self.core_answers_dry_runs():
             return None
         projects = grant.projects if grant is not None else None
         home = grant.home if grant is not None else None
-        return validator.check_batch_request(request, owner=account, projects=projects, home=home, max_response_bytes=response_budget(config), single=True)
+        return validator.check_batch_request(request, owner=account, projects=projects, home=home, max_response_bytes=response_budget(config), single=True, unlocated=unlocated)
 
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)

@@ -51,6 +51,7 @@ from jobgate.server.wire import (
     JOB_STATES,
     RECIPE_STATUSES,
     TRANSITION_SOURCES,
+    TYPED,
     BatchEncoder,
     Encoded,
     decode,
@@ -58,6 +59,7 @@ from jobgate.server.wire import (
     either,
     fingerprint,
     idempotency_key,
+    raw_dry_run,
     record_message,
     report_message,
     size_as_field,
@@ -203,11 +205,17 @@ class AdmissionService:
         # The gateway case, a dry run of one raw document: decoded, checked and encoded
         # by the core in one call. A refusal for a project outside the grant is left to
         # the general path, which records it with its project.
-        fast = self.gate.check_admit_request(request, caller.name, caller.grant)
-        if fast is not None and not any(rule == FORBIDDEN for rule, _ in fast.rules):
-            self.metrics.counts("Admit", fast.verdicts, fast.rules)
-            return Encoded(fast.response, next(iter(fast.verdicts)), sorted({rule for rule, _ in fast.rules}))
+        answered = self._answered(self.gate.check_admit_request(request, caller.name, caller.grant))
+        if answered is not None:
+            return answered
         request = decode(admission_pb2.AdmitRequest, request, context)
+        document = request.document
+        if request.dry_run and document.WhichOneof("body") in TYPED and not document.package and self.gate.core_answers_dry_runs():
+            # A typed message: its JSON form answered as the raw document it stands for, unlocated.
+            data, kind = document_bytes(document, context, "document")
+            answered = self._answered(self.gate.check_admit_request(raw_dry_run(data, kind), caller.name, caller.grant, unlocated=True))
+            if answered is not None:
+                return answered
         result = self._admit_document(context, "Admit", "document", request.document, caller, dry_run=request.dry_run, later=True)
         # Built while the store commits the record; neither counted nor sent before it is in.
         response = admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
@@ -216,6 +224,15 @@ class AdmissionService:
             self.metrics.report("Admit", result.report)
             self._refused_project("Admit", caller, result)
         return response
+
+    def _answered(self, fast) -> Encoded | None:
+        """Admit's response from the core's answer, counted; None when there is none, or
+        when it refuses a project outside the grant: the general path records that
+        refusal with its project."""
+        if fast is None or any(rule == FORBIDDEN for rule, _ in fast.rules):
+            return None
+        self.metrics.counts("Admit", fast.verdicts, fast.rules)
+        return Encoded(fast.response, next(iter(fast.verdicts)), sorted({rule for rule, _ in fast.rules}))
 
     def AdmitBatch(self, request: bytes, context):  # noqa: N802 - bytes in, bytes out (BYTES_IN)
         caller = self._caller(context, "AdmitBatch")

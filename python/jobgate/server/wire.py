@@ -240,6 +240,13 @@ def document_bytes(document: admission_pb2.Document, context: grpc.ServicerConte
     bad_request(context, f"{field}.body", "a document needs raw bytes or a typed jobspec, spec_bundle, job_record or best_rec")
 
 
+def raw_dry_run(data: bytes, kind: str | None) -> bytes:
+    """The encoded dry-run AdmitRequest of `data` as raw bytes, of `kind`: a typed
+    message's JSON form, handed to the core as the raw document it stands for."""
+    document = admission_pb2.Document(raw=data, kind=KIND_CODES.get(kind or "", 0))
+    return admission_pb2.AdmitRequest(document=document, dry_run=True).SerializeToString()
+
+
 def idempotency_key(document: admission_pb2.Document, context: grpc.ServicerContext, field: str) -> str:
     """The document's idempotency key ("" for none), or INVALID_ARGUMENT naming it when
     it is longer than a key may be."""

@@ -368,8 +368,9 @@ impl PyValidator {
     ///
     /// With `single`, the request is an encoded `jobgate.v1.AdmitRequest` and the
     /// response its `AdmitResponse`: Admit's dry-run path, for a request holding one
-    /// raw document (`batch_wire::answer_one`).
-    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, home=None, max_response_bytes=None, single=false))]
+    /// raw document (`batch_wire::answer_one`); with `unlocated` as well, its report has
+    /// no lines and columns (the document is a typed message's JSON form).
+    #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, home=None, max_response_bytes=None, single=false, unlocated=false))]
     #[allow(clippy::too_many_arguments)]
     fn check_batch_request(
         &self,
@@ -385,6 +386,7 @@ impl PyValidator {
         home: Option<String>,
         max_response_bytes: Option<usize>,
         single: bool,
+        unlocated: bool,
     ) -> PyResult<Option<BatchOutcome>> {
         let has_quotas =
             quota_default.is_some() || quota_projects.as_ref().is_some_and(|p| !p.is_empty());
@@ -396,7 +398,13 @@ impl PyValidator {
         };
         let answer = |batch: &crate::batch_wire::Batch<'_>, admission: &AdmissionContext| {
             if single {
-                crate::batch_wire::answer_one(&self.core, batch, admission, max_response_bytes)
+                crate::batch_wire::answer_one(
+                    &self.core,
+                    batch,
+                    admission,
+                    max_response_bytes,
+                    unlocated,
+                )
             } else {
                 Some(crate::batch_wire::answer(
                     &self.core,
