@@ -2,7 +2,8 @@
 encoded by the core from the request's bytes (`Gate.check_admit_request`). Every
 other request takes the general path; the two must answer the same bytes, count the
 same metrics and log the same line, which the tests below hold them to, on a real
-server, for the peers' own documents and hostile ones."""
+server, for the peers' own documents and hostile ones. A real admission with a clean
+report is answered from bytes encoded once (`ResponseEncoder`), its log line intact."""
 
 from __future__ import annotations
 
@@ -165,3 +166,22 @@ def test_a_typed_dry_run_is_answered_as_the_general_path_answers_it(tmp_path):
     finally:
         fast.close()
         general.close()
+
+
+@pytest.mark.parametrize("quota", [False, True], ids=["no-quota", "quota"])
+def test_an_admissions_log_line_names_its_job_id_and_a_refusals_its_rules(tmp_path, quota):
+    """A real admission's clean report is answered from bytes encoded once
+    (`ResponseEncoder`): its line still names the job opened, and a refused one's its
+    rules, whether the record is written beside the call or in a commit group."""
+    stream = Collected()
+    r = Running(config_for(tmp_path) if quota else unlimited(tmp_path), log_stream=stream)
+    try:
+        opened = r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())), metadata=[*r.auth, ("x-request-id", "opened")], timeout=30)
+        refused = r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=b"{")), metadata=[*r.auth, ("x-request-id", "refused")], timeout=30)
+        assert opened.job_id and opened.report.verdict == "pass" and not refused.job_id
+        assert json.loads(r.store.document(opened.job_id))["metadata"]["owner"] == "alice"
+    finally:
+        r.close()
+    logged = {e["request_id"]: e for e in stream.lines()}
+    assert {k: logged["opened"][k] for k in ("verdict", "rules", "job_id")} == {"verdict": "pass", "rules": [], "job_id": opened.job_id}
+    assert (logged["refused"]["verdict"], logged["refused"]["rules"], "job_id" in logged["refused"]) == ("fail", ["json.syntax"], False)

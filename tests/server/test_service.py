@@ -234,6 +234,24 @@ def test_the_core_encodes_a_batch_response_as_the_protobuf_runtime_does(running)
     assert answer.rules[("forge.kind", "error")] == 1 and answer.rules[("json.syntax", "error")] == 3
 
 
+def test_a_clean_reports_response_is_encoded_once_as_the_protobuf_runtime_does(running):
+    from jobgate.server.wire import ResponseEncoder, report_message
+
+    encoder = ResponseEncoder()
+    clean = [running.gate.validator.check(json.dumps(d).encode(), owner="alice") for d in (JOBSPEC, BUNDLE)]
+    failing = running.gate.validator.check(b"{", owner="alice")
+    assert [r.verdict for r in clean] == ["pass", "pass"] and not any(r.violations for r in clean)
+    for report in clean:
+        for job_id in ("", "grpo-my-grpo-000042", "é" * 40):
+            expected = admission_pb2.AdmitResponse(report=report_message(report), job_id=job_id).SerializeToString()
+            answer = encoder.admit(report, job_id)
+            assert (answer.data, answer.verdict, answer.rules, answer.job_id) == (expected, "pass", [], job_id)
+            assert encoder.item(report, job_id) == admission_pb2.AdmitBatchResponse(results=[admission_pb2.AdmitResponse.FromString(expected)]).SerializeToString()
+    assert encoder.admit(failing, "") is None
+    expected = admission_pb2.AdmitResponse(report=report_message(failing)).SerializeToString()
+    assert encoder.item(failing) == admission_pb2.AdmitBatchResponse(results=[admission_pb2.AdmitResponse.FromString(expected)]).SerializeToString()
+
+
 def test_usage_is_read_only_when_the_core_answers_the_batch(running):
     v, calls = running.gate.validator, []
 

@@ -75,7 +75,7 @@ def return_id(context: grpc.ServicerContext, rid: str) -> None:
 def outcome(response) -> dict:
     """What an admission response says, for the log: verdict, job id, rule ids."""
     if type(response) is Encoded:
-        return {"verdict": response.verdict, "rules": response.rules}
+        return {"verdict": response.verdict, "rules": response.rules, "job_id": response.job_id} if response.job_id else {"verdict": response.verdict, "rules": response.rules}
     report = getattr(response, "report", None)
     if report is None or not hasattr(report, "verdict"):
         return {}

@@ -52,8 +52,8 @@ from jobgate.server.wire import (
     RECIPE_STATUSES,
     TRANSITION_SOURCES,
     TYPED,
-    BatchEncoder,
     Encoded,
+    ResponseEncoder,
     decode,
     document_bytes,
     either,
@@ -138,7 +138,7 @@ class AdmissionService:
     def __init__(self, gate: Gate, auth: Authenticator, metrics: Metrics) -> None:
         self.gate, self.auth, self.metrics = gate, auth, metrics
         self.denials = auth.denials
-        self.encoder = BatchEncoder()
+        self.encoder = ResponseEncoder()
 
     def _caller(self, context: grpc.ServicerContext, rpc: str) -> Caller:
         """The caller, once its roles allow `rpc` (dry runs included): else the call
@@ -208,17 +208,17 @@ class AdmissionService:
         answered = self._answered(self.gate.check_admit_request(request, caller.name, caller.grant))
         if answered is not None:
             return answered
-        request = decode(admission_pb2.AdmitRequest, request, context)
-        document = request.document
-        if request.dry_run and document.WhichOneof("body") in TYPED and not document.package and self.gate.core_answers_dry_runs():
+        message = decode(admission_pb2.AdmitRequest, request, context)
+        document = message.document
+        if message.dry_run and document.WhichOneof("body") in TYPED and not document.package and self.gate.core_answers_dry_runs():
             # A typed message: its JSON form answered as the raw document it stands for, unlocated.
             data, kind = document_bytes(document, context, "document")
             answered = self._answered(self.gate.check_admit_request(raw_dry_run(data, kind), caller.name, caller.grant, unlocated=True))
             if answered is not None:
                 return answered
-        result = self._admit_document(context, "Admit", "document", request.document, caller, dry_run=request.dry_run, later=True)
+        result = self._admit_document(context, "Admit", "document", document, caller, dry_run=message.dry_run, later=True)
         # Built while the store commits the record; neither counted nor sent before it is in.
-        response = admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
+        response = self.encoder.admit(result.report, result.job_id) or admission_pb2.AdmitResponse(report=report_message(result.report), job_id=result.job_id)
         result.durable()
         if not result.replayed:  # a replay was counted when it was first judged
             self.metrics.report("Admit", result.report)

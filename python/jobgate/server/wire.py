@@ -76,13 +76,14 @@ def decode(message_type: type[Message], data: bytes, context: grpc.ServicerConte
 
 
 class Encoded:
-    """A response the core encoded (Admit's dry-run path), with what the request log
-    says of it: its verdict and rule ids."""
+    """An encoded Admit response (the core's on the dry-run path, `ResponseEncoder`'s
+    for a clean report), with what the request log says of it: its verdict, rule ids
+    and job id."""
 
-    __slots__ = ("data", "verdict", "rules")
+    __slots__ = ("data", "verdict", "rules", "job_id")
 
-    def __init__(self, data: bytes, verdict: str, rules: list[str]) -> None:
-        self.data, self.verdict, self.rules = data, verdict, rules
+    def __init__(self, data: bytes, verdict: str, rules: list[str], job_id: str = "") -> None:
+        self.data, self.verdict, self.rules, self.job_id = data, verdict, rules, job_id
 
 
 def sent(response) -> bytes:
@@ -155,20 +156,30 @@ def size_as_field(payload: int) -> int:
     return 1 + len(_varint(payload)) + payload
 
 
-class BatchEncoder:
-    """AdmitBatchResponse bytes without a message object per item: the response of a
-    clean report is the same for every document of its kind, so it is encoded once."""
+class ResponseEncoder:
+    """Admit and AdmitBatch responses as bytes, without a message object per answer:
+    a clean report is the same for every document of its kind, so it is encoded once,
+    and a job id is the field after it."""
 
     def __init__(self) -> None:
         self._clean: dict[tuple[str, str], bytes] = {}
 
+    def admit(self, report, job_id: str = "") -> Encoded | None:
+        """The AdmitResponse of a clean report and `job_id`; None for a report with
+        violations (encoded as a message)."""
+        if report.violations:
+            return None
+        key = (report.kind, report.verdict)
+        clean = self._clean.get(key)
+        if clean is None:
+            clean = self._clean[key] = _field(1, report_message(report).SerializeToString())
+        return Encoded(clean + _field(2, job_id.encode()) if job_id else clean, report.verdict, [], job_id)
+
     def item(self, report, job_id: str = "") -> bytes:
-        if not report.violations and not job_id:
-            key = (report.kind, report.verdict)
-            cached = self._clean.get(key)
-            if cached is None:
-                cached = self._clean[key] = _field(1, admission_pb2.AdmitResponse(report=report_message(report)).SerializeToString())
-            return cached
+        """One AdmitBatchResponse item."""
+        clean = self.admit(report, job_id)
+        if clean is not None:
+            return _field(1, clean.data)
         return _field(1, admission_pb2.AdmitResponse(report=report_message(report), job_id=job_id).SerializeToString())
 
     def response(self, reports) -> bytes:
