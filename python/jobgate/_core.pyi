@@ -206,7 +206,7 @@ class Validator:
         threads: int | None = None,
         quota_default: int | None = None,
         quota_projects: Mapping[str, int] | None = None,
-        gpus_in_use: Mapping[str, int] | Callable[[], Mapping[str, int]] | None = None,
+        gpus_in_use: Mapping[str, int] | Callable[[], Mapping[str, int]] | Callable[[str], int] | None = None,
         projects: Sequence[str] | None = None,
         home: str | None = None,
         max_response_bytes: int | None = None,
@@ -222,7 +222,9 @@ class Validator:
         ``max_response_bytes``, the largest reports are cut as ``fit_reports`` does.
         With ``single``, the request is an encoded ``jobgate.v1.AdmitRequest`` and the
         response its ``AdmitResponse`` (Admit's dry-run path): answered only when it
-        holds its document once, raw (protobuf merges a document given twice); with
+        holds its document once, raw (protobuf merges a document given twice); a
+        callable ``gpus_in_use`` is then called with the one project the document is
+        charged to and returns its GPUs; with
         ``unlocated`` too, the report has no lines and columns (a typed message's JSON form)."""
     def stage(
         self,

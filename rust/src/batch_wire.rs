@@ -382,19 +382,12 @@ fn in_item_order(
     admission: &AdmissionContext,
 ) -> Vec<Report> {
     let mut admission = admission.clone();
-    let home = admission.home.clone().unwrap_or_default();
     items
         .iter()
         .map(|(raw, kind)| {
             let report = validator.check(raw, *kind, &admission);
             if report.ok() {
-                let charge = validator.facts(raw, *kind, None).and_then(|(f, _)| {
-                    match f.kind.map(Kind::charge) {
-                        Some(Charge::OwnProject { .. }) => Some((f.project, f.gpus)),
-                        Some(Charge::AccountHome { .. }) => Some((home.clone(), f.gpus)),
-                        Some(Charge::Nothing) | None => None,
-                    }
-                });
+                let charge = charged(validator, raw, *kind, admission.home.as_deref());
                 if let (Some((project, gpus)), Some(table)) = (charge, admission.quotas.as_mut()) {
                     let held = table.in_use.entry(project).or_default();
                     *held = held.saturating_add(gpus);
@@ -403,6 +396,24 @@ fn in_item_order(
             report
         })
         .collect()
+}
+
+/// The project a document is charged to and the GPUs it asks for: a JobSpec's own
+/// project, a spec-bundle's account `home`; `None` for a kind that launches nothing
+/// (or a document that cannot be read).
+pub fn charged(
+    validator: &Validator,
+    raw: &[u8],
+    kind: Option<Kind>,
+    home: Option<&str>,
+) -> Option<(String, u64)> {
+    validator
+        .facts(raw, kind, None)
+        .and_then(|(f, _)| match f.kind.map(Kind::charge) {
+            Some(Charge::OwnProject { .. }) => Some((f.project, f.gpus)),
+            Some(Charge::AccountHome { .. }) => Some((home.unwrap_or_default().to_owned(), f.gpus)),
+            Some(Charge::Nothing) | None => None,
+        })
 }
 
 fn count(outcome: &mut BatchOutcome, report: &Report) {

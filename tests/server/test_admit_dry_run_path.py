@@ -14,9 +14,11 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
+import jobgate
+from jobgate.config import Shadow
 from jobgate.server.grants import Caller
 from jobgate.v1 import admission_pb2, jobspec_pb2, report_pb2, tao_pb2
-from tests.helpers import SHARED, example, mutate, require_shared, sample
+from tests.helpers import DEMO_CONFIG, SHARED, example, mutate, require_shared, sample
 from tests.server.helpers import Collected, Running, config_for
 
 require_shared()
@@ -27,8 +29,7 @@ PEERS = SHARED / "upstream" / "peer-cases"
 
 
 def unlimited(tmp_path):
-    """The demo deployment without its quotas: with a quota, a dry run reads its
-    project's usage, on the general path."""
+    """The demo deployment without its quotas: a dry run reads no usage."""
     config = config_for(tmp_path)
     return config.model_copy(update={"quota": config.quota.model_copy(update={"default": None, "projects": {}})})
 
@@ -79,22 +80,45 @@ def test_the_core_answers_a_dry_run_of_one_raw_document_and_nothing_else(running
     with_quota = Running(config_for(tmp_path / "quota"))
     try:
         assert with_quota.config.quota.default is not None
-        assert with_quota.gate.check_admit_request(request(raw, 0), "alice", alice.grant) is None
+        assert with_quota.gate.check_admit_request(request(raw, 0), "alice", alice.grant) is not None
     finally:
         with_quota.close()
 
 
-def test_both_paths_answer_the_same_bytes_count_the_same_metrics_and_log_the_same_line(tmp_path):
+def test_under_a_quota_the_core_reads_the_usage_of_the_charged_project_alone():
+    v, read = jobgate.Validator(), []
+
+    def usage(project: str) -> int:
+        read.append(project)
+        return 60
+
+    bundle = example("spec_bundle.config_mode.dino_train.valid.json")
+    for document, charged in ((json.dumps(JOBSPEC).encode(), "my-lab"), (json.dumps(bundle).encode(), "home-lab"), (b"{", None)):
+        read.clear()
+        answer = v.check_batch_request(request(document, 0), single=True, home="home-lab", quota_default=64, gpus_in_use=usage)
+        assert read == ([charged] if charged else [])
+        report = admission_pb2.AdmitResponse.FromString(answer.response).report
+        # 60 held and 8 asked for do not fit under 64.
+        assert ("forge.quota.project" in [x.rule for x in report.violations]) == (charged is not None)
+    read.clear()
+    assert v.check_batch_request(request(b"{}", 0, twice=True), single=True, quota_default=64, gpus_in_use=usage) is None and read == []
+
+
+@pytest.mark.parametrize("quota", [False, True], ids=["no-quota", "quota-used-up"])
+def test_both_paths_answer_the_same_bytes_count_the_same_metrics_and_log_the_same_line(tmp_path, quota):
     stream = Collected()
-    r = Running(unlimited(tmp_path), log_stream=stream)
+    r = Running(config_for(tmp_path) if quota else unlimited(tmp_path), log_stream=stream)
     try:
+        if quota:  # my-lab's 64 GPUs taken: every launch charged to it is refused
+            for _ in range(8):
+                assert r.admission.Admit(admission_pb2.AdmitRequest(document=admission_pb2.Document(raw=json.dumps(JOBSPEC).encode())), metadata=r.auth, timeout=30).job_id
         call = r.channel.unary_unary(ADMIT)  # bytes both ways: the response as sent
         registry = r.metrics.registry
 
         def counted() -> dict:
             return {(s.name, tuple(sorted(s.labels.items()))): s.value for m in registry.collect() if m.name in ("jobgate_admissions", "jobgate_violations") for s in m.samples if s.name.endswith("_total")}
 
-        verdicts, sent = set(), documents()
+        verdicts, rules, sent = set(), set(), documents()
         for i, (raw, kind) in enumerate(sent):
             answers, counts = [], []
             for path, twice in (("core", False), ("general", True)):
@@ -104,8 +128,11 @@ def test_both_paths_answer_the_same_bytes_count_the_same_metrics_and_log_the_sam
                 counts.append({k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)})
             assert answers[0] == answers[1], raw[:80]
             assert counts[0] == counts[1], raw[:80]
-            verdicts.add(admission_pb2.AdmitResponse.FromString(answers[0]).report.verdict)
+            report = admission_pb2.AdmitResponse.FromString(answers[0]).report
+            verdicts.add(report.verdict)
+            rules.update(v.rule for v in report.violations)
         assert verdicts == {"pass", "fail"}
+        assert ("forge.quota.project" in rules) == quota
     finally:
         r.close()
     logged = {e["request_id"]: e for e in stream.lines()}
@@ -137,13 +164,20 @@ def test_an_admit_that_is_not_a_request_is_refused_naming_it(running):
         raise AssertionError("a request that is not an AdmitRequest was answered")
 
 
+def shadowed_by_itself(tmp_path):
+    """The demo deployment with itself as the shadowed candidate: every dry run on the
+    general path, which offers the document to the shadow as it was judged."""
+    candidate = tmp_path / "candidate.toml"
+    candidate.parent.mkdir(parents=True, exist_ok=True)
+    candidate.write_text(DEMO_CONFIG.read_text())
+    return config_for(tmp_path).model_copy(update={"shadow": Shadow(config=str(candidate))})
+
+
 def test_a_typed_dry_run_is_answered_as_the_general_path_answers_it(tmp_path):
     """A typed message's JSON form is answered by the core as the raw document it stands
-    for, without lines and columns: the same bytes as the general path gives, which a
-    quota (one no document reaches) keeps every dry run on."""
-    fast = Running(unlimited(tmp_path / "fast"))
-    config = config_for(tmp_path / "general")
-    general = Running(config.model_copy(update={"quota": config.quota.model_copy(update={"default": 10**9, "projects": {}})}))
+    for, without lines and columns: the same bytes as the general path gives."""
+    fast = Running(config_for(tmp_path / "fast"))
+    general = Running(shadowed_by_itself(tmp_path / "general"))
     try:
         assert fast.gate.core_answers_dry_runs() and not general.gate.core_answers_dry_runs()
         bundle = example("spec_bundle.config_mode.dino_train.valid.json")

@@ -272,23 +272,27 @@ class Gate:
         return outcome
 
     def core_answers_dry_runs(self) -> bool:
-        """Whether the core answers a dry run from its request's bytes: not when quotas
-        apply or a candidate is shadowed (the general path reads one project's usage,
-        and offers the document to the shadow as it was judged)."""
-        config = self.config
-        return self.shadow is None and config.quota.default is None and not config.quota.projects
+        """Whether the core answers a dry run from its request's bytes: not while a
+        candidate is shadowed (the general path offers the document to the shadow as
+        it was judged), nor under quotas without a store to read the usage from."""
+        return self.shadow is None and (self.store is not None or not self.has_quotas())
 
     def check_admit_request(self, request: bytes, account: str, grant: Grant | None = None, *, unlocated: bool = False):
         """The core's answer to an encoded AdmitRequest that is a dry run of one raw
         document (Validator.check_batch_request with `single`), its response an encoded
         AdmitResponse, without lines and columns when `unlocated` (a typed message's
-        JSON form); `None` for any other request, and unless `core_answers_dry_runs`."""
+        JSON form); under quotas, judged against the usage of the one project it is
+        charged to, read from the store only when the core answers. `None` for any
+        other request, and unless `core_answers_dry_runs`."""
         config, validator = self.config, self.validator
         if not self.core_answers_dry_runs():
             return None
+        quotas = {}
+        if self.has_quotas() and self.store is not None:
+            quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.gpus_in_use}
         projects = grant.projects if grant is not None else None
         home = grant.home if grant is not None else None
-        return validator.check_batch_request(request, owner=account, projects=projects, home=home, max_response_bytes=response_budget(config), single=True, unlocated=unlocated)
+        return validator.check_batch_request(request, owner=account, projects=projects, home=home, max_response_bytes=response_budget(config), single=True, unlocated=unlocated, **quotas)
 
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)

@@ -368,7 +368,8 @@ impl PyValidator {
     ///
     /// With `single`, the request is an encoded `jobgate.v1.AdmitRequest` and the
     /// response its `AdmitResponse`: Admit's dry-run path, for a request holding one
-    /// raw document (`batch_wire::answer_one`); with `unlocated` as well, its report has
+    /// raw document (`batch_wire::answer_one`); a callable `gpus_in_use` is then
+    /// called with the one project the document is charged to, and returns its GPUs; with `unlocated` as well, its report has
     /// no lines and columns (the document is a typed message's JSON form).
     #[pyo3(signature = (request, *, owner=None, max_batch=usize::MAX, threads=None, quota_default=None, quota_projects=None, gpus_in_use=None, projects=None, home=None, max_response_bytes=None, single=false, unlocated=false))]
     #[allow(clippy::too_many_arguments)]
@@ -421,7 +422,25 @@ impl PyValidator {
             let Some(batch) = py.detach(|| guarded(|| crate::batch_wire::decode(request)))? else {
                 return Ok(None);
             };
-            if batch.len() <= max_batch && (!single || batch.len() == 1) {
+            if single && batch.len() == 1 {
+                // One document: only the usage of the project it is charged to is read.
+                let (raw, kind) = batch.documents().next().unwrap_or_default();
+                let charged =
+                    crate::batch_wire::charged(&self.core, raw, kind, admission.home.as_deref());
+                let in_use = match (charged, gpus_in_use) {
+                    (Some((project, _)), Some(u)) if u.is_callable() => {
+                        let held: u64 = u.call1((project.as_str(),))?.extract()?;
+                        HashMap::from([(project, held)])
+                    }
+                    (_, Some(u)) if !u.is_none() && !u.is_callable() => u.extract()?,
+                    _ => HashMap::new(),
+                };
+                admission.quotas = Some(QuotaTable {
+                    default: quota_default,
+                    projects: quota_projects.unwrap_or_default(),
+                    in_use,
+                });
+            } else if batch.len() <= max_batch && !single {
                 let in_use = match gpus_in_use {
                     Some(u) if u.is_callable() => u.call0()?.extract()?,
                     Some(u) if !u.is_none() => u.extract()?,
