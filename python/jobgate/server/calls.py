@@ -74,12 +74,13 @@ def return_id(context: grpc.ServicerContext, rid: str) -> None:
 
 def outcome(response) -> dict:
     """What an admission response says, for the log: verdict, job id, rule ids."""
-    if type(response) is Encoded:
-        return {"verdict": response.verdict, "rules": response.rules, "job_id": response.job_id} if response.job_id else {"verdict": response.verdict, "rules": response.rules}
-    report = getattr(response, "report", None)
-    if report is None or not hasattr(report, "verdict"):
-        return {}
-    fields = {"verdict": report.verdict, "rules": sorted({v.rule for v in report.violations})}
+    if type(response) is Encoded:  # the rules listed already
+        fields = {"verdict": response.verdict, "rules": response.rules}
+    else:
+        report = getattr(response, "report", None)
+        if report is None or not hasattr(report, "verdict"):
+            return {}
+        fields = {"verdict": report.verdict, "rules": sorted({v.rule for v in report.violations})}
     if getattr(response, "job_id", ""):
         fields["job_id"] = response.job_id
     return fields

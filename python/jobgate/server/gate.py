@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -258,12 +259,9 @@ class Gate:
         (Validator.check_batch_request), project quotas consumed in item order from one snapshot of the
         store's usage; `None` for any other request."""
         config, validator = self.config, self.validator
-        quotas = {}
-        if self.has_quotas():
-            if self.store is None:
-                return None
-            # The usage is read only when the core answers the request itself.
-            quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.usage}
+        quotas = self._core_quotas(config, "usage")
+        if quotas is None:
+            return None
         projects = grant.projects if grant is not None else None
         home = grant.home if grant is not None else None
         outcome = validator.check_batch_request(request, owner=account, max_batch=max_batch, projects=projects, home=home, max_response_bytes=response_budget(config), **quotas)
@@ -285,14 +283,22 @@ class Gate:
         charged to, read from the store only when the core answers. `None` for any
         other request, and unless `core_answers_dry_runs`."""
         config, validator = self.config, self.validator
-        if not self.core_answers_dry_runs():
+        quotas = self._core_quotas(config, "gpus_in_use")
+        if self.shadow is not None or quotas is None:
             return None
-        quotas = {}
-        if self.has_quotas() and self.store is not None:
-            quotas = {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": self.store.gpus_in_use}
         projects = grant.projects if grant is not None else None
         home = grant.home if grant is not None else None
         return validator.check_batch_request(request, owner=account, projects=projects, home=home, max_response_bytes=response_budget(config), single=True, unlocated=unlocated, **quotas)
+
+    def _core_quotas(self, config: Config, usage: str) -> dict[str, Any] | None:
+        """The quota arguments of `Validator.check_batch_request` under `config`, the
+        usage read through the store's method named `usage`, called only when the core
+        answers the request itself; None under quotas without a store to read from."""
+        if config.quota.default is None and not config.quota.projects:
+            return {}
+        if self.store is None:
+            return None
+        return {"quota_default": config.quota.default, "quota_projects": config.quota.projects, "gpus_in_use": getattr(self.store, usage)}
 
     def has_quotas(self) -> bool:
         return self.config.quota.default is not None or bool(self.config.quota.projects)

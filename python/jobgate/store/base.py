@@ -76,6 +76,12 @@ class StoreUnavailable(Exception):
     that: addresses and SQL go to the log, never to a caller."""
 
 
+def shutting_down() -> StoreUnavailable:
+    """An admission the store closed before it wrote (the committer, the core's
+    writer): this server is stopping, another replica may take it."""
+    return StoreUnavailable("the server is shutting down; retry (on another replica)")
+
+
 class StoreFull(Exception):
     """The store can take nothing more (its disk is full, or every job id is given out);
     nothing was written."""

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from jobgate.store.base import JobStore, NewJob, Remembered, StoreFull, StoreUnavailable, storable
+from jobgate.store.base import JobStore, NewJob, Remembered, StoreFull, StoreUnavailable, shutting_down, storable
 
 log = logging.getLogger("jobgate.store")
 
@@ -81,7 +81,7 @@ class GroupCommitter:
         waiting = _Waiting(storable(job), decide)  # storable raises Unstorable to this caller alone
         with self._lock:
             if self._closed:
-                raise StoreUnavailable("the server is shutting down; retry (on another replica)")
+                raise shutting_down()
             leads = not self._leading
             if leads:
                 self._leading = True

@@ -33,6 +33,7 @@ from jobgate.store.base import (
     now,
     opened_record,
     record_json,
+    shutting_down,
 )
 from jobgate.store.skeleton import CommitGroup, GroupRead, Lookup, NumbersAhead, Slot, SqlStore, T
 
@@ -507,7 +508,7 @@ class PostgresStore(SqlStore):
         server, and the writer closed first, JG000, among them), or psycopg's error for
         the code; the details are logged."""
         if code == _UNWRITTEN:
-            raise StoreUnavailable("the server is shutting down; retry (on another replica)")
+            raise shutting_down()
         try:
             error = psycopg.errors.lookup(code)
         except KeyError:

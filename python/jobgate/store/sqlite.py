@@ -32,6 +32,7 @@ from jobgate.store.base import (
     now,
     opened_record,
     record_json,
+    shutting_down,
 )
 from jobgate.store.committer import COMMITTER_CLOSE_WAIT_S
 from jobgate.store.skeleton import CommitGroup, GroupRead, NumbersAhead, Slot, SqlStore, T
@@ -375,7 +376,7 @@ class SqliteStore(SqlStore):
             log.error("job store unavailable", extra={"fields": {"store": str(self.path), "error": message}})
             raise StoreUnavailable("the job store is unavailable; retry shortly")
         if primary == sqlite3.SQLITE_ABORT:  # the writer closed before it wrote the record
-            raise StoreUnavailable("the server is shutting down; retry (on another replica)")
+            raise shutting_down()
         raise sqlite3.DatabaseError(message)
 
     def _hand_to_writer(self, job: NewJob, job_id: str) -> Any:

@@ -19,7 +19,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use super::record_writer::{symbol, Code, Failure, Opening, Store, Submission, Writer};
+use super::record_writer::{loaded, symbol, Code, Failure, Opening, Store, Submission, Writer};
 
 type Handle = *mut c_void;
 type NoticeProcessor = Option<unsafe extern "C" fn(*mut c_void, *const c_char)>;
@@ -76,11 +76,7 @@ impl Api {
     /// The libpq loaded at `path` (by psycopg), or why there is none to use.
     fn loaded(path: &str) -> Result<Api, String> {
         let path = CString::new(path).map_err(|_| "libpq's path holds a NUL".to_string())?;
-        // SAFETY: dlopen with RTLD_NOLOAD only looks up objects already loaded.
-        let library = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-        if library.is_null() {
-            return Err("this process has not loaded that libpq".into());
-        }
+        let library = loaded(&path).ok_or("this process has not loaded that libpq")?;
         // SAFETY: each symbol is looked up by its documented name and C signature.
         unsafe {
             Ok(Api {

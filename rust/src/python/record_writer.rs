@@ -24,6 +24,14 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
+/// The handle of `path`, a shared object this process has already loaded; `None`
+/// when it has not (nothing is loaded here).
+pub fn loaded(path: &CStr) -> Option<*mut c_void> {
+    // SAFETY: dlopen with RTLD_NOLOAD only looks up objects already loaded.
+    let library = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    (!library.is_null()).then_some(library)
+}
+
 /// `name` from the loaded `library` (a `dlopen` handle), as the function type `T`.
 ///
 /// # Safety

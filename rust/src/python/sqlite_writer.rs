@@ -17,7 +17,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList, PyString, PyTuple};
 
-use super::record_writer::{symbol, Code, Failure, Opening, Store, Submission, Writer};
+use super::record_writer::{loaded, symbol, Code, Failure, Opening, Store, Submission, Writer};
 
 const SQLITE_OK: c_int = 0;
 const SQLITE_ROW: c_int = 100;
@@ -74,22 +74,12 @@ impl Api {
     fn loaded(python_sqlite: &str) -> Result<Api, String> {
         let module = CString::new(python_sqlite)
             .map_err(|_| "the path of Python's _sqlite3 holds a NUL".to_string())?;
-        // SAFETY: dlopen with RTLD_NOLOAD only looks up objects already loaded.
-        let (library, python) = unsafe {
-            (
-                libc::dlopen(
-                    c"libsqlite3.so.0".as_ptr(),
-                    libc::RTLD_NOW | libc::RTLD_NOLOAD,
-                ),
-                libc::dlopen(module.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD),
-            )
-        };
-        if library.is_null() || python.is_null() {
+        let (Some(library), Some(python)) = (loaded(c"libsqlite3.so.0"), loaded(&module)) else {
             return Err(
                 "this Python's sqlite3 has not loaded libsqlite3.so.0 (its SQLite is built in)"
                     .into(),
             );
-        }
+        };
         // SAFETY: dlsym on handles of loaded objects; the addresses are only compared.
         let (ours, theirs) = unsafe {
             (

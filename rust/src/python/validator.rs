@@ -422,30 +422,26 @@ impl PyValidator {
             let Some(batch) = py.detach(|| guarded(|| crate::batch_wire::decode(request)))? else {
                 return Ok(None);
             };
-            if single && batch.len() == 1 {
-                // One document: only the usage of the project it is charged to is read.
-                let (raw, kind) = batch.documents().next().unwrap_or_default();
-                let charged =
-                    crate::batch_wire::charged(&self.core, raw, kind, admission.home.as_deref());
-                let in_use = match (charged, gpus_in_use) {
-                    (Some((project, _)), Some(u)) if u.is_callable() => {
-                        let held: u64 = u.call1((project.as_str(),))?.extract()?;
-                        HashMap::from([(project, held)])
+            // Read only for a request this path answers: one document (only the usage
+            // of the project it is charged to), or a batch within `max_batch`.
+            let in_use: Option<HashMap<String, u64>> = match gpus_in_use {
+                _ if (single && batch.len() != 1) || (!single && batch.len() > max_batch) => None,
+                Some(u) if !u.is_none() && !u.is_callable() => Some(u.extract()?),
+                Some(u) if u.is_callable() && single => {
+                    let (raw, kind) = batch.documents().next().unwrap_or_default();
+                    let home = admission.home.as_deref();
+                    match crate::batch_wire::charged(&self.core, raw, kind, home) {
+                        Some((project, _)) => {
+                            let held: u64 = u.call1((project.as_str(),))?.extract()?;
+                            Some(HashMap::from([(project, held)]))
+                        }
+                        None => Some(HashMap::new()),
                     }
-                    (_, Some(u)) if !u.is_none() && !u.is_callable() => u.extract()?,
-                    _ => HashMap::new(),
-                };
-                admission.quotas = Some(QuotaTable {
-                    default: quota_default,
-                    projects: quota_projects.unwrap_or_default(),
-                    in_use,
-                });
-            } else if batch.len() <= max_batch && !single {
-                let in_use = match gpus_in_use {
-                    Some(u) if u.is_callable() => u.call0()?.extract()?,
-                    Some(u) if !u.is_none() => u.extract()?,
-                    _ => HashMap::new(),
-                };
+                }
+                Some(u) if u.is_callable() => Some(u.call0()?.extract()?),
+                _ => Some(HashMap::new()),
+            };
+            if let Some(in_use) = in_use {
                 admission.quotas = Some(QuotaTable {
                     default: quota_default,
                     projects: quota_projects.unwrap_or_default(),
