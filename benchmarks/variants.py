@@ -11,7 +11,8 @@ TREE is put first on each server's PYTHONPATH (a copy of `python/`, the core's m
 built in it, or `python` itself); SERVER-LINEs are lines of its `[server]` table,
 STORE-LINE the body of its `[store]` table (default: SQLite in a directory of its
 own). Methods: `Admit` (a dry run of the 2 KB JobSpec), `Record` (the same admitted:
-each call opens a record), `Check` (health). For each method: every server's calls/s
+each call opens a record), `Check` (health), `AdmitBatch` (a dry run of 256 of those
+JobSpecs, one call at a time, a tenth as many calls). For each method: every server's calls/s
 against the echo's, its CPU and context switches per call, and each server's calls/s
 against the first's.
 
@@ -30,8 +31,11 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import documents
+from jobgate.v1 import admission_pb2
 from benchmarks.service import (
     ADMIT,
+    ADMIT_BATCH,
+    BATCH,
     CHECK,
     H2LOAD_MISSING,
     Run,
@@ -46,12 +50,18 @@ from benchmarks.service import (
 )
 
 WARM_CALLS = 300
-PATHS = {"Admit": ADMIT, "Record": ADMIT, "Check": CHECK}
+PATHS = {"Admit": ADMIT, "Record": ADMIT, "Check": CHECK, "AdmitBatch": ADMIT_BATCH}
+# AdmitBatch: one call at a time (as `benchmarks service` measures it), each call ~256
+# of the others.
+INFLIGHT = {"AdmitBatch": 1}
+SHARE = {"AdmitBatch": 10}
 
 
 def requests() -> dict[str, bytes]:
-    dry, real, health = unary_requests(documents.jobspec())
-    return {"Admit": dry, "Record": real, "Check": health}
+    doc = documents.jobspec()
+    dry, real, health = unary_requests(doc)
+    batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=doc)] * BATCH, dry_run=True).SerializeToString()
+    return {"Admit": dry, "Record": real, "Check": health, "AdmitBatch": batch}
 
 
 def methods(text: str) -> list[str]:
@@ -109,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
             def measure(side: str, m: str, n: int) -> Run:
                 port, path = (echo, f"/echo.Echo/{m}") if side == "echo" else (ports[side], PATHS[m])
-                return h2load(port, path, bodies[m], n, procs[side].pid)
+                return h2load(port, path, bodies[m], max(1, n // SHARE.get(m, 1)), procs[side].pid, inflight=INFLIGHT.get(m, 8))
 
             sides = ["echo", *names]
             for m in args.methods:
@@ -125,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             stop_all(procs.values(), 30)
     for m in args.methods:
         rates = {side: [run.rate for run in runs[m][side]] for side in ["echo", *names]}
-        print(f"{m} ({args.rounds} rounds of {args.calls:,} calls, h2load 1 connection, 8 in flight)")
+        print(f"{m} ({args.rounds} rounds of {max(1, args.calls // SHARE.get(m, 1)):,} calls, h2load 1 connection, {INFLIGHT.get(m, 8)} in flight)")
         for side in ["echo", *names]:
             x = per_round(rates[side], rates["echo"])
             against_first = f"   x{per_round(rates[side], rates[names[0]]):.3f} {names[0]}" if side not in ("echo", names[0]) else ""

@@ -30,6 +30,7 @@ pub mod kinds;
 pub mod limits;
 pub mod locate;
 pub mod node;
+mod parallel;
 pub mod paths;
 pub mod pointer;
 pub mod quota;

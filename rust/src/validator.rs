@@ -1,10 +1,8 @@
 //! The compiled validator: one configuration, many documents, any number of threads.
 
-use std::collections::HashMap;
 use std::io::Seek;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -21,6 +19,7 @@ use crate::files::{self, archive, package, root, Declared, Found};
 use crate::kind::{Charge, Kind};
 use crate::kinds;
 use crate::limits::ReportLimits;
+use crate::parallel::{pool, shared};
 use crate::pointer::ptr;
 use crate::quota::Claim;
 use crate::refusal;
@@ -477,49 +476,6 @@ impl Validator {
     }
 }
 
-/// `f` of every item, in the items' order, on `threads` threads (every core with
-/// `None`): the calling thread and helpers from a pool. The items go out in runs of
-/// `run`, each run to whichever thread asks first, so the caller starts at once and
-/// never sits waiting for a helper to wake: a helper joins when it can, and one that
-/// wakes late finds less to do, or nothing. One thread's worth of work (a run or
-/// fewer, or `threads` of 1) stays on the caller.
-fn shared<T: Sync, R: Send>(
-    items: &[T],
-    run: usize,
-    threads: Option<usize>,
-    f: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
-    let runs = items.len().div_ceil(run);
-    let helpers = threads
-        .unwrap_or_else(rayon::current_num_threads)
-        .min(runs)
-        .saturating_sub(1);
-    if helpers == 0 {
-        return items.iter().map(f).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let done: Vec<Mutex<Vec<R>>> = (0..runs).map(|_| Mutex::new(Vec::new())).collect();
-    let work = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        if i >= runs {
-            return;
-        }
-        let out = items[i * run..items.len().min((i + 1) * run)]
-            .iter()
-            .map(&f)
-            .collect();
-        *done[i].lock().unwrap_or_else(|e| e.into_inner()) = out;
-    };
-    // Returns once every helper has finished: a panic in any of them is raised here.
-    match threads {
-        None => rayon::in_place_scope(|s| alongside(s, helpers, &work)),
-        Some(n) => pool(n - 1).in_place_scope(|s| alongside(s, helpers, &work)),
-    }
-    done.into_iter()
-        .flat_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .collect()
-}
-
 /// Why supporting files got no verdict.
 #[derive(Debug)]
 pub enum Unjudged {
@@ -634,76 +590,9 @@ impl Verified {
     }
 }
 
-/// Runs `work` on `helpers` threads of the scope's pool and on the calling thread.
-fn alongside<'s>(scope: &rayon::Scope<'s>, helpers: usize, work: &'s (impl Fn() + Sync)) {
-    for _ in 0..helpers {
-        scope.spawn(move |_| work());
-    }
-    work();
-}
-
-/// Thread pools of a given size, built once and kept.
-fn pool(threads: usize) -> Arc<rayon::ThreadPool> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
-    let mut pools = POOLS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    pools
-        .entry(threads)
-        .or_insert_with(|| {
-            Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("jobgate-check-{i}"))
-                    .build()
-                    .unwrap_or_else(|_| {
-                        rayon::ThreadPoolBuilder::new()
-                            .build()
-                            .expect("a rayon thread pool")
-                    }),
-            )
-        })
-        .clone()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shared_work_comes_back_whole_and_in_order() {
-        for threads in [None, Some(1), Some(2), Some(5)] {
-            for len in [0, 1, 7, 8, 9, 63, 64, 65, 1000] {
-                let items: Vec<usize> = (0..len).collect();
-                let calls = AtomicUsize::new(0);
-                let out = shared(&items, 8, threads, |i| {
-                    calls.fetch_add(1, Ordering::Relaxed);
-                    i * 3
-                });
-                assert_eq!(
-                    out,
-                    items.iter().map(|i| i * 3).collect::<Vec<_>>(),
-                    "{threads:?}, {len}"
-                );
-                assert_eq!(calls.into_inner(), len, "each item once");
-            }
-        }
-    }
-
-    #[test]
-    fn a_panic_on_any_thread_reaches_the_caller() {
-        let items: Vec<usize> = (0..400).collect();
-        for bad in [0, 399] {
-            let caught = std::panic::catch_unwind(|| {
-                shared(&items, 8, Some(3), |i| {
-                    assert!(*i != bad, "item {bad}");
-                    *i
-                })
-            });
-            assert!(caught.is_err(), "item {bad}");
-        }
-    }
 
     #[test]
     fn check_each_answers_as_check_does() {
