@@ -38,7 +38,10 @@ def run(quick: bool) -> dict:
     rounds, calls = (3, 100) if quick else (7, 200)
     validator = jobgate.Validator()
     docs = [documents.jobspec()] * BATCH
-    sides = {"the pool and the caller (default)": lambda: validator.check_many(docs), "one thread (threads=1)": lambda: validator.check_many(docs, threads=1)}
+    sides = {
+        "the pool and the caller (default)": lambda: validator.check_many(docs),
+        "one thread (threads=1)": lambda: validator.check_many(docs, threads=1),
+    }
     rows = []
     for gap in GAPS_MS:
         times: dict[str, list[float]] = {name: [] for name in sides}
@@ -48,12 +51,24 @@ def run(quick: bool) -> dict:
         one = statistics.median(times["one thread (threads=1)"])
         for name in sides:
             median = statistics.median(times[name])
-            rows.append({"bench": f"check_many of {BATCH} 2 KB JobSpecs, {gap:g} ms between calls (median of {rounds} x {calls} calls)", "impl": name, "value": median * 1e3, "unit": "ms/call", "x": median / one})
+            rows.append(
+                {
+                    "bench": f"check_many of {BATCH} 2 KB JobSpecs, {gap:g} ms between calls (median of {rounds} x {calls} calls)",
+                    "impl": name,
+                    "value": median * 1e3,
+                    "unit": "ms/call",
+                    "x": median / one,
+                }
+            )
     return {"rows": rows, "targets": []}
 
 
 def print_table(result: dict) -> None:
-    print_grouped(result["rows"], lambda r, _first: f"  {r['impl']:38s} {r['value']:6.3f} {r['unit']}  {r['x']:5.2f}x one thread", lambda bench: f"{bench}  (x = against one thread at the same spacing)")
+    print_grouped(
+        result["rows"],
+        lambda r, _first: f"  {r['impl']:38s} {r['value']:6.3f} {r['unit']}  {r['x']:5.2f}x one thread",
+        lambda bench: f"{bench}  (x = against one thread at the same spacing)",
+    )
 
 
 if __name__ == "__main__":

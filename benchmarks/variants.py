@@ -31,7 +31,6 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import documents
-from jobgate.v1 import admission_pb2
 from benchmarks.service import (
     ADMIT,
     ADMIT_BATCH,
@@ -48,6 +47,7 @@ from benchmarks.service import (
     stop_all,
     unary_requests,
 )
+from jobgate.v1 import admission_pb2
 
 WARM_CALLS = 300
 PATHS = {"Admit": ADMIT, "Record": ADMIT, "Check": CHECK, "AdmitBatch": ADMIT_BATCH}
@@ -60,7 +60,9 @@ SHARE = {"AdmitBatch": 10}
 def requests() -> dict[str, bytes]:
     doc = documents.jobspec()
     dry, real, health = unary_requests(doc)
-    batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=doc)] * BATCH, dry_run=True).SerializeToString()
+    batch = admission_pb2.AdmitBatchRequest(
+        documents=[admission_pb2.Document(raw=doc)] * BATCH, dry_run=True
+    ).SerializeToString()
     return {"Admit": dry, "Record": real, "Check": health, "AdmitBatch": batch}
 
 
@@ -110,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name, tree, lines, store in specs:
                 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (tree, inherited)))
-                procs[name], ports[name] = start(1, tmp, name=name, server='request_log = "info"\n' + lines, store=store)
+                procs[name], ports[name] = start(
+                    1, tmp, name=name, server='request_log = "info"\n' + lines, store=store
+                )
             os.environ["PYTHONPATH"] = inherited
             first = ports[names[0]]
             # The echo answers what the first variant answers (a record's response is the
@@ -119,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
             def measure(side: str, m: str, n: int) -> Run:
                 port, path = (echo, f"/echo.Echo/{m}") if side == "echo" else (ports[side], PATHS[m])
-                return h2load(port, path, bodies[m], max(1, n // SHARE.get(m, 1)), procs[side].pid, inflight=INFLIGHT.get(m, 8))
+                return h2load(
+                    port, path, bodies[m], max(1, n // SHARE.get(m, 1)), procs[side].pid, inflight=INFLIGHT.get(m, 8)
+                )
 
             sides = ["echo", *names]
             for m in args.methods:
@@ -135,13 +141,21 @@ def main(argv: list[str] | None = None) -> int:
             stop_all(procs.values(), 30)
     for m in args.methods:
         rates = {side: [run.rate for run in runs[m][side]] for side in ["echo", *names]}
-        print(f"{m} ({args.rounds} rounds of {max(1, args.calls // SHARE.get(m, 1)):,} calls, h2load 1 connection, {INFLIGHT.get(m, 8)} in flight)")
+        print(
+            f"{m} ({args.rounds} rounds of {max(1, args.calls // SHARE.get(m, 1)):,} calls, h2load 1 connection, {INFLIGHT.get(m, 8)} in flight)"
+        )
         for side in ["echo", *names]:
             x = per_round(rates[side], rates["echo"])
-            against_first = f"   x{per_round(rates[side], rates[names[0]]):.3f} {names[0]}" if side not in ("echo", names[0]) else ""
+            against_first = (
+                f"   x{per_round(rates[side], rates[names[0]]):.3f} {names[0]}"
+                if side not in ("echo", names[0])
+                else ""
+            )
             cpu = statistics.median(run.cpu_us for run in runs[m][side])
             switches = statistics.median(run.switches for run in runs[m][side])
-            print(f"  {side:16s} {statistics.median(rates[side]):8.0f} calls/s  x{x:.3f} echo   CPU {cpu:4.0f} µs/call, {switches:4.1f} switches/call{against_first}")
+            print(
+                f"  {side:16s} {statistics.median(rates[side]):8.0f} calls/s  x{x:.3f} echo   CPU {cpu:4.0f} µs/call, {switches:4.1f} switches/call{against_first}"
+            )
     return 0
 
 

@@ -205,7 +205,10 @@ mod tests {
         let items: Vec<usize> = (0..64).collect();
         let began = std::time::Instant::now();
         let out = shared(&items, 8, Some(2), |i| *i + 1);
-        assert!(began.elapsed() < Duration::from_secs(10), "waited for the helper");
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "waited for the helper"
+        );
         assert_eq!(out, (1..=64).collect::<Vec<_>>());
         release.send(()).unwrap();
     }
