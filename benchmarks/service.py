@@ -47,7 +47,9 @@ The servers run as deployed: the request log on (one JSON line per call, stderr 
 file, as to a collector) and the metrics endpoint on. At the end every call must
 have been answered OK (h2load sees only the HTTP status, gRPC's is in the trailers),
 and the last group of the table counts the log lines written against the calls
-handled. Beside each rate: the server's CPU time and context switches per call (the
+handled; the group before it, the machine during the run: the share of its CPU time
+the host gave to other guests (steal, from /proc/stat), which no ratio removes, and
+the load average. Beside each rate: the server's CPU time and context switches per call (the
 thread hand-offs a call costs it).
 
     python -m benchmarks service [--quick]
@@ -245,6 +247,16 @@ class Run:
     peer_cpu_us: float | None = None  # the CPU time per call of a process beside the server (its PostgreSQL)
 
 
+def machine_ticks() -> tuple[int, int] | None:
+    """(steal, all) clock ticks of the machine's CPUs so far, from /proc/stat: the time
+    the host gave to others while this guest had work is noise no ratio removes."""
+    try:
+        fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7], sum(fields[:8])) if len(fields) >= 8 else None
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -403,6 +415,7 @@ def run(quick: bool) -> dict:
     batch_docs = [doc] * BATCH
     rows: list[dict] = []
     targets: list[dict] = []
+    load, ticks = os.getloadavg()[0], machine_ticks()
     with tempfile.TemporaryDirectory(prefix="jobgate-service-") as t:
         tmp = Path(t)
         bodies = {}
@@ -559,6 +572,10 @@ def run(quick: bool) -> dict:
         rows.append({"bench": bench, "impl": label, "value": statistics.median(times) * 1e3, "unit": "ms/call", "x": per_round(times, floor), "cpu_us": cpu, "rounds": [t * 1e3 for t in times]})
     targets.append(target("AdmitBatch time <= 1.1 x (echo + check_many)", per_round(batch_time["jobgate"], floor), f"median per-turn AdmitBatch time / (echo time + check_many time), {rounds} x {BATCH_TURNS} turns"))
 
+    after = machine_ticks()
+    if ticks and after and after[1] > ticks[1]:
+        stolen = 100 * (after[0] - ticks[0]) / (after[1] - ticks[1])
+        rows.append({"bench": "the machine during the run", "impl": "CPU time the host gave to others (steal)", "value": stolen, "unit": "%", "note": f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"})
     for name, seen in deployed.items():
         rows.append({"bench": "the servers as deployed: request log to a file, metrics on", "impl": f"jobgate ({name} store): request log lines", "value": lines[name], "unit": "lines", "note": f"for {seen['handled']:,.0f} calls handled, all OK; {seen['dropped']:,.0f} lines dropped (counted)"})
     return {"rows": rows, "targets": targets}
@@ -566,7 +583,7 @@ def run(quick: bool) -> dict:
 
 def print_table(result: dict) -> None:
     def line(r: dict, _first: dict) -> str:
-        out = f"  {r['impl']:<46} {r['value']:10.{2 if r['unit'] == 'ms/call' else 0}f} {r['unit']:<8}"
+        out = f"  {r['impl']:<46} {r['value']:10.{2 if r['unit'] in ('ms/call', '%') else 0}f} {r['unit']:<8}"
         if "x" in r:
             out += f" {r['x']:6.2f}x"
         if r.get("cpu_us"):
@@ -577,7 +594,7 @@ def print_table(result: dict) -> None:
             out += f"   {r['note']}"
         return out
 
-    print_grouped(result["rows"], line, lambda bench: f"{bench}  (x = against the first row, median of per-round ratios)" if not bench.startswith("the servers") else bench)
+    print_grouped(result["rows"], line, lambda bench: f"{bench}  (x = against the first row, median of per-round ratios)" if not bench.startswith(("the servers", "the machine")) else bench)
 
 
 if __name__ == "__main__":
