@@ -72,4 +72,4 @@ def print_table(result: dict) -> None:
 
 
 if __name__ == "__main__":
-    run_alone(run, print_table, sys.argv[1:])
+    run_alone(run, print_table, sys.argv)

@@ -33,7 +33,8 @@ pub(crate) fn shared<T: Sync, R: Send>(
     threads: Option<usize>,
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
-    let runs = items.len().div_ceil(run.max(1));
+    let run = run.max(1);
+    let runs = items.len().div_ceil(run);
     let helpers = threads
         .unwrap_or_else(rayon::current_num_threads)
         .min(runs)
@@ -67,15 +68,23 @@ pub(crate) fn shared<T: Sync, R: Send>(
         let board = board.clone();
         match &pool {
             None => rayon::spawn(move || {
-                board.take_runs();
+                {
+                    let _held = Held::enter();
+                    board.take_runs();
+                }
                 drop(board);
                 linger();
             }),
             Some(pool) => pool.spawn(move || board.take_runs()),
         }
     }
+    // Nothing may unwind out of here before `wait` has seen every run taken end
+    // (`take_runs` catches what `f` raises): were it to, helpers would still be using
+    // this frame. Should it ever, the process stops rather than go on.
+    let guard = AbortOnUnwind;
     board.take_runs();
     board.wait();
+    std::mem::forget(guard);
     if let Some(panic) = board.panic.lock().unwrap_or_else(|e| e.into_inner()).take() {
         resume_unwind(panic);
     }
@@ -90,29 +99,65 @@ pub(crate) fn shared<T: Sync, R: Send>(
 /// ends, by when an idle helper has gone to sleep and the caller checks alone.
 const LINGER: Duration = Duration::from_millis(2);
 
+/// The longest one helper lingers, however many parts it takes meanwhile: a part run
+/// by a thread waiting inside other work (a `join` of files) holds that wait while it
+/// lingers.
+const LINGER_AT_MOST: Duration = Duration::from_millis(20);
+
 thread_local! {
-    /// Whether this helper is lingering already (a part taken while lingering does
-    /// not linger again: the stack stays two parts deep however long calls come).
-    static LINGERING: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread is lingering or doing a part already: a part it takes
+    /// meanwhile does not linger (the stack stays two parts deep however long calls
+    /// come, and no part lingers inside another).
+    static HELD: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Stays awake for `LINGER` after the last part this helper took, taking the next
-/// call's part as soon as it is spawned; yields the CPU to any other thread that is
-/// ready in the meantime.
+/// `HELD` set until dropped, then as it was.
+struct Held(bool);
+
+impl Held {
+    fn enter() -> Held {
+        Held(HELD.with(|h| h.replace(true)))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(self.0));
+    }
+}
+
+/// Stays awake for `LINGER` after the last part this helper took (`LINGER_AT_MOST` in
+/// all), taking the next call's part as soon as it is spawned; yields the CPU to any
+/// other thread that is ready in the meantime.
 fn linger() {
-    if LINGERING.with(Cell::get) {
+    if HELD.with(Cell::get) {
         return;
     }
-    LINGERING.with(|l| l.set(true));
-    let mut until = Instant::now() + LINGER;
-    while Instant::now() < until {
+    let _held = Held::enter();
+    let began = Instant::now();
+    let mut until = began + LINGER;
+    let end = began + LINGER_AT_MOST;
+    loop {
+        let now = Instant::now();
+        if now >= until || now >= end {
+            return;
+        }
         match rayon::yield_now() {
             Some(rayon::Yield::Executed) => until = Instant::now() + LINGER,
             Some(rayon::Yield::Idle) => std::thread::yield_now(),
-            None => break,
+            None => return,
         }
     }
-    LINGERING.with(|l| l.set(false));
+}
+
+/// Stops the process if dropped: what unwinds past it would leave threads using freed
+/// memory.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        std::process::abort();
+    }
 }
 
 /// What the threads of one `shared` call share: the next run to take, how many have
@@ -141,10 +186,13 @@ impl Board {
             // SAFETY: run `i` was taken, so the caller is waiting for it to end.
             let result = catch_unwind(AssertUnwindSafe(|| unsafe { (*self.work)(i) }));
             if let Err(panic) = result {
-                self.panic
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(panic);
+                let mut first = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+                if first.is_none() {
+                    *first = Some(panic);
+                } else {
+                    // Not dropped: a payload's drop may panic in turn, outside any catch.
+                    std::mem::forget(panic);
+                }
             }
             self.ended.fetch_add(1, Ordering::Release);
         }
@@ -226,6 +274,63 @@ mod tests {
             });
             assert!(caught.is_err(), "item {bad}");
         }
+    }
+
+    #[test]
+    fn runs_of_nothing_are_runs_of_one() {
+        let items: Vec<usize> = (0..10).collect();
+        assert_eq!(shared(&items, 0, Some(2), |i| *i), items);
+    }
+
+    /// A panic payload whose drop panics in turn.
+    struct Bomb;
+
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("a payload's drop");
+        }
+    }
+
+    #[test]
+    fn the_caller_never_unwinds_while_a_helper_works_for_it() {
+        // A helper's panic is kept first; then the caller's own run raises a payload
+        // whose drop panics. The caller must still wait for the helper's other run.
+        use std::sync::atomic::AtomicBool;
+        let caller = std::thread::current().id();
+        let (kept, returned, used_after) = (
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+            AtomicBool::new(false),
+        );
+        let items: Vec<usize> = (0..4).collect();
+        let caught = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            shared(&items, 1, Some(2), |i| {
+                if std::thread::current().id() == caller {
+                    let waited = Instant::now();
+                    while !kept.load(Ordering::SeqCst) && waited.elapsed() < Duration::from_secs(2)
+                    {
+                        std::thread::yield_now();
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                    std::panic::panic_any(Bomb);
+                }
+                if !kept.swap(true, Ordering::SeqCst) {
+                    panic!("the helper's panic");
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                if returned.load(Ordering::SeqCst) {
+                    used_after.store(true, Ordering::SeqCst);
+                }
+                *i
+            })
+        }));
+        returned.store(true, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(500)); // the helper's run would end by now
+        assert!(caught.is_err());
+        assert!(
+            !used_after.load(Ordering::SeqCst),
+            "a helper was in `f` after the caller unwound"
+        );
     }
 
     #[test]
