@@ -153,6 +153,11 @@ def unary_requests(doc: bytes) -> tuple[bytes, bytes, bytes]:
     )
 
 
+def batch_request(doc: bytes) -> bytes:
+    """The encoded AdmitBatch of the AdmitBatch rows: a dry run of `doc`, BATCH times."""
+    return admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=doc)] * BATCH, dry_run=True).SerializeToString()
+
+
 def stop_all(procs: Iterable[subprocess.Popen], wait: float) -> None:
     """SIGTERM to every server at once, then each given `wait` seconds to drain before
     it is killed: a benchmark never leaves one serving."""
@@ -410,7 +415,7 @@ def run(quick: bool) -> dict:
     doc = documents.jobspec()
     dry, real, health = unary_requests(doc)
     typed = admission_pb2.AdmitRequest(document=admission_pb2.Document(jobspec=json_format.Parse(doc, jobspec_pb2.JobSpec())), dry_run=True).SerializeToString()
-    batch = admission_pb2.AdmitBatchRequest(documents=[admission_pb2.Document(raw=doc)] * BATCH, dry_run=True).SerializeToString()
+    batch = batch_request(doc)
     validator = jobgate.Validator()
     batch_docs = [doc] * BATCH
     rows: list[dict] = []

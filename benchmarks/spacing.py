@@ -18,8 +18,8 @@ import time
 
 import jobgate
 from benchmarks import documents, print_grouped, run_alone
+from benchmarks.service import BATCH
 
-BATCH = 256
 GAPS_MS = (0.0, 0.5, 1.5, 5.0)
 
 

@@ -34,11 +34,12 @@ from benchmarks import documents
 from benchmarks.service import (
     ADMIT,
     ADMIT_BATCH,
-    BATCH,
     CHECK,
     H2LOAD_MISSING,
+    INFLIGHT,
     Run,
     answer,
+    batch_request,
     frame,
     h2load,
     per_round,
@@ -47,23 +48,27 @@ from benchmarks.service import (
     stop_all,
     unary_requests,
 )
-from jobgate.v1 import admission_pb2
 
 WARM_CALLS = 300
 PATHS = {"Admit": ADMIT, "Record": ADMIT, "Check": CHECK, "AdmitBatch": ADMIT_BATCH}
-# AdmitBatch: one call at a time (as `benchmarks service` measures it), each call ~256
-# of the others.
-INFLIGHT = {"AdmitBatch": 1}
-SHARE = {"AdmitBatch": 10}
+# AdmitBatch: one call at a time (as `benchmarks service` measures it), and a tenth as
+# many calls: each is 256 of the others.
+BATCH_INFLIGHT, BATCH_SHARE = 1, 10
+
+
+def calls_of(m: str, n: int) -> int:
+    """Calls of method `m` a round, `n` being the unary methods'."""
+    return max(1, n // BATCH_SHARE) if m == "AdmitBatch" else n
+
+
+def inflight_of(m: str) -> int:
+    return BATCH_INFLIGHT if m == "AdmitBatch" else INFLIGHT
 
 
 def requests() -> dict[str, bytes]:
     doc = documents.jobspec()
     dry, real, health = unary_requests(doc)
-    batch = admission_pb2.AdmitBatchRequest(
-        documents=[admission_pb2.Document(raw=doc)] * BATCH, dry_run=True
-    ).SerializeToString()
-    return {"Admit": dry, "Record": real, "Check": health, "AdmitBatch": batch}
+    return {"Admit": dry, "Record": real, "Check": health, "AdmitBatch": batch_request(doc)}
 
 
 def methods(text: str) -> list[str]:
@@ -123,9 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
             def measure(side: str, m: str, n: int) -> Run:
                 port, path = (echo, f"/echo.Echo/{m}") if side == "echo" else (ports[side], PATHS[m])
-                return h2load(
-                    port, path, bodies[m], max(1, n // SHARE.get(m, 1)), procs[side].pid, inflight=INFLIGHT.get(m, 8)
-                )
+                return h2load(port, path, bodies[m], calls_of(m, n), procs[side].pid, inflight=inflight_of(m))
 
             sides = ["echo", *names]
             for m in args.methods:
@@ -142,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in args.methods:
         rates = {side: [run.rate for run in runs[m][side]] for side in ["echo", *names]}
         print(
-            f"{m} ({args.rounds} rounds of {max(1, args.calls // SHARE.get(m, 1)):,} calls, h2load 1 connection, {INFLIGHT.get(m, 8)} in flight)"
+            f"{m} ({args.rounds} rounds of {calls_of(m, args.calls):,} calls, h2load 1 connection, {inflight_of(m)} in flight)"
         )
         for side in ["echo", *names]:
             x = per_round(rates[side], rates["echo"])
